@@ -1,0 +1,142 @@
+# theseus — build, test, run.
+#   make            library (static + shared) and the theseus CLI
+#   make test       dependencies, default model, all tests; ends with "N passed, N failed"
+#   make run        default model, then chat with it on stdin
+#   make asan       everything with ASan+UBSan into build/asan, then the tests
+#   make fuzz       libFuzzer targets (clang) into build/fuzz
+#   make install PREFIX=/usr/local
+#   make CUDA=1     also the CUDA backend
+
+CC      ?= cc
+BUILD   ?= build
+SHARED  ?= $(abspath ../shared)
+PREFIX  ?= /usr/local
+OPT     ?= -O2
+CFLAGS_BASE := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -fPIC -pthread \
+               -Iinclude -Isrc $(OPT) -g
+CFLAGS  += $(CFLAGS_BASE) $(EXTRA_CFLAGS)
+PKGS    := libpcre2-8 libcjson libutf8proc
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lpcre2-8 -lcjson -lutf8proc)
+LDLIBS  += $(PKG_LIBS) -lm -pthread
+CFLAGS  += $(PKG_CFLAGS)
+
+ARCH := $(shell uname -m)
+
+# Library sources: everything under src/ except the CUDA backend and
+# ISA-specific files that this host cannot build.
+LIB_SRC := $(filter-out src/cuda/%, $(wildcard src/*.c src/*/*.c))
+ifneq ($(ARCH),x86_64)
+LIB_SRC := $(filter-out %_avx2.c %_avx512.c, $(LIB_SRC))
+endif
+ifneq ($(ARCH),aarch64)
+LIB_SRC := $(filter-out %_neon.c, $(LIB_SRC))
+endif
+LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
+
+TOOL_SRC := $(wildcard tools/*.c)
+TOOL_OBJ := $(TOOL_SRC:%.c=$(BUILD)/%.o)
+
+TEST_SRC := $(wildcard tests/test_*.c)
+TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+
+BENCH_SRC := $(wildcard bench/*.c)
+BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
+
+ifeq ($(CUDA),1)
+NVCC     ?= nvcc
+NVFLAGS  ?= -O3 -std=c++17 -Iinclude -Isrc -Xcompiler -fPIC \
+            -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
+CU_SRC   := $(wildcard src/cuda/*.cu)
+CU_CSRC  := $(wildcard src/cuda/*.c)
+LIB_OBJ  += $(CU_SRC:%.cu=$(BUILD)/%.o) $(CU_CSRC:%.c=$(BUILD)/%.o)
+CFLAGS   += -DTH_CUDA=1
+LDLIBS   += -L$(shell dirname $$(dirname $$(which $(NVCC))))/lib64 -lcudart -lcublas -lstdc++
+endif
+
+.PHONY: all lib tools tests bench test run asan fuzz install clean deps model check-tests
+all: lib $(BUILD)/theseus
+
+lib: $(BUILD)/libtheseus.a $(BUILD)/libtheseus.so
+
+$(BUILD)/libtheseus.a: $(LIB_OBJ)
+	@mkdir -p $(@D)
+	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/libtheseus.so: $(LIB_OBJ)
+	$(CC) -shared -o $@ $^ $(LDLIBS)
+
+$(BUILD)/theseus: $(TOOL_OBJ) $(BUILD)/libtheseus.a
+	$(CC) $(CFLAGS) -o $@ $(TOOL_OBJ) $(BUILD)/libtheseus.a $(LDLIBS) -lmicrohttpd
+	ln -sf $(BUILD)/theseus theseus 2>/dev/null || true
+
+# Per-ISA flags chosen by file name: foo_avx2.c, foo_avx512.c, foo_neon.c.
+ISA_FLAGS_avx2   := -mavx2 -mfma -mf16c -mbmi2
+ISA_FLAGS_avx512 := -mavx2 -mfma -mf16c -mbmi2 -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16
+isa_flags = $(if $(findstring _avx512.c,$1),$(ISA_FLAGS_avx512),$(if $(findstring _avx2.c,$1),$(ISA_FLAGS_avx2)))
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(call isa_flags,$<) -MMD -MP -c $< -o $@
+
+$(BUILD)/%.o: %.cu
+	@mkdir -p $(@D)
+	$(NVCC) $(NVFLAGS) -c $< -o $@
+
+$(BUILD)/tests/%: tests/%.c tests/check.h $(BUILD)/libtheseus.a
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -Itests -o $@ $< $(BUILD)/libtheseus.a $(LDLIBS)
+
+$(BUILD)/bench/%: bench/%.c $(BUILD)/libtheseus.a
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libtheseus.a $(LDLIBS)
+
+tests: $(TEST_BIN)
+bench: $(BENCH_BIN)
+
+deps:
+	@scripts/setup-deps.sh
+
+model:
+	@scripts/fetch-model.sh
+
+# The README's test command. Dependencies first (a fresh machine has none).
+test: deps
+	@$(MAKE) --no-print-directory all tests
+	@scripts/fetch-model.sh
+	@BUILD=$(BUILD) SHARED=$(SHARED) tests/run.sh
+
+run: deps
+	@$(MAKE) --no-print-directory all
+	@scripts/fetch-model.sh
+	@$(BUILD)/theseus chat -m models/SmolLM2-135M-Instruct.Q4_1.gguf
+
+asan: deps
+	@$(MAKE) --no-print-directory BUILD=build/asan OPT="-O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
+	  LDLIBS_EXTRA= all tests
+	@scripts/fetch-model.sh
+	@BUILD=build/asan SHARED=$(SHARED) ASAN=1 tests/run.sh
+
+FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
+fuzz: deps
+	@$(MAKE) --no-print-directory CC=clang BUILD=build/fuzz \
+	  OPT="-O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer" lib
+	@mkdir -p build/fuzz/bin
+	@for f in $(FUZZ_SRC); do n=$$(basename $$f .c); \
+	  echo "  fuzz target $$n"; \
+	  clang -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -O1 -g -fsanitize=fuzzer,address,undefined \
+	    -o build/fuzz/bin/$$n $$f build/fuzz/libtheseus.a $(LDLIBS) || exit 1; done
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	install -m 644 include/theseus.h $(DESTDIR)$(PREFIX)/include/
+	install -m 644 $(BUILD)/libtheseus.a $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(BUILD)/libtheseus.so $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(BUILD)/theseus $(DESTDIR)$(PREFIX)/bin/
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|0.1.0|' -e 's|@PKGS@|$(PKGS)|' theseus.pc.in \
+	  > $(DESTDIR)$(PREFIX)/lib/pkgconfig/theseus.pc
+
+clean:
+	rm -rf build theseus
+
+-include $(LIB_OBJ:.o=.d) $(TOOL_OBJ:.o=.d)

@@ -1,0 +1,179 @@
+/* theseus.h — the public C API of the theseus inference engine.
+ *
+ * Everything the CLI, the server and the tests use goes through this header.
+ * Handles are opaque. Every fallible call returns a th_status; on failure
+ * th_last_error() holds a message naming what was wrong (thread-local).
+ * The library never exits or aborts on bad input.
+ */
+#ifndef THESEUS_H
+#define THESEUS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define THESEUS_VERSION "0.1.0"
+
+typedef enum th_status {
+    TH_OK = 0,
+    TH_ERR_IO,          /* file could not be opened / read / mapped       */
+    TH_ERR_FORMAT,      /* malformed input (file, text, request)           */
+    TH_ERR_UNSUPPORTED, /* valid but not implemented (type, architecture)  */
+    TH_ERR_NOMEM,       /* allocation failed                               */
+    TH_ERR_ARG,         /* invalid argument from the caller                */
+    TH_ERR_CAPACITY,    /* context / KV cache / batch full                 */
+    TH_ERR_INTERNAL     /* broken invariant (a bug)                        */
+} th_status;
+
+typedef int32_t th_token;
+
+/* Message of the last failure on this thread ("" if none). */
+const char *th_last_error(void);
+const char *th_status_name(th_status s);
+
+/* ---------------------------------------------------------------- model */
+
+typedef struct th_model th_model;
+
+typedef struct th_model_params {
+    bool use_mmap;       /* map the file (default true); false reads it into memory */
+    bool verbose;        /* print load progress to stderr */
+} th_model_params;
+
+th_model_params th_model_default_params(void);
+th_status th_model_load(const char *path, const th_model_params *params, th_model **out);
+void th_model_free(th_model *model);
+
+int32_t th_model_n_vocab(const th_model *model);
+int32_t th_model_n_ctx_train(const th_model *model);
+int32_t th_model_n_embd(const th_model *model);
+int32_t th_model_n_layer(const th_model *model);
+uint64_t th_model_n_params(const th_model *model);
+uint64_t th_model_size_bytes(const th_model *model);   /* bytes of weights */
+const char *th_model_arch_name(const th_model *model);
+/* One line, e.g. "llama 135M Q4_1" — for bench rows and logs. */
+const char *th_model_desc(const th_model *model);
+
+/* Metadata string value (NUL-terminated copy owned by the model) or NULL. */
+const char *th_model_meta_str(const th_model *model, const char *key);
+
+/* ---------------------------------------------------------------- vocab */
+
+th_token th_token_bos(const th_model *model);   /* -1 if none */
+th_token th_token_eos(const th_model *model);   /* -1 if none */
+bool th_token_is_eog(const th_model *model, th_token t); /* end of generation */
+bool th_vocab_add_bos(const th_model *model);
+
+/* Tokenize text[0..len). add_special: BOS/EOS as the vocab's metadata says.
+ * parse_special: control-token text (e.g. "<|im_start|>") becomes the control token.
+ * Writes up to cap ids to out; *n_out gets the full count (even if > cap, in which
+ * case TH_ERR_CAPACITY is returned and out holds the first cap ids). */
+th_status th_tokenize(const th_model *model, const char *text, size_t len,
+                      bool add_special, bool parse_special,
+                      th_token *out, size_t cap, size_t *n_out);
+
+/* The bytes of one token's text (SPM '▁' → ' ', byte tokens → the byte).
+ * Control tokens give "" unless special is true. Returns the byte count,
+ * or -(needed) if buf is too small, or INT32_MIN for an invalid id. */
+int32_t th_token_to_piece(const th_model *model, th_token t, char *buf, int32_t cap, bool special);
+
+/* ---------------------------------------------------------------- context */
+
+typedef struct th_context th_context;
+
+typedef struct th_context_params {
+    uint32_t n_ctx;        /* KV capacity in tokens, summed over sequences (0 = min(train, 4096)) */
+    uint32_t n_batch;      /* max tokens per th_decode call (0 = 512) */
+    uint32_t n_seq_max;    /* max distinct sequence ids (0 = 1) */
+    uint32_t kv_block;     /* tokens per KV block (0 = 16) */
+    int32_t  n_threads;    /* 0 = number of cores */
+} th_context_params;
+
+th_context_params th_context_default_params(void);
+th_status th_context_new(th_model *model, const th_context_params *params, th_context **out);
+void th_context_free(th_context *ctx);
+uint32_t th_context_n_ctx(const th_context *ctx);
+
+/* A ragged batch: token i belongs to sequence seq_id[i] at position pos[i];
+ * logits[i] != 0 asks for its logits. Positions of a sequence must continue
+ * where its cached part ends. pos/seq_id/logits may be NULL: then pos continues
+ * each sequence, seq_id is 0, and only the last token gets logits. */
+typedef struct th_batch {
+    int32_t n_tokens;
+    const th_token *token;
+    const int32_t *pos;
+    const int32_t *seq_id;
+    const int8_t *logits;
+} th_batch;
+
+th_status th_decode(th_context *ctx, const th_batch *batch);
+
+/* Logits of batch token i of the last th_decode (i must have asked for them).
+ * NULL with an error set otherwise. n_vocab floats. */
+const float *th_get_logits(th_context *ctx, int32_t i);
+
+/* KV cache management per sequence. */
+int32_t th_kv_seq_len(const th_context *ctx, int32_t seq);     /* cached positions */
+th_status th_kv_seq_clear(th_context *ctx, int32_t seq);        /* drop all, free blocks */
+th_status th_kv_seq_truncate(th_context *ctx, int32_t seq, int32_t n_keep); /* keep [0,n_keep) */
+th_status th_kv_seq_copy(th_context *ctx, int32_t dst, int32_t src); /* share src's blocks (copy-on-write) */
+uint32_t th_kv_blocks_used(const th_context *ctx);
+uint32_t th_kv_blocks_total(const th_context *ctx);
+
+/* ---------------------------------------------------------------- sampling */
+
+typedef struct th_sampler th_sampler;
+
+typedef struct th_sampler_params {
+    uint64_t seed;
+    float temperature;      /* <= 0: greedy */
+    int32_t top_k;          /* <= 0: off */
+    float top_p;            /* >= 1: off */
+    float min_p;            /* <= 0: off */
+    float repeat_penalty;   /* 1: off (llama.cpp semantics) */
+    float presence_penalty; /* 0: off */
+    float frequency_penalty;/* 0: off */
+    int32_t penalty_last_n; /* window of recent tokens for penalties (0 = 64, -1 = all) */
+} th_sampler_params;
+
+th_sampler_params th_sampler_default_params(void);
+th_status th_sampler_new(const th_sampler_params *params, int32_t n_vocab, th_sampler **out);
+void th_sampler_free(th_sampler *s);
+/* Optional additive bias per token (OpenAI logit_bias). */
+th_status th_sampler_set_logit_bias(th_sampler *s, th_token t, float bias);
+/* Pick a token from n_vocab logits (not modified). */
+th_token th_sampler_sample(th_sampler *s, const float *logits);
+/* Record a token as part of the history (prompt or generated) for penalties. */
+void th_sampler_accept(th_sampler *s, th_token t);
+void th_sampler_reset(th_sampler *s);
+
+/* ---------------------------------------------------------------- chat templates */
+
+/* A sandboxed Jinja2-subset renderer for chat templates (src/template/). */
+typedef struct th_chat_opts {
+    bool add_generation_prompt;
+    const char *bos_token;   /* "" if NULL */
+    const char *eos_token;   /* "" if NULL */
+    size_t max_output;       /* bytes; 0 = 1 MiB */
+} th_chat_opts;
+
+/* Render `tmpl` with the context given as JSON text: {"messages": [...], "tools": [...]?}.
+ * On success *out is a malloc'd NUL-terminated string (free with free()).
+ * A template error (syntax, raise_exception, a limit) returns TH_ERR_FORMAT
+ * with the message in th_last_error(). */
+th_status th_chat_render(const char *tmpl, const char *context_json,
+                         const th_chat_opts *opts, char **out);
+
+/* ---------------------------------------------------------------- misc */
+
+/* Which CPU kernel level is in use: "generic", "avx2", "avx512", "neon". */
+const char *th_cpu_level(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# setup-deps.sh — installs what building and testing theseus needs on Debian
+# (idempotent: does nothing when everything is present). Run as root or with sudo.
+set -e
+PKGS="build-essential pkg-config libpcre2-dev libcjson-dev libutf8proc-dev libmicrohttpd-dev curl python3-pip clang libclang-rt-14-dev"
+missing=""
+for p in $PKGS; do
+    dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+    echo "setup-deps: installing Debian packages:$missing"
+    SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing >/dev/null
+fi

@@ -1,0 +1,43 @@
+/* kernels.h — the CPU kernel table. At start-up (first call of th_cpu_kernels())
+ * cpuid + XGETBV pick the best level the CPU and OS support; TH_CPU=generic|avx2|avx512
+ * forces one. The generic level is the reference kernels of src/quant/. Each
+ * ISA file (kernels_avx2.c, ...) fills the entries it accelerates and leaves the
+ * rest to the level below. */
+#ifndef TH_CPU_KERNELS_H
+#define TH_CPU_KERNELS_H
+
+#include "quant/quant.h"
+
+/* *s = dot(weight row w of n elements, activation row act in the weight type's act_type) */
+typedef void (*th_vec_dot_fn)(int64_t n, float *s, const void *w, const void *act);
+/* Convert n f32 values to an activation type (F32/F16/BF16/Q8_0/Q8_1/Q8_K). */
+typedef void (*th_quantize_fn)(const float *x, void *y, int64_t n);
+/* Rows [r0, r1) of W (row stride w_stride bytes, n columns) times nb activation rows
+ * (stride x_stride bytes, already quantized): y[b * y_stride + r] = dot(W_r, x_b). */
+typedef void (*th_gemm_fn)(int64_t n, int64_t r0, int64_t r1, const void *w, size_t w_stride,
+                           int64_t nb, const void *x, size_t x_stride, float *y, int64_t y_stride);
+/* Decode n elements of a weight type to f32 (embedding rows). */
+typedef void (*th_dequant_fn)(const void *src, float *dst, int64_t n);
+
+typedef struct th_kernels {
+    const char *level;                       /* "generic", "avx2", "avx512", "neon" */
+    th_vec_dot_fn vec_dot[TH_TYPE_COUNT];    /* by weight type */
+    th_gemm_fn gemm[TH_TYPE_COUNT];          /* by weight type */
+    th_quantize_fn quantize[TH_TYPE_COUNT];  /* by activation type */
+    th_dequant_fn dequant[TH_TYPE_COUNT];    /* by weight type */
+} th_kernels;
+
+const th_kernels *th_cpu_kernels(void);
+
+/* Fill helpers, one per level; each starts from the level below. */
+void th_kernels_fill_generic(th_kernels *k);
+void th_kernels_fill_avx2(th_kernels *k);    /* kernels_avx2.c (x86-64 only) */
+void th_kernels_fill_avx512(th_kernels *k);  /* kernels_avx512.c (x86-64 only) */
+
+/* A gemm built from the table's vec_dot for `type` (what levels use until they
+ * have a real tiled kernel). */
+void th_gemm_by_vec_dot(uint32_t type, const th_kernels *k, int64_t n, int64_t r0, int64_t r1,
+                        const void *w, size_t w_stride, int64_t nb, const void *x,
+                        size_t x_stride, float *y, int64_t y_stride);
+
+#endif

@@ -1,0 +1,106 @@
+/* gguf.h — validated, memory-mapped GGUF reader (v2, v3) and a small writer.
+ *
+ * gguf_parse() checks everything before anything is used: every count, length,
+ * shape and offset with checked arithmetic, every tensor inside the data section,
+ * known types, no duplicate keys or tensor names, alignment. Strings and arrays
+ * point into the mapped bytes (not NUL-terminated). Errors name the field and
+ * its byte offset.
+ */
+#ifndef TH_GGUF_H
+#define TH_GGUF_H
+
+#include "core/core.h"
+
+enum gguf_vtype {
+    GGUF_U8 = 0, GGUF_I8 = 1, GGUF_U16 = 2, GGUF_I16 = 3, GGUF_U32 = 4, GGUF_I32 = 5,
+    GGUF_F32 = 6, GGUF_BOOL = 7, GGUF_STRING = 8, GGUF_ARRAY = 9, GGUF_U64 = 10,
+    GGUF_I64 = 11, GGUF_F64 = 12, GGUF_VTYPE_COUNT
+};
+
+typedef struct gguf_str { const char *ptr; uint64_t len; } gguf_str;
+
+typedef struct gguf_kv {
+    gguf_str key;
+    uint32_t type;           /* enum gguf_vtype */
+    /* scalars: raw points at the value's bytes (little-endian) */
+    const uint8_t *raw;
+    /* strings: the value; arrays: element type + count + first element */
+    gguf_str str;
+    uint32_t arr_type;
+    uint64_t arr_n;
+    const uint8_t *arr_data;
+    /* string arrays: arr_n entries, built at parse time */
+    gguf_str *arr_strs;
+} gguf_kv;
+
+#define GGUF_MAX_DIMS 4
+
+typedef struct gguf_tensor {
+    gguf_str name;
+    uint32_t n_dims;
+    uint64_t ne[GGUF_MAX_DIMS];  /* ne[0] is the contiguous (row) dimension; unused dims = 1 */
+    uint32_t type;               /* ggml type id (see quant/quant.h) */
+    uint64_t offset;             /* relative to the data section */
+    uint64_t nbytes;
+    const void *data;            /* inside the map */
+} gguf_tensor;
+
+typedef struct gguf_file {
+    uint32_t version;
+    uint64_t n_kv, n_tensors;
+    gguf_kv *kv;
+    gguf_tensor *tensors;
+    uint32_t alignment;
+    uint64_t data_offset;        /* start of the tensor data section */
+    const uint8_t *base;         /* whole file */
+    uint64_t size;
+    /* private */
+    void *map;                   /* mmap'd region, or malloc'd copy, or NULL (caller's buffer) */
+    bool mapped;
+} gguf_file;
+
+/* Open + mmap a file and parse it. */
+th_status gguf_open(const char *path, gguf_file **out);
+/* Parse a caller-owned buffer (which must outlive the result). Used by the fuzzer. */
+th_status gguf_parse(const uint8_t *data, uint64_t size, gguf_file **out);
+void gguf_close(gguf_file *f);
+
+/* Lookups (NULL / false if absent or of an incompatible type). */
+const gguf_kv *gguf_find(const gguf_file *f, const char *key);
+const gguf_tensor *gguf_find_tensor(const gguf_file *f, const char *name);
+bool gguf_str_eq(gguf_str s, const char *cstr);
+
+/* Typed getters. Integer getters accept any integer kv type whose value fits. */
+bool gguf_get_u32(const gguf_file *f, const char *key, uint32_t *out);
+bool gguf_get_i64(const gguf_file *f, const char *key, int64_t *out);
+bool gguf_get_f32(const gguf_file *f, const char *key, float *out); /* F32 or F64 */
+bool gguf_get_bool(const gguf_file *f, const char *key, bool *out);
+bool gguf_get_str(const gguf_file *f, const char *key, gguf_str *out);
+/* Array: element type, count, data pointer (for string arrays use kv->arr_strs). */
+const gguf_kv *gguf_get_arr(const gguf_file *f, const char *key, uint32_t elem_type);
+
+const char *gguf_vtype_name(uint32_t t);
+
+/* ---- writer (used by quantize and by tests to build malformed files) ---- */
+
+typedef struct gguf_writer gguf_writer;
+gguf_writer *gguf_writer_new(uint32_t alignment);
+void gguf_writer_free(gguf_writer *w);
+void gguf_w_u32(gguf_writer *w, const char *key, uint32_t v);
+void gguf_w_i32(gguf_writer *w, const char *key, int32_t v);
+void gguf_w_f32(gguf_writer *w, const char *key, float v);
+void gguf_w_bool(gguf_writer *w, const char *key, bool v);
+void gguf_w_str(gguf_writer *w, const char *key, const char *v);
+/* Array of fixed-size elements (elem_type not STRING/ARRAY). */
+void gguf_w_arr(gguf_writer *w, const char *key, uint32_t elem_type, const void *data, uint64_t n);
+void gguf_w_arr_str(gguf_writer *w, const char *key, const char *const *strs, uint64_t n);
+/* Copy a kv from a parsed file (any type). */
+void gguf_w_copy_kv(gguf_writer *w, const gguf_kv *kv);
+/* Tensor: data copied at finish; nbytes must match type and shape. */
+void gguf_w_tensor(gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims,
+                   const uint64_t *ne, const void *data, uint64_t nbytes);
+/* Serialize to a malloc'd buffer (v3) or to a file. */
+th_status gguf_writer_to_mem(gguf_writer *w, uint8_t **out, uint64_t *size);
+th_status gguf_writer_to_file(gguf_writer *w, const char *path);
+
+#endif

@@ -1,0 +1,71 @@
+/* quant.h — weight/activation types (GGML type ids), their block layouts, and the
+ * plain-C reference kernels that every fast kernel is tested against.
+ *
+ * Dot products follow llama.cpp: a weight row of type T is multiplied with an
+ * activation row that was first converted to th_type_info(T)->act_type
+ * (Q8_0 for Q4_0/Q5_0/Q8_0/IQ4_NL/MXFP4, Q8_1 for Q4_1/Q5_1, Q8_K for the K-quants
+ * and IQ4_XS, F16 for F16, BF16 for BF16, F32 for F32).
+ */
+#ifndef TH_QUANT_H
+#define TH_QUANT_H
+
+#include "core/core.h"
+
+enum th_type {
+    TH_F32 = 0, TH_F16 = 1, TH_Q4_0 = 2, TH_Q4_1 = 3, TH_Q5_0 = 6, TH_Q5_1 = 7,
+    TH_Q8_0 = 8, TH_Q8_1 = 9, TH_Q2_K = 10, TH_Q3_K = 11, TH_Q4_K = 12, TH_Q5_K = 13,
+    TH_Q6_K = 14, TH_Q8_K = 15, TH_IQ2_XXS = 16, TH_IQ2_XS = 17, TH_IQ3_XXS = 18,
+    TH_IQ1_S = 19, TH_IQ4_NL = 20, TH_IQ3_S = 21, TH_IQ2_S = 22, TH_IQ4_XS = 23,
+    TH_I8 = 24, TH_I16 = 25, TH_I32 = 26, TH_I64 = 27, TH_F64 = 28, TH_IQ1_M = 29,
+    TH_BF16 = 30, TH_TQ1_0 = 34, TH_TQ2_0 = 35, TH_MXFP4 = 39,
+    TH_TYPE_COUNT = 40
+};
+
+#define TH_QK 32     /* block size of the legacy quants */
+#define TH_QK_K 256  /* super-block size of the K-quants */
+
+typedef struct th_type_info {
+    const char *name;     /* "Q4_K" */
+    uint32_t block;       /* elements per block (1 for F32/F16/BF16) */
+    uint32_t bytes;       /* bytes per block */
+    bool supported;       /* reference kernels exist (we can run it) */
+    uint32_t act_type;    /* activation type for dot products */
+} th_type_info;
+
+/* NULL for an id ggml does not define (the reader rejects those). */
+const th_type_info *th_type_info_get(uint32_t type);
+const char *th_type_name(uint32_t type);          /* "type 99" style for unknown */
+/* Bytes of a row of n elements; false if n is not a multiple of the block or overflows. */
+bool th_row_bytes(uint32_t type, uint64_t n, uint64_t *out);
+
+/* ---- block layouts (little-endian, packed as in GGML) ---- */
+
+typedef struct { uint16_t d; uint8_t qs[TH_QK / 2]; } th_block_q4_0;
+typedef struct { uint16_t d, m; uint8_t qs[TH_QK / 2]; } th_block_q4_1;
+typedef struct { uint16_t d; uint8_t qh[4]; uint8_t qs[TH_QK / 2]; } th_block_q5_0;
+typedef struct { uint16_t d, m; uint8_t qh[4]; uint8_t qs[TH_QK / 2]; } th_block_q5_1;
+typedef struct { uint16_t d; int8_t qs[TH_QK]; } th_block_q8_0;
+typedef struct { uint16_t d, s; int8_t qs[TH_QK]; } th_block_q8_1;   /* s = d * sum(qs) */
+typedef struct { uint8_t scales[TH_QK_K / 16]; uint8_t qs[TH_QK_K / 4]; uint16_t d, dmin; } th_block_q2_K;
+typedef struct { uint8_t hmask[TH_QK_K / 8]; uint8_t qs[TH_QK_K / 4]; uint8_t scales[12]; uint16_t d; } th_block_q3_K;
+typedef struct { uint16_t d, dmin; uint8_t scales[12]; uint8_t qs[TH_QK_K / 2]; } th_block_q4_K;
+typedef struct { uint16_t d, dmin; uint8_t scales[12]; uint8_t qh[TH_QK_K / 8]; uint8_t qs[TH_QK_K / 2]; } th_block_q5_K;
+typedef struct { uint8_t ql[TH_QK_K / 2]; uint8_t qh[TH_QK_K / 4]; int8_t scales[TH_QK_K / 16]; uint16_t d; } th_block_q6_K;
+typedef struct { float d; int8_t qs[TH_QK_K]; int16_t bsums[TH_QK_K / 16]; } th_block_q8_K;
+typedef struct { uint16_t d; uint8_t qs[TH_QK / 2]; } th_block_iq4_nl;
+typedef struct { uint16_t d; uint16_t scales_h; uint8_t scales_l[TH_QK_K / 64]; uint8_t qs[TH_QK_K / 2]; } th_block_iq4_xs;
+typedef struct { uint8_t e; uint8_t qs[TH_QK / 2]; } th_block_mxfp4;
+
+/* ---- reference kernels (src/quant/ref_*.c): the oracle, never optimised ---- */
+
+/* Decode n elements (n a multiple of the block size) of a supported type to f32. */
+void th_ref_dequantize(uint32_t type, const void *src, float *dst, int64_t n);
+/* Encode n f32 values as `type`. Available for every activation type
+ * (F32, F16, BF16, Q8_0, Q8_1, Q8_K) and every supported weight type. */
+void th_ref_quantize(uint32_t type, const float *src, void *dst, int64_t n);
+bool th_ref_can_quantize(uint32_t type);
+/* Dot product of a weight row of `type` with an activation row already in
+ * th_type_info_get(type)->act_type, n elements. */
+float th_ref_vec_dot(uint32_t type, int64_t n, const void *w, const void *act);
+
+#endif

@@ -1,0 +1,66 @@
+/* cli_util.c — small helpers shared by the CLI subcommands: error printing,
+ * number parsing with range checks, reading files and stdin. */
+#include "cli.h"
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+
+int cli_fail(const char *cmd, th_status s) {
+    const char *msg = th_last_error();
+    fprintf(stderr, "theseus %s: %s\n", cmd, msg && *msg ? msg : th_status_name(s));
+    return 1;
+}
+
+bool cli_int(const char *cmd, const char *flag, const char *val, long lo, long hi, long *out) {
+    char *end;
+    errno = 0;
+    long v = val ? strtol(val, &end, 10) : 0;
+    if (!val || errno || *end || end == val || v < lo || v > hi) {
+        fprintf(stderr, "theseus %s: %s needs an integer in [%ld, %ld], got '%s'\n", cmd, flag, lo, hi,
+                val ? val : "(nothing)");
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+bool cli_float(const char *cmd, const char *flag, const char *val, double *out) {
+    char *end;
+    errno = 0;
+    double v = val ? strtod(val, &end) : 0;
+    if (!val || errno || *end || end == val || v != v) {
+        fprintf(stderr, "theseus %s: %s needs a number, got '%s'\n", cmd, flag, val ? val : "(nothing)");
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+static char *read_stream(FILE *f, size_t *len) {
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap + 1);
+    if (!buf) return NULL;
+    for (;;) {
+        size_t got = fread(buf + n, 1, cap - n, f);
+        n += got;
+        if (n < cap) break;
+        char *nb = realloc(buf, cap * 2 + 1);
+        if (!nb) { free(buf); return NULL; }
+        buf = nb;
+        cap *= 2;
+    }
+    if (ferror(f)) { free(buf); return NULL; }
+    buf[n] = 0;
+    *len = n;
+    return buf;
+}
+
+char *cli_read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *b = read_stream(f, len);
+    fclose(f);
+    return b;
+}
+
+char *cli_read_stdin(size_t *len) { return read_stream(stdin, len); }

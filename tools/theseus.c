@@ -1,0 +1,34 @@
+/* theseus.c — entry point of the theseus CLI: dispatches to a subcommand. */
+#include "cli.h"
+#include <string.h>
+
+typedef struct { const char *name; int (*fn)(int, char **); const char *help; } command;
+
+static const command commands[] = {
+    { "run", cmd_run, "generate text from a prompt" },
+    { "chat", cmd_chat, "chat with a model on stdin (each line is a user message)" },
+    { "logits", cmd_logits, "write the logits of every prompt position (THLG format)" },
+    { "tokenize", cmd_tokenize, "print the token ids of stdin" },
+    { "inspect", cmd_inspect, "list a model file's metadata and tensors" },
+    { "template", cmd_template, "render a chat template" },
+};
+
+static void usage(FILE *f) {
+    fprintf(f, "theseus %s — LLM inference engine\n\nusage: theseus COMMAND [options]  (theseus COMMAND --help)\n\ncommands:\n",
+            THESEUS_VERSION);
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].help);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    if (!strcmp(argv[1], "--version")) { printf("theseus %s\n", THESEUS_VERSION); return 0; }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "theseus: unknown command '%s'\n\n", argv[1]);
+    usage(stderr);
+    return 2;
+}
