@@ -412,7 +412,8 @@ typedef struct span { uint64_t start, end, idx; } span;
 
 static int span_cmp(const void *a, const void *b) {
     const span *x = a, *y = b;
-    return x->start < y->start ? -1 : x->start > y->start ? 1 : 0;
+    if (x->start != y->start) return x->start < y->start ? -1 : 1;
+    return x->idx < y->idx ? -1 : x->idx > y->idx ? 1 : 0;   /* deterministic messages */
 }
 
 static th_status place_tensor(gguf_file *f, gguf_tensor *t) {
