@@ -124,6 +124,7 @@ typedef struct th_context_params {
     uint32_t kv_block;     /* tokens per KV block (0 = 16) */
     int32_t  n_threads;    /* 0 = number of cores */
     int32_t  kv_type;      /* TH_KV_F16 (default, as llama.cpp) or TH_KV_F32 */
+    bool     gpu;          /* run the whole model on the GPU (CUDA build, a device present) */
 } th_context_params;
 
 enum { TH_KV_F16 = 0, TH_KV_F32 = 1 };
@@ -204,6 +205,10 @@ th_status th_chat_render(const char *tmpl, const char *context_json,
                          const th_chat_opts *opts, char **out);
 
 /* ---------------------------------------------------------------- misc */
+
+/* TH_OK if a GPU backend can run here; otherwise an error saying why
+ * ("built without CUDA", "no CUDA device"). desc gets the device name. */
+th_status th_gpu_available(char *desc, size_t cap);
 
 /* Which CPU kernel level is in use: "generic", "avx2", "avx512", "neon". */
 const char *th_cpu_level(void);

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 
 th_status th_kv_init(th_kv *kv, int32_t n_layer, int64_t k_dim, int64_t v_dim, uint32_t n_ctx,
-                     int32_t block, int32_t n_seq, bool f16) {
+                     int32_t block, int32_t n_seq, bool f16, bool on_host) {
     memset(kv, 0, sizeof *kv);
     kv->n_layer = n_layer;
     kv->k_dim = k_dim;
@@ -19,11 +19,11 @@ th_status th_kv_init(th_kv *kv, int32_t n_layer, int64_t k_dim, int64_t v_dim, u
         !th_mul_u64(bb, kv->n_blocks, &total) || total > ((uint64_t)1 << 46))
         return th_set_error(TH_ERR_ARG, "KV cache of %u tokens is too large", n_ctx);
     kv->block_bytes = (size_t)bb;
-    kv->data = malloc((size_t)total ? (size_t)total : 1);
+    kv->data = on_host ? malloc((size_t)total ? (size_t)total : 1) : NULL;
     kv->refcnt = calloc(kv->n_blocks, sizeof *kv->refcnt);
     kv->free_ids = malloc(kv->n_blocks * sizeof *kv->free_ids);
     kv->seqs = calloc((size_t)n_seq, sizeof *kv->seqs);
-    if (!kv->data || !kv->refcnt || !kv->free_ids || !kv->seqs) {
+    if ((on_host && !kv->data) || !kv->refcnt || !kv->free_ids || !kv->seqs) {
         th_kv_free(kv);
         return th_set_error(TH_ERR_NOMEM, "out of memory for a KV cache of %u tokens (%.1f MiB)", n_ctx,
                             (double)total / (1 << 20));
@@ -79,7 +79,10 @@ th_status th_kv_reserve(th_kv *kv, const int32_t *need_len) {
         if (need_len[s] <= q->len) continue;
         if (q->len % kv->block != 0 && kv->refcnt[q->table[q->n_table - 1]] > 1) {
             int32_t old = q->table[q->n_table - 1], nb = take_block(kv);
-            memcpy(kv->data + (size_t)nb * kv->block_bytes, kv->data + (size_t)old * kv->block_bytes, kv->block_bytes);
+            if (kv->data)
+                memcpy(kv->data + (size_t)nb * kv->block_bytes, kv->data + (size_t)old * kv->block_bytes, kv->block_bytes);
+            else
+                kv->copy_block(kv->copy_ud, nb, old);
             drop_block(kv, old);
             q->table[q->n_table - 1] = nb;
         }

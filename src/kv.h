@@ -27,10 +27,14 @@ typedef struct th_kv {
     uint32_t n_free;
     int32_t n_seq;
     th_kv_seq *seqs;
+    /* data == NULL: the blocks live elsewhere (a GPU); copy-on-write calls this */
+    void (*copy_block)(void *ud, int32_t dst, int32_t src);
+    void *copy_ud;
 } th_kv;
 
+/* on_host false: only the bookkeeping (block tables, free list) lives here. */
 th_status th_kv_init(th_kv *kv, int32_t n_layer, int64_t k_dim, int64_t v_dim, uint32_t n_ctx,
-                     int32_t block, int32_t n_seq, bool f16);
+                     int32_t block, int32_t n_seq, bool f16, bool on_host);
 void th_kv_free(th_kv *kv);
 
 /* Make room for positions [len, new_len) of each sequence: need_len[s] is the

@@ -15,6 +15,7 @@
 #include "core/threadpool.h"
 #include "cpu/kernels.h"
 #include "cpu/ops.h"
+#include "gpu.h"
 #include "kv.h"
 #include <math.h>
 #include <stdlib.h>
@@ -39,6 +40,8 @@ struct th_context {
     int32_t n_last;                         /* tokens in the last batch */
     int32_t *pos_buf, *seq_buf;             /* filled-in positions / sequences */
     int8_t *want_buf;                       /* default logits flags */
+    th_gpu *gpu;                            /* non-NULL: the GPU runs the forward pass */
+    int32_t *block_tables;                  /* GPU mode: n_seq × n_blocks */
 };
 
 /* ------------------------------------------------------------------ matmul */
@@ -243,27 +246,30 @@ static void embed(th_context *c, const th_token *tok, int32_t n) {
     }
 }
 
-/* Final norm + output head for the tokens that asked for logits. */
-static th_status output_logits(th_context *c, const int8_t *want, int32_t n) {
-    const th_model *m = c->model;
-    int64_t E = m->hp.n_embd, V = m->hp.n_vocab;
+/* Number the tokens that want logits (out_row) and make room for their rows. */
+static th_status plan_outputs(th_context *c, const int8_t *want, int32_t n, int32_t *n_out) {
     int32_t rows = 0;
-    for (int32_t t = 0; t < n; t++) {
-        c->out_row[t] = -1;
-        if (!want[t]) continue;
-        th_op_rmsnorm(c->h + (int64_t)rows * E, c->x + (int64_t)t * E, m->output_norm.data, E, m->hp.norm_eps);
-        c->out_row[t] = rows++;
-    }
-    if (rows == 0) return TH_OK;
+    for (int32_t t = 0; t < n; t++) c->out_row[t] = want[t] ? rows++ : -1;
     if ((size_t)rows > c->logits_rows) {
-        float *nl = realloc(c->logits, (size_t)rows * (size_t)V * sizeof(float));
+        float *nl = realloc(c->logits, (size_t)rows * (size_t)c->model->hp.n_vocab * sizeof(float));
         if (!nl) return th_set_error(TH_ERR_NOMEM, "out of memory for %d rows of logits", rows);
         c->logits = nl;
         c->logits_rows = (size_t)rows;
     }
+    *n_out = rows;
+    return TH_OK;
+}
+
+/* Final norm + output head for the tokens that asked for logits. */
+static void output_logits(th_context *c, int32_t n, int32_t rows) {
+    const th_model *m = c->model;
+    int64_t E = m->hp.n_embd, V = m->hp.n_vocab;
+    for (int32_t t = 0; t < n; t++)
+        if (c->out_row[t] >= 0)
+            th_op_rmsnorm(c->h + (int64_t)c->out_row[t] * E, c->x + (int64_t)t * E, m->output_norm.data, E, m->hp.norm_eps);
+    if (rows == 0) return;
     matmul(c, &m->output, 0, c->h, E, rows, c->logits, V);
     if (m->hp.final_softcap > 0) th_op_softcap(c->logits, m->hp.final_softcap, (int64_t)rows * V);
-    return TH_OK;
 }
 
 /* ------------------------------------------------------------------ batch checks */
@@ -302,21 +308,40 @@ static th_status check_batch(th_context *c, const th_batch *b, const int8_t **wa
     return TH_OK;
 }
 
+static th_status gpu_decode(th_context *c, const th_batch *b, int32_t n_out) {
+    int32_t nb = (int32_t)c->kv.n_blocks;
+    for (uint32_t q = 0; q < c->p.n_seq_max; q++)
+        memcpy(c->block_tables + (size_t)q * (size_t)nb, c->kv.seqs[q].table, (size_t)c->kv.seqs[q].n_table * sizeof(int32_t));
+    th_gpu_batch gb = { .n_tokens = b->n_tokens, .token = b->token, .pos = c->pos_buf, .seq = c->seq_buf,
+                        .block_table = c->block_tables, .max_blocks = nb, .block = c->kv.block,
+                        .out_row = c->out_row, .n_out = n_out, .logits = c->logits };
+    return th_gpu_forward(c->gpu, &gb);
+}
+
+static void gpu_copy_block(void *ud, int32_t dst, int32_t src) { th_gpu_copy_block(ud, dst, src); }
+
 th_status th_decode(th_context *c, const th_batch *b) {
     if (!c) return th_set_error(TH_ERR_ARG, "th_decode: no context");
     const int8_t *want = NULL;
     th_status s = check_batch(c, b, &want);
     if (s) return s;
+    int32_t n = b->n_tokens, n_out = 0;
+    if ((s = plan_outputs(c, want, n, &n_out))) return s;
     if ((s = th_kv_reserve(&c->kv, c->new_len))) return s;
-    int32_t n = b->n_tokens;
-    embed(c, b->token, n);
-    for (int32_t il = 0; il < c->model->hp.n_layer; il++) {
-        attention_block(c, il, n, c->pos_buf, c->seq_buf);
-        ffn_block(c, il, n);
+    c->n_last = 0;
+    if (c->gpu) {
+        if ((s = gpu_decode(c, b, n_out))) return s;
+    } else {
+        embed(c, b->token, n);
+        for (int32_t il = 0; il < c->model->hp.n_layer; il++) {
+            attention_block(c, il, n, c->pos_buf, c->seq_buf);
+            ffn_block(c, il, n);
+        }
+        output_logits(c, n, n_out);
     }
     for (uint32_t q = 0; q < c->p.n_seq_max; q++) c->kv.seqs[q].len = c->new_len[q];
     c->n_last = n;
-    return output_logits(c, want, n);
+    return TH_OK;
 }
 
 const float *th_get_logits(th_context *c, int32_t i) {
@@ -370,6 +395,16 @@ static th_status alloc_scratch(th_context *c) {
     return TH_OK;
 }
 
+static th_status gpu_setup(th_context *c) {
+    c->block_tables = calloc((size_t)c->p.n_seq_max * c->kv.n_blocks, sizeof(int32_t));
+    if (!c->block_tables) return th_set_error(TH_ERR_NOMEM, "out of memory");
+    th_status s = th_gpu_init(c->model, c->p.n_batch, c->kv.n_blocks, c->kv.block, c->kv.f16,
+                              (int32_t)c->p.n_seq_max, false, &c->gpu);
+    c->kv.copy_block = gpu_copy_block;
+    c->kv.copy_ud = c->gpu;
+    return s;
+}
+
 th_status th_context_new(th_model *m, const th_context_params *params, th_context **out) {
     *out = NULL;
     if (!m) return th_set_error(TH_ERR_ARG, "th_context_new: no model");
@@ -393,8 +428,9 @@ th_status th_context_new(th_model *m, const th_context_params *params, th_contex
     if (!(c->pool = th_pool_new(p.n_threads))) s = TH_ERR_NOMEM;
     if (!s) s = th_kv_init(&c->kv, hp->n_layer, (int64_t)hp->n_head_kv * hp->head_dim,
                            (int64_t)hp->n_head_kv * hp->head_dim_v, p.n_ctx, (int32_t)p.kv_block,
-                           (int32_t)p.n_seq_max, p.kv_type == TH_KV_F16);
+                           (int32_t)p.n_seq_max, p.kv_type == TH_KV_F16, !p.gpu);
     if (!s) s = alloc_scratch(c);
+    if (!s && p.gpu) s = gpu_setup(c);
     if (s) { th_context_free(c); return s; }
     *out = c;
     return TH_OK;
@@ -402,6 +438,8 @@ th_status th_context_new(th_model *m, const th_context_params *params, th_contex
 
 void th_context_free(th_context *c) {
     if (!c) return;
+    th_gpu_free(c->gpu);
+    free(c->block_tables);
     th_pool_free(c->pool);
     th_kv_free(&c->kv);
     free(c->x); free(c->h); free(c->q); free(c->kc); free(c->vc); free(c->att); free(c->tmp);

@@ -13,7 +13,7 @@ static void usage(FILE *f) {
                "  --out FILE           THLG output file\n"
                "  -t, --threads N      threads (default: all cores)\n"
                "  --batch N            tokens per forward pass (default: the whole prompt)\n"
-               "  --kv-type f16|f32    KV cache precision (default f16, as llama.cpp)\n");
+               "  --kv-type f16|f32    KV cache precision (default f32: exact logits)\n");
 }
 
 static bool parse_tokens(const char *s, th_token **out, size_t *n) {
@@ -48,7 +48,7 @@ static int write_thlg(const char *path, const th_token *tok, uint32_t n, uint32_
 int cmd_logits(int argc, char **argv) {
     const char *model = NULL, *prompt = NULL, *toks = NULL, *outp = NULL;
     long threads = 0, batch = 0;
-    int kv_type = TH_KV_F16;
+    int kv_type = TH_KV_F32;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
