@@ -51,7 +51,7 @@ typedef struct tval {
     } u;
 } tval;
 
-struct tlist { tval *v; size_t n, cap; };
+struct tlist { tval *v; size_t n, cap; bool is_tuple; };
 struct tdict { tval *key, *val; size_t n, cap; bool is_namespace; };
 
 typedef tval (*tbuiltin)(tctx *c, tval self, tval *args, size_t nargs,

@@ -493,6 +493,7 @@ static tval eval_node(tctx *c, tframe *f, tnode *n) {
         tval l = tv_list(c, (size_t)n->l1.n);
         for (int i = 0; i < n->l1.n; i++) l.u.l->v[i] = tt_eval(c, f, n->l1.v[i]);
         l.u.l->n = (size_t)n->l1.n;
+        l.u.l->is_tuple = n->kind == N_TUPLE;
         return l;
     }
     case N_DICT: {

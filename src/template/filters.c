@@ -303,12 +303,34 @@ tval tt_filter(tctx *c, tframe *f, const char *name, tval v, tval *args, size_t 
         tval pr = ARG(0, "precision", tv_int(0)), method = ARG(1, "method", tv_cstr("common"));
         double x = v.k == V_FLOAT ? v.u.f : v.k == V_INT ? (double)v.u.i : v.k == V_BOOL ? v.u.b : NAN;
         if (isnan(x) && v.k != V_FLOAT) tt_fail(c, "round: a number is required, not %s", tv_type_name(v));
-        double m = pow(10, (double)(pr.k == V_INT ? TH_MIN(TH_MAX(pr.u.i, -300), 300) : 0)), y = x * m;
+        int64_t prec = pr.k == V_INT ? TH_MIN(TH_MAX(pr.u.i, -300), 300) : 0;
+        if (tv_str_eq(method, "common")) {
+            if (prec >= 0) { /* Python round(): correctly rounded, ties to even */
+                char tmp[400];
+                snprintf(tmp, sizeof tmp, "%.*f", (int)TH_MIN(prec, 60), x);
+                return tv_float(strtod(tmp, NULL));
+            }
+            double m = pow(10, (double)-prec);
+            return tv_float(nearbyint(x / m) * m);
+        }
+        double m = pow(10, (double)prec), y = x * m;
         if (tv_str_eq(method, "ceil")) y = ceil(y);
         else if (tv_str_eq(method, "floor")) y = floor(y);
-        else if (tv_str_eq(method, "common")) y = round(y);
         else tt_fail(c, "method must be common, ceil or floor");
         return tv_float(y / m);
+    }
+    if (!strcmp(name, "center")) {
+        tval s = as_str(c, v), w = ARG(0, "width", tv_int(80));
+        size_t len = tv_utf8_len(s.u.s.p, s.u.s.n);
+        int64_t width = w.k == V_INT ? w.u.i : 80;
+        if (width <= (int64_t)len) return s;
+        if ((uint64_t)width > c->max_output) tt_fail(c, "center width too large");
+        size_t pad = (size_t)width - len, left = pad / 2 + (pad & (size_t)width & 1);
+        tbuf b = { 0 };
+        for (size_t i = 0; i < left; i++) tb_putc(c, &b, ' ');
+        tb_put(c, &b, s.u.s.p, s.u.s.n);
+        for (size_t i = left; i < pad; i++) tb_putc(c, &b, ' ');
+        return tb_str(&b);
     }
     if (!strcmp(name, "select") || !strcmp(name, "reject")) return do_select(c, f, v, args, nargs, false, name[0] == 's');
     if (!strcmp(name, "selectattr") || !strcmp(name, "rejectattr")) return do_select(c, f, v, args, nargs, true, name[0] == 's');

@@ -368,6 +368,7 @@ static tval m_dict(tctx *c, tval self, const char *name, tval *args, size_t narg
             pair.u.l->v[0] = d->key[i];
             pair.u.l->v[1] = d->val[i];
             pair.u.l->n = 2;
+            pair.u.l->is_tuple = true;
             out.u.l->v[i] = pair;
         }
     }

@@ -125,6 +125,7 @@ tval tv_list(tctx *c, size_t cap) {
     v.u.l = tt_alloc(c, sizeof(tlist));
     v.u.l->n = 0;
     v.u.l->cap = cap;
+    v.u.l->is_tuple = false;
     v.u.l->v = cap ? tt_alloc(c, cap * sizeof(tval)) : NULL;
     return v;
 }
@@ -330,12 +331,14 @@ static void repr_str(tctx *c, tbuf *b, const char *s, size_t n) {
 
 static void append_seq(tctx *c, tbuf *b, tval v) {
     if (v.k == V_LIST) {
-        tb_putc(c, b, '[');
+        bool t = v.u.l->is_tuple;
+        tb_putc(c, b, t ? '(' : '[');
         for (size_t i = 0; i < v.u.l->n; i++) {
             if (i) tb_put(c, b, ", ", 2);
             tv_repr_append(c, b, v.u.l->v[i]);
         }
-        tb_putc(c, b, ']');
+        if (t && v.u.l->n == 1) tb_putc(c, b, ',');
+        tb_putc(c, b, t ? ')' : ']');
         return;
     }
     if (v.u.d->is_namespace) tb_put(c, b, "<Namespace ", 11);
