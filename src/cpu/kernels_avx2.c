@@ -1,11 +1,10 @@
 /* kernels_avx2.c — the AVX2 level of the kernel table: the 8-bit activation
  * quantizers (Q8_0, Q8_1, Q8_K) and th_kernels_fill_avx2, which puts every AVX2
  * kernel (dot_*_avx2.c, gemm_avx2.c) in the table. Compiled with -mavx2 -mfma -mf16c.
- * The quantizers follow the reference rounding exactly: Q8_0/Q8_1 use roundf
- * (half away from zero) of x * (1/d), Q8_K rounds half to even, so the bytes equal
- * the reference's. */
+ * The quantizers follow the reference rounding exactly (x * (127/amax) for Q8_0/Q8_1,
+ * x * (-127/max) for Q8_K, both rounded half to even by vcvtps2dq in the default
+ * MXCSR mode), so the bytes equal the reference's. */
 #include "cpu/avx2_util.h"
-#include <math.h>
 
 static inline __m256 abs_ps(__m256 v) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v); }
 
@@ -16,14 +15,6 @@ static inline float hmax_ps(__m256 v) {
     return _mm_cvtss_f32(m);
 }
 
-/* roundf(): nearest integer, halves away from zero (v - trunc(v) is exact). */
-static inline __m256 round_away_ps(__m256 v) {
-    __m256 t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-    __m256 half = _mm256_cmp_ps(abs_ps(_mm256_sub_ps(v, t)), _mm256_set1_ps(0.5f), _CMP_GE_OQ);
-    __m256 one = _mm256_or_ps(_mm256_set1_ps(1.0f), _mm256_and_ps(v, _mm256_set1_ps(-0.0f)));
-    return _mm256_add_ps(t, _mm256_and_ps(half, one));
-}
-
 /* 4 x 8 int32 -> 32 int8 in element order. */
 static inline __m256i pack_i32x32(__m256i a, __m256i b, __m256i c, __m256i d) {
     __m256i ab = _mm256_packs_epi32(a, b), cd = _mm256_packs_epi32(c, d);
@@ -31,36 +22,41 @@ static inline __m256i pack_i32x32(__m256i a, __m256i b, __m256i c, __m256i d) {
     return _mm256_permutevar8x32_epi32(r, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
 
-/* One 32-element block to int8 with scale d = amax/127; returns the sum of the qs. */
-static inline int q8_block(const float *x, int8_t *qs, uint16_t *d_out) {
+/* One 32-element block to int8 with scale d = amax/127 (as f16 in *d_out); values are
+ * x * (127/amax) rounded half to even. Returns d in f32; *sum = the sum of the qs. */
+static inline float q8_block(const float *x, int8_t *qs, uint16_t *d_out, int *sum) {
     __m256 v[4];
     __m256 m = _mm256_setzero_ps();
     for (int k = 0; k < 4; k++) {
         v[k] = _mm256_loadu_ps(x + 8 * k);
         m = _mm256_max_ps(m, abs_ps(v[k]));
     }
-    const float d = hmax_ps(m) / 127.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    const float amax = hmax_ps(m);
+    const float d = amax / 127.0f;
+    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
     *d_out = th_f32_to_f16(d);
     __m256i q[4];
     for (int k = 0; k < 4; k++)
-        q[k] = _mm256_cvttps_epi32(round_away_ps(_mm256_mul_ps(v[k], _mm256_set1_ps(id))));
+        q[k] = _mm256_cvtps_epi32(_mm256_mul_ps(v[k], _mm256_set1_ps(id)));
     __m256i packed = pack_i32x32(q[0], q[1], q[2], q[3]);
     _mm256_storeu_si256((__m256i *)qs, packed);
     __m256i s = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
-    return avx2_hsum_epi32(s);
+    *sum = avx2_hsum_epi32(s);
+    return d;
 }
 
 void th_avx2_quantize_q8_0(const float *x, void *vy, int64_t n) {
     th_block_q8_0 *y = vy;
-    for (int64_t i = 0; i < n / TH_QK; i++) q8_block(x + i * TH_QK, y[i].qs, &y[i].d);
+    int sum;
+    for (int64_t i = 0; i < n / TH_QK; i++) q8_block(x + i * TH_QK, y[i].qs, &y[i].d, &sum);
 }
 
 void th_avx2_quantize_q8_1(const float *x, void *vy, int64_t n) {
     th_block_q8_1 *y = vy;
     for (int64_t i = 0; i < n / TH_QK; i++) {
-        int sum = q8_block(x + i * TH_QK, y[i].qs, &y[i].d);
-        y[i].s = th_f32_to_f16((float)sum * th_f16_to_f32(y[i].d));
+        int sum;
+        float d = q8_block(x + i * TH_QK, y[i].qs, &y[i].d, &sum);
+        y[i].s = th_f32_to_f16(d * (float)sum);
     }
 }
 
