@@ -50,7 +50,7 @@ static inline float blk_m(const void *b) { uint16_t h; memcpy(&h, (const char *)
         for (int64_t b = 0; b < nblk; b++) {                                                   \
             const char *xb[4] = { x[0] + b * ABYTES, x[1] + b * ABYTES, x[2] + b * ABYTES, x[3] + b * ABYTES }; \
             __m256i av[4];                                                                     \
-            for (int j = 0; j < 4; j++) av[j] = _mm256_loadu_si256((const __m256i *)(xb[j] + AQS)); \
+            _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) av[j] = _mm256_loadu_si256((const __m256i *)(xb[j] + AQS)); \
             const __m128 da = _mm_setr_ps(blk_d(xb[0]), blk_d(xb[1]), blk_d(xb[2]), blk_d(xb[3])); \
             __m128i corr = _mm_setzero_si128();                                                \
             __m128 sa = _mm_setzero_ps();                                                      \
@@ -60,7 +60,7 @@ static inline float blk_m(const void *b) { uint16_t h; memcpy(&h, (const char *)
                             avx2_dot_u8s8(ones, av[2]), avx2_dot_u8s8(ones, av[3])));          \
             if (KIND == KIND_MIN)                                                              \
                 sa = _mm_setr_ps(blk_m(xb[0]), blk_m(xb[1]), blk_m(xb[2]), blk_m(xb[3]));      \
-            for (int i = 0; i < 4; i++) {                                                      \
+            _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) {                              \
                 const char *wb = w[i] + b * WBYTES;                                            \
                 __m256i q = DECODE(wb);                                                        \
                 __m128i v;                                                                     \
