@@ -107,5 +107,7 @@ void th_avx2_dot_iq4_xs(int64_t n, float *s, const void *w, const void *a);
 
 /* gemm_avx2.c: fills k->gemm[] for the types it tiles. */
 void th_avx2_fill_gemm(th_kernels *k);
+/* gemm_kquant_avx2.c: the K-quant and IQ4_XS gemm entries. */
+void th_avx2_fill_gemm_kquant(th_kernels *k);
 
 #endif

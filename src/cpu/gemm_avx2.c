@@ -4,7 +4,8 @@
  * tile and each activation block loaded once per tile, giving 16 block dot products.
  * The 4 per-activation integer sums of a weight row are folded into one 128-bit
  * vector (vphaddd), so one f32 multiply-add per weight row and block scales them.
- * Edge tiles repeat the last row/column pointer and store only the valid outputs.
+ * Activation rows are walked in chunks of 32 so that they stay in L2 while the
+ * weight rows of [r0, r1) pass. Edge tiles repeat the last row/column pointer and store only the valid outputs.
  * A batch of one activation row goes to the table's vec_dot (matrix-vector). */
 #include "cpu/avx2_util.h"
 
@@ -100,17 +101,20 @@ static void gemm_tiled(tile_fn tile, uint32_t type, int64_t n, int64_t r0, int64
     }
     const int64_t nblk = n / TH_QK;
     float out[4][4];
-    for (int64_t r = r0; r < r1; r += 4) {
-        const int rm = (int)TH_MIN(4, r1 - r);
-        const char *wp[4];
-        for (int i = 0; i < 4; i++) wp[i] = (const char *)w + (size_t)(r + TH_MIN(i, rm - 1)) * w_stride;
-        for (int64_t c = 0; c < nb; c += 4) {
-            const int cn = (int)TH_MIN(4, nb - c);
-            const char *xp[4];
-            for (int j = 0; j < 4; j++) xp[j] = (const char *)x + (size_t)(c + TH_MIN(j, cn - 1)) * x_stride;
-            tile(nblk, wp, xp, out);
-            for (int i = 0; i < rm; i++)
-                for (int j = 0; j < cn; j++) y[(c + j) * y_stride + r + i] = out[i][j];
+    for (int64_t c0 = 0; c0 < nb; c0 += 32) {          /* 32 activation rows stay in L2 */
+        const int64_t c1 = TH_MIN(nb, c0 + 32);
+        for (int64_t r = r0; r < r1; r += 4) {
+            const int rm = (int)TH_MIN(4, r1 - r);
+            const char *wp[4];
+            for (int i = 0; i < 4; i++) wp[i] = (const char *)w + (size_t)(r + TH_MIN(i, rm - 1)) * w_stride;
+            for (int64_t c = c0; c < c1; c += 4) {
+                const int cn = (int)TH_MIN(4, c1 - c);
+                const char *xp[4];
+                for (int j = 0; j < 4; j++) xp[j] = (const char *)x + (size_t)(c + TH_MIN(j, cn - 1)) * x_stride;
+                tile(nblk, wp, xp, out);
+                for (int i = 0; i < rm; i++)
+                    for (int j = 0; j < cn; j++) y[(c + j) * y_stride + r + i] = out[i][j];
+            }
         }
     }
 }
@@ -135,4 +139,5 @@ void th_avx2_fill_gemm(th_kernels *k) {
     k->gemm[TH_Q5_1] = gemm_q5_1;
     k->gemm[TH_Q8_0] = gemm_q8_0;
     k->gemm[TH_IQ4_NL] = gemm_iq4_nl;
+    th_avx2_fill_gemm_kquant(k);
 }
