@@ -257,6 +257,11 @@ static void test_gemm_avx2(void) {
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
             for (int64_t nblk = 1; nblk <= 9; nblk += 4)
                 check_gemm(&avx2_k, &wtypes[t], nblk * (blk == 1 ? 32 : blk), shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3]);
+        if (blk == 1) /* float types take any n */
+            for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+                check_gemm(&avx2_k, &wtypes[t], 7, shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3]);
+                check_gemm(&avx2_k, &wtypes[t], 45, shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3]);
+            }
     }
 }
 

@@ -109,5 +109,7 @@ void th_avx2_dot_iq4_xs(int64_t n, float *s, const void *w, const void *a);
 void th_avx2_fill_gemm(th_kernels *k);
 /* gemm_kquant_avx2.c: the K-quant and IQ4_XS gemm entries. */
 void th_avx2_fill_gemm_kquant(th_kernels *k);
+/* gemm_float_avx2.c: the F32/F16/BF16 gemm entries. */
+void th_avx2_fill_gemm_float(th_kernels *k);
 
 #endif

@@ -140,4 +140,5 @@ void th_avx2_fill_gemm(th_kernels *k) {
     k->gemm[TH_Q8_0] = gemm_q8_0;
     k->gemm[TH_IQ4_NL] = gemm_iq4_nl;
     th_avx2_fill_gemm_kquant(k);
+    th_avx2_fill_gemm_float(k);
 }
