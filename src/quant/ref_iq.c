@@ -1,0 +1,124 @@
+/* ref_iq.c — reference kernels of the code-book 4-bit formats: IQ4_NL (32-element
+ * blocks, fp16 scale), IQ4_XS (256-element super-blocks, 6-bit sub-block scales)
+ * and MXFP4 (GPT-OSS: 32 FP4 e2m1 values sharing an E8M0 power-of-two scale).
+ * Decode, a simple IQ4_NL encoder, and dot products with Q8_0 / Q8_K activations. */
+#include "quant/ref_internal.h"
+#include <math.h>
+
+const int8_t th_iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+/* e2m1 codes 0..7 are 0, 0.5, 1, 1.5, 2, 3, 4, 6; bit 3 is the sign. Stored doubled. */
+const int8_t th_mxfp4_values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+/* Decode a 32-element nibble block with code book `values` and scale d. */
+static void decode_nibbles(const uint8_t qs[16], const int8_t values[16], float d, float *dst) {
+    for (int j = 0; j < 16; j++) {
+        dst[j] = d * values[qs[j] & 0x0f];
+        dst[j + 16] = d * values[qs[j] >> 4];
+    }
+}
+
+/* Integer dot of a 32-element nibble block with 32 int8 activations. */
+static int dot_nibbles(const uint8_t qs[16], const int8_t values[16], const int8_t *q8) {
+    int lo = 0, hi = 0;
+    for (int j = 0; j < 16; j++) {
+        lo += q8[j] * values[qs[j] & 0x0f];
+        hi += q8[j + 16] * values[qs[j] >> 4];
+    }
+    return lo + hi;
+}
+
+/* 6-bit scale (0..63) of sub-block ib (0..7) of an IQ4_XS block. */
+static int iq4xs_scale(const th_block_iq4_xs *b, int ib) {
+    int lo = (b->scales_l[ib / 2] >> (4 * (ib % 2))) & 0x0f;
+    int hi = (b->scales_h >> (2 * ib)) & 3;
+    return lo | (hi << 4);
+}
+
+void th_ref_dq_iq4_nl(const void *src, float *dst, int64_t n) {
+    const th_block_iq4_nl *b = src;
+    for (int64_t i = 0; i < n / TH_QK; i++) decode_nibbles(b[i].qs, th_iq4nl_values, th_f16_to_f32(b[i].d), dst + TH_QK * i);
+}
+
+void th_ref_dq_iq4_xs(const void *src, float *dst, int64_t n) {
+    const th_block_iq4_xs *b = src;
+    for (int64_t i = 0; i < n / TH_QK_K; i++) {
+        float d = th_f16_to_f32(b[i].d);
+        for (int ib = 0; ib < TH_QK_K / 32; ib++, dst += 32)
+            decode_nibbles(b[i].qs + 16 * ib, th_iq4nl_values, d * (iq4xs_scale(&b[i], ib) - 32), dst);
+    }
+}
+
+void th_ref_dq_mxfp4(const void *src, float *dst, int64_t n) {
+    const th_block_mxfp4 *b = src;
+    for (int64_t i = 0; i < n / TH_QK; i++) decode_nibbles(b[i].qs, th_mxfp4_values, th_e8m0_half_to_f32(b[i].e), dst + TH_QK * i);
+}
+
+/* Index of the code-book entry nearest to v (the lower one on ties). */
+static int nearest_code(const int8_t values[16], float v) {
+    int best = 0;
+    for (int k = 1; k < 16; k++)
+        if (fabsf(v - values[k]) < fabsf(v - values[best])) best = k;
+    return best;
+}
+
+/* IQ4_NL, round-to-nearest: the element of largest magnitude maps to code -127,
+ * then the scale is refitted by least squares to the chosen codes. */
+void th_ref_q_iq4_nl(const float *src, void *dst, int64_t n) {
+    th_block_iq4_nl *b = dst;
+    for (int64_t i = 0; i < n / TH_QK; i++, src += TH_QK) {
+        float amax = 0.0f, max = 0.0f;
+        for (int j = 0; j < TH_QK; j++)
+            if (fabsf(src[j]) > amax) { amax = fabsf(src[j]); max = src[j]; }
+        int code[TH_QK] = {0};
+        float d = 0.0f;
+        if (amax > 0.0f) {
+            float id = (float)th_iq4nl_values[0] / max;
+            double sqx = 0.0, sqq = 0.0;
+            for (int j = 0; j < TH_QK; j++) {
+                code[j] = nearest_code(th_iq4nl_values, src[j] * id);
+                double q = th_iq4nl_values[code[j]];
+                sqx += q * src[j];
+                sqq += q * q;
+            }
+            d = (float)(sqx / sqq);
+        }
+        b[i].d = th_f32_to_f16(d);
+        for (int j = 0; j < 16; j++) b[i].qs[j] = (uint8_t)(code[j] | (code[j + 16] << 4));
+    }
+}
+
+float th_ref_dot_iq4_nl(int64_t n, const void *w, const void *act) {
+    const th_block_iq4_nl *x = w;
+    const th_block_q8_0 *y = act;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n / TH_QK; i++) {
+        float d = th_f16_to_f32(y[i].d) * th_f16_to_f32(x[i].d);
+        sum += d * dot_nibbles(x[i].qs, th_iq4nl_values, y[i].qs);
+    }
+    return sum;
+}
+
+float th_ref_dot_iq4_xs(int64_t n, const void *w, const void *act) {
+    const th_block_iq4_xs *x = w;
+    const th_block_q8_K *y = act;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n / TH_QK_K; i++) {
+        float d = th_f16_to_f32(x[i].d) * y[i].d;
+        for (int ib = 0; ib < TH_QK_K / 32; ib++) {
+            int isum = dot_nibbles(x[i].qs + 16 * ib, th_iq4nl_values, y[i].qs + 32 * ib);
+            sum += (d * (iq4xs_scale(&x[i], ib) - 32)) * isum;
+        }
+    }
+    return sum;
+}
+
+float th_ref_dot_mxfp4(int64_t n, const void *w, const void *act) {
+    const th_block_mxfp4 *x = w;
+    const th_block_q8_0 *y = act;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n / TH_QK; i++) {
+        float d = th_f16_to_f32(y[i].d) * th_e8m0_half_to_f32(x[i].e);
+        sum += d * dot_nibbles(x[i].qs, th_mxfp4_values, y[i].qs);
+    }
+    return sum;
+}
