@@ -46,6 +46,7 @@ typedef struct th_model th_model;
 typedef struct th_model_params {
     bool use_mmap;       /* map the file (default true); false reads it into memory */
     bool verbose;        /* print load progress to stderr */
+    bool vocab_only;     /* load only the tokenizer (any architecture, no weights) */
 } th_model_params;
 
 th_model_params th_model_default_params(void);
