@@ -511,7 +511,7 @@ static void test_type_table(void) {
         if (!ti || !ti->supported) continue;
         CHECK(th_ref_can_quantize(ti->act_type), "%s: act type %s has no quantizer", ti->name, th_type_name(ti->act_type));
         float v[256];
-        uint8_t zero[512] = {0};
+        _Alignas(16) uint8_t zero[512] = {0};
         th_ref_dequantize(t, zero, v, ti->block);
         CHECK(v[0] == 0, "%s: zero block decodes to %g", ti->name, v[0]);
         float dot = th_ref_vec_dot(t, ti->block, zero, zero);

@@ -8,6 +8,7 @@
  *  - fp16/bf16 conversion of src/core/core.h against known bit patterns. */
 #include "check.h"
 #include "quant/quant.h"
+#include "cpu/kernels.h"
 
 static uint64_t rng = 0x2545F4914F6CDD1Dull;
 static uint32_t rand_u32(void) { rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17; return (uint32_t)(rng >> 32); }
@@ -134,7 +135,8 @@ static int64_t row_len(uint32_t type, int k) {
 
 enum { MAXN = 33 * 256 };
 static float x[MAXN], wf[MAXN], af[MAXN];
-static uint8_t wbuf[MAXN * 4], abuf[MAXN * 4 + 1024];
+static _Alignas(64) uint8_t wbuf[MAXN * 4];
+static _Alignas(64) uint8_t abuf[MAXN * 4 + 1024];
 
 static void test_dot_structure(void) {
     for (size_t t = 0; t < sizeof weight_types / sizeof weight_types[0]; t++) {
@@ -206,6 +208,42 @@ static void test_dot_accuracy(void) {
             CHECK(fabs(got - want) <= bound, "%s n=%lld: dot %.7g vs exact-activation %.7g, bound %.3g",
                   ti->name, (long long)n, got, want, bound);
         }
+    }
+}
+
+/* The generic level of the kernel table is these reference kernels: same numbers
+ * through its trampolines, and its gemm is the dot product per (row, column).
+ * (The generic gemm calls the vec_dot of the process-wide table, so the table is
+ * taken with TH_CPU=generic rather than filled locally.) */
+static void test_generic_kernel_table(void) {
+    setenv("TH_CPU", "generic", 1);
+    const th_kernels *kt = th_cpu_kernels();
+    CHECK(!strcmp(kt->level, "generic"), "level %s", kt->level);
+    const th_kernels k = *kt;
+    for (size_t t = 0; t < sizeof weight_types / sizeof weight_types[0]; t++) {
+        uint32_t type = weight_types[t];
+        const th_type_info *ti = th_type_info_get(type);
+        int64_t n = row_len(type, 1), rows = 3;
+        uint64_t wrow, arow;
+        CHECK(th_row_bytes(type, n, &wrow) && th_row_bytes(ti->act_type, n, &arow), "%s row bytes", ti->name);
+        random_weights(type, wbuf, rows * n / ti->block);
+        for (int64_t i = 0; i < 2 * n; i++) x[i] = frand();
+        CHECK(k.quantize[ti->act_type] && k.vec_dot[type] && k.gemm[type] && k.dequant[type], "%s entries", ti->name);
+        if (!k.quantize[ti->act_type] || !k.vec_dot[type] || !k.gemm[type] || !k.dequant[type]) continue;
+        k.quantize[ti->act_type](x, abuf, n);
+        k.quantize[ti->act_type](x + n, abuf + arow, n);
+        float y[2 * 3];
+        k.gemm[type](n, 0, rows, wbuf, wrow, 2, abuf, arow, y, rows);
+        for (int64_t r = 0; r < rows; r++)
+            for (int b = 0; b < 2; b++) {
+                float want = th_ref_vec_dot(type, n, wbuf + r * wrow, abuf + b * arow), got1;
+                k.vec_dot[type](n, &got1, wbuf + r * wrow, abuf + b * arow);
+                CHECK(y[b * rows + r] == want && got1 == want, "%s row %lld col %d: gemm %g dot %g ref %g",
+                      ti->name, (long long)r, b, y[b * rows + r], got1, want);
+            }
+        k.dequant[type](wbuf, wf, n);
+        th_ref_dequantize(type, wbuf, af, n);
+        CHECK(!memcmp(wf, af, (size_t)n * sizeof(float)), "%s dequant", ti->name);
     }
 }
 
@@ -288,6 +326,7 @@ int main(void) {
     RUN(test_dot_hand);
     RUN(test_dot_structure);
     RUN(test_dot_accuracy);
+    RUN(test_generic_kernel_table);
     RUN(test_f16_conversion);
     RUN(test_bf16_conversion);
     return CHECK_DONE();
