@@ -177,12 +177,13 @@ static void compare_file(const char *qpath, const char *fpath, uint32_t type, do
         free(out);
         if (list) printf("    rel-L2 %.5f\n", e);
         CHECK(e <= tol, "%s %s: rel-L2 %.5f > %.3g", qpath, qt->name, e, tol);
-        /* a small matmul through th_ref_vec_dot with the activation type: 16 rows times
-         * a random vector, against the F32 weights times the same vector in double;
-         * the error is the weight error plus the activation quantization (< tol + 2%) */
+        /* a matmul through th_ref_vec_dot with the activation type: the rows (up to 1024)
+         * times a random vector, against the F32 weights times the same vector in double;
+         * the error is the weight error plus the activation quantization (measured 1.0-1.6x
+         * the weight error), so allow 1.5 tol */
         double ye = matvec_error(type, qt, ft);
         if (list) printf("    matvec rel-L2 %.5f\n", ye);
-        CHECK(ye <= tol + 0.02, "%s %s: matvec rel-L2 %.5f", qpath, qt->name, ye);
+        CHECK(ye <= 1.5 * tol, "%s %s: matvec rel-L2 %.5f", qpath, qt->name, ye);
         worst_mv = ye > worst_mv ? ye : worst_mv;
         worst = e > worst ? e : worst;
         best = e < best ? e : best;
