@@ -158,7 +158,7 @@ void th_sampler_reset(th_sampler *s);
 /* Log-probabilities behind the last th_sampler_sample (for OpenAI `logprobs`):
  * log-softmax over all n_vocab logits after logit bias and penalties, before
  * top-k/top-p/min-p and temperature. Writes the n_top most likely tokens into
- * top (descending, ties to the lower id; only tokens with non-zero probability)
+ * top (descending, ties to the lower id; only tokens whose logit is above -inf)
  * and returns how many it wrote; *chosen_logprob (if not NULL) gets the
  * log-probability of the token the last sample returned. Returns -1 with an
  * error set if there was no sample since creation or reset. */
