@@ -111,7 +111,7 @@ static void test_tiny_spm_prompt(void) {
     th_token *ids = encode(v, s, strlen(s), true, false, &n);
     CHECK(ids && n == sizeof want / sizeof want[0], "n=%zu", n);
     for (size_t i = 0; ids && i < n && i < sizeof want / sizeof want[0]; i++) CHECK(ids[i] == want[i], "i=%zu got %d", i, ids[i]);
-    CHECK(th_vocab_adds_bos(v) && th_vocab_bos(v) == 1 && th_vocab_eos(v) == 2, "%s", "");
+    CHECK(th_vocab_add_bos(v) && th_vocab_bos(v) == 1 && th_vocab_eos(v) == 2, "%s", "");
     CHECK(!strcmp(th_vocab_model_name(v), "llama"), "%s", "");
     /* SPM byte fallback for invalid UTF-8: <0xFF> is id 3 + 0xFF */
     free(ids);
@@ -129,7 +129,7 @@ static void test_smollm_chatml(void) {
     th_vocab *v = smollm(&gf);
     if (!v) SKIP("no default model");
     CHECK(!strcmp(th_vocab_pre_name(v), "smollm") && !strcmp(th_vocab_model_name(v), "gpt2"), "%s", "");
-    CHECK(!th_vocab_adds_bos(v), "%s", "");
+    CHECK(!th_vocab_add_bos(v), "%s", "");
     const char *s = "<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n";
     size_t n, n2;
     th_token *ids = encode(v, s, strlen(s), true, true, &n);

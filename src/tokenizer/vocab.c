@@ -545,6 +545,6 @@ th_token th_vocab_bos(const th_vocab *v) { return v->bos; }
 th_token th_vocab_eos(const th_vocab *v) { return v->eos; }
 th_token th_vocab_eot(const th_vocab *v) { return v->eot; }
 bool th_vocab_is_eog(const th_vocab *v, th_token t) { return t >= 0 && t < v->n_tokens && v->is_eog[t]; }
-bool th_vocab_adds_bos(const th_vocab *v) { return v->add_bos; }
+bool th_vocab_add_bos(const th_vocab *v) { return v->add_bos; }
 const char *th_vocab_model_name(const th_vocab *v) { return v->model_name; }
 const char *th_vocab_pre_name(const th_vocab *v) { return v->pre_name; }
