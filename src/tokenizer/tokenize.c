@@ -112,7 +112,7 @@ th_status th_vocab_tokenize(const th_vocab *v, const char *text, size_t len, boo
     free(fr.p);
     if (st == TH_OK) {
         *n_out = ids.n;
-        memcpy(out, ids.p, TH_MIN(ids.n, cap) * sizeof *out);
+        if (ids.n && cap) memcpy(out, ids.p, TH_MIN(ids.n, cap) * sizeof *out);
         if (ids.n > cap)
             st = th_set_error(TH_ERR_CAPACITY, "tokenize: %zu tokens do not fit in a buffer of %zu", ids.n, cap);
     }

@@ -123,8 +123,7 @@ static th_status load_tokens(th_vocab *v, const gguf_file *f) {
         return th_set_error(TH_ERR_FORMAT, "tokenizer.ggml.tokens: %llu tokens is out of range",
                             (unsigned long long)toks->arr_n);
     uint32_t n = (uint32_t)toks->arr_n;
-    const float *fscores = NULL;
-    const int32_t *iscores = NULL, *types = NULL;
+    const void *fscores = NULL, *iscores = NULL, *types = NULL;
     const gguf_kv *sc = gguf_find(f, "tokenizer.ggml.scores");
     if (sc) {
         if (sc->type != GGUF_ARRAY || (sc->arr_type != GGUF_F32 && sc->arr_type != GGUF_I32))
@@ -132,8 +131,8 @@ static th_status load_tokens(th_vocab *v, const gguf_file *f) {
         if (sc->arr_n < n)
             return th_set_error(TH_ERR_FORMAT, "tokenizer.ggml.scores: %llu scores for %u tokens",
                                 (unsigned long long)sc->arr_n, n);
-        if (sc->arr_type == GGUF_F32) fscores = (const float *)sc->arr_data;
-        else iscores = (const int32_t *)sc->arr_data;
+        if (sc->arr_type == GGUF_F32) fscores = sc->arr_data;
+        else iscores = sc->arr_data;
     }
     const gguf_kv *tt = gguf_find(f, "tokenizer.ggml.token_type");
     if (tt) {
@@ -142,7 +141,7 @@ static th_status load_tokens(th_vocab *v, const gguf_file *f) {
         if (tt->arr_n < n)
             return th_set_error(TH_ERR_FORMAT, "tokenizer.ggml.token_type: %llu types for %u tokens",
                                 (unsigned long long)tt->arr_n, n);
-        types = (const int32_t *)tt->arr_data;
+        types = tt->arr_data;
     }
     uint64_t total = 0;
     for (uint32_t i = 0; i < n; i++) {
@@ -169,10 +168,16 @@ static th_status load_tokens(th_vocab *v, const gguf_file *f) {
         v->tok_len[i] = l;
         off += l;
         if (l > v->max_token_len) v->max_token_len = l;
-        v->score[i] = fscores ? fscores[i] : iscores ? (float)iscores[i] : 0.0f;
+        /* array data in a GGUF file need not be aligned: copy, do not dereference */
+        float fs = 0.0f;
+        int32_t is = 0, ty = 1;
+        if (fscores) memcpy(&fs, (const char *)fscores + 4 * (size_t)i, 4);
+        if (iscores) { memcpy(&is, (const char *)iscores + 4 * (size_t)i, 4); fs = (float)is; }
+        if (types) memcpy(&ty, (const char *)types + 4 * (size_t)i, 4);
+        v->score[i] = fs;
         static const uint32_t attr_of_type[7] = { 0, TH_ATTR_NORMAL, TH_ATTR_UNKNOWN, TH_ATTR_CONTROL,
                                                   TH_ATTR_USER_DEFINED, TH_ATTR_UNUSED, TH_ATTR_BYTE };
-        v->attr[i] = !types ? TH_ATTR_NORMAL : (types[i] >= 0 && types[i] < 7) ? attr_of_type[types[i]] : 0;
+        v->attr[i] = (ty >= 0 && ty < 7) ? attr_of_type[ty] : 0;
         map_insert(v, i);
     }
     return TH_OK;
