@@ -17,6 +17,11 @@ static uint64_t hash_bytes(const char *s, size_t n) {
     return h ^ (h >> 29);
 }
 
+static inline uint32_t hash_pair(uint32_t a, uint32_t b) {
+    uint64_t k = (((uint64_t)a << 32) | b) * 0x9E3779B97F4A7C15ull;
+    return (uint32_t)(k >> 32) ^ (uint32_t)k;
+}
+
 static const char *any_text(const th_vocab *v, uint32_t id, uint32_t *len) {
     if (id < (uint32_t)v->n_tokens) { *len = v->tok_len[id]; return v->text + v->tok_off[id]; }
     id -= (uint32_t)v->n_tokens;
@@ -214,8 +219,7 @@ static th_status load_merges(th_vocab *v, const gguf_file *f) {
         int64_t b = a < 0 ? -1 : find_or_add(v, sp + 1, l2, &extra_cap, &blob_cap, &blob_n);
         int64_t c = b < 0 ? -1 : find_or_add(v, cat, l1 + l2, &extra_cap, &blob_cap, &blob_n);
         if (c < 0) { free(cat); return th_set_error(TH_ERR_NOMEM, "vocab: out of memory reading merges"); }
-        uint64_t key = ((uint64_t)a << 32) | (uint64_t)b;
-        uint32_t j = (uint32_t)(hash_bytes((const char *)&key, 8)) & v->merge_mask;
+        uint32_t j = hash_pair((uint32_t)a, (uint32_t)b) & v->merge_mask;
         while (v->merges[j].rank != UINT32_MAX && !(v->merges[j].left == a && v->merges[j].right == b))
             j = (j + 1) & v->merge_mask;
         if (v->merges[j].rank == UINT32_MAX)     /* the first (lowest) rank wins */
@@ -226,8 +230,7 @@ static th_status load_merges(th_vocab *v, const gguf_file *f) {
 }
 
 const th_merge *th_vocab_merge(const th_vocab *v, uint32_t left, uint32_t right) {
-    uint64_t key = ((uint64_t)left << 32) | (uint64_t)right;
-    for (uint32_t j = (uint32_t)(hash_bytes((const char *)&key, 8)) & v->merge_mask;; j = (j + 1) & v->merge_mask) {
+    for (uint32_t j = hash_pair(left, right) & v->merge_mask;; j = (j + 1) & v->merge_mask) {
         const th_merge *m = &v->merges[j];
         if (m->rank == UINT32_MAX) return NULL;
         if (m->left == left && m->right == right) return m;
@@ -356,7 +359,38 @@ static th_status build_special_list(th_vocab *v) {
     for (int32_t i = 0; i < v->n_tokens; i++)
         if (v->attr[i] & (TH_ATTR_CONTROL | TH_ATTR_USER_DEFINED | TH_ATTR_UNKNOWN)) v->special[v->n_special++] = i;
     qsort_r(v->special, (size_t)v->n_special, sizeof *v->special, cmp_special, v);
+    /* index for the one-pass search of special tokens in a text (tokenize.c) */
+    v->special_index = malloc((size_t)v->n_tokens * sizeof *v->special_index);
+    v->first_len_off = calloc(257, sizeof *v->first_len_off);
+    v->first_len = malloc(((size_t)v->n_special + 1) * sizeof *v->first_len);
+    if (!v->special_index || !v->first_len_off || !v->first_len) return th_set_error(TH_ERR_NOMEM, "vocab: out of memory");
+    for (int32_t i = 0; i < v->n_tokens; i++) v->special_index[i] = -1;
+    for (int32_t k = 0; k < v->n_special; k++) v->special_index[v->special[k]] = k;
+    uint32_t n = 0;
+    for (int b = 0; b < 256; b++) {
+        v->first_len_off[b] = n;
+        for (int32_t k = 0; k < v->n_special; k++) {      /* longest first, as special[] */
+            uint32_t l;
+            const char *t = th_tok_text(v, v->special[k], &l);
+            if ((uint8_t)t[0] != b || (n > v->first_len_off[b] && v->first_len[n - 1] == l)) continue;
+            v->first_len[n++] = l;
+        }
+    }
+    v->first_len_off[256] = n;
     return TH_OK;
+}
+
+/* SPM can merge word by word when no token has U+2581 after another character. */
+static void check_word_split(th_vocab *v) {
+    v->spm_word_split = v->kind == TH_VOCAB_SPM;
+    for (int32_t i = 0; i < v->n_tokens && v->spm_word_split; i++) {
+        uint32_t l;
+        const char *t = th_tok_text(v, i, &l);
+        for (uint32_t j = 1; j + 3 <= l; j++) {
+            if (memcmp(t + j, "\xE2\x96\x81", 3)) continue;
+            if (j < 3 || memcmp(t + j - 3, "\xE2\x96\x81", 3)) { v->spm_word_split = false; break; }
+        }
+    }
 }
 
 /* Per-token strip flags llama.cpp sets by model name (phi-3) or pre type. */
@@ -532,6 +566,7 @@ th_status th_vocab_load(const gguf_file *f, th_vocab **out) {
     if (st != TH_OK) { th_vocab_free(v); return st; }
     set_strip_attrs(v, f);
     build_byte_tokens(v);
+    check_word_split(v);
     *out = v;
     return TH_OK;
 }
@@ -541,7 +576,7 @@ void th_vocab_free(th_vocab *v) {
     th_pretok_free(v->pretok);
     free(v->pre_name); free(v->text); free(v->tok_off); free(v->tok_len); free(v->score); free(v->attr);
     free(v->map.slots); free(v->extra_text); free(v->extra_off); free(v->extra_len); free(v->merges);
-    free(v->is_eog); free(v->special); free(v->piece); free(v->piece_off); free(v->piece_len);
+    free(v->is_eog); free(v->special); free(v->special_index); free(v->first_len_off); free(v->first_len); free(v->piece); free(v->piece_off); free(v->piece_len);
     free(v);
 }
 
