@@ -8,6 +8,7 @@
  *     for valid UTF-8 x (Falcon's vocab lacks some bytes; those are dropped, as
  *     llama.cpp drops them);
  *   - TH_ERR_CAPACITY reports the same count and the same first ids;
+ *   - SPM merged word by word (the fast path) == SPM merged in one pass;
  *   - the streaming guard only ever emits valid UTF-8.
  * Vocabularies: $SHARED/fixtures (default ../shared) and $THESEUS_MODEL
  * (default models/SmolLM2-135M-Instruct.Q4_1.gguf); missing ones are skipped. */
@@ -102,6 +103,16 @@ static void check_vocab(const th_vocab *v, bool complete, const uint8_t *d, size
             if (st != TH_ERR_CAPACITY || c2 != count || memcmp(ids, ids2, small * sizeof *ids)) __builtin_trap();
             free(ids2);
         }
+    }
+    if (v->spm_word_split) {                        /* fast path == one pass over everything */
+        th_vocab *mv = (th_vocab *)v;
+        size_t c3 = 0;
+        th_token *ids3 = malloc(cap * sizeof *ids3);
+        mv->spm_word_split = false;
+        st = ids3 ? th_vocab_tokenize(v, (const char *)d, n, add_special, parse_special, ids3, cap, &c3) : TH_ERR_NOMEM;
+        mv->spm_word_split = true;
+        if (st == TH_OK && (c3 != count || memcmp(ids, ids3, count * sizeof *ids))) __builtin_trap();
+        free(ids3);
     }
     size_t tcap = count * 64 + 16;
     char *text = malloc(tcap);
