@@ -22,6 +22,7 @@
 #define TT_MAX_LOOP_ITERS  1000000    /* total for-loop iterations per render */
 #define TT_MAX_MEMORY      (256u << 20) /* arena bytes per render */
 #define TT_DEFAULT_OUTPUT  (1u << 20)
+#define TT_MAX_WORK        (1ull << 30) /* work units per render: ~1 per byte scanned, 32 per node evaluated */
 
 typedef struct tctx tctx;
 typedef struct tnode tnode;
@@ -129,6 +130,7 @@ struct tctx {
     size_t mem_used, mem_limit;
     size_t max_output;
     uint64_t loop_iters;
+    uint64_t work;           /* see TT_MAX_WORK */
     int depth;               /* current nesting (parser and evaluator) */
     int line;                /* line being evaluated, for messages */
     tbuf *out;               /* current output (macro calls capture) */
@@ -145,6 +147,13 @@ char *tt_printf(tctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 
 void tt_arena_free(tctx *c);
 void tt_enter(tctx *c);      /* depth++ with the limit check */
 void tt_leave(tctx *c);
+/* Charge n units of work (bytes scanned, nodes evaluated); fails past TT_MAX_WORK,
+ * so no template can run for long without allocating or looping. */
+static inline void tt_work(tctx *c, uint64_t n) {
+    c->work += n;
+    if (c->work > TT_MAX_WORK)
+        tt_fail(c, "template work limit exceeded (the template does too much computation)");
+}
 
 void tb_put(tctx *c, tbuf *b, const char *s, size_t n);
 void tb_putc(tctx *c, tbuf *b, char ch);
@@ -163,12 +172,12 @@ tval tv_dict(tctx *c, size_t cap);
 tval tv_func(tctx *c, const char *name, tbuiltin fn, tval self);
 void tl_push(tctx *c, tlist *l, tval v);
 void td_set(tctx *c, tdict *d, tval key, tval val);
-tval *td_get(tdict *d, tval key);
+tval *td_get(tctx *c, tdict *d, tval key);
 tval *td_gets(tdict *d, const char *key);
 
 const char *tv_type_name(tval v);          /* Python type name: str, int, dict ... */
 bool tv_truthy(tval v);
-bool tv_equal(tval a, tval b);
+bool tv_equal(tctx *c, tval a, tval b);   /* Python ==; charges work */
 bool tv_str_eq(tval v, const char *s);
 _Noreturn void tv_undef_fail(tctx *c, tval v);
 void tv_check_defined(tctx *c, tval v);

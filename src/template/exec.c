@@ -15,11 +15,13 @@ static void assign(tctx *c, tframe *f, tnode *target, tval v) {
     if (target->kind == N_ATTR) {
         tval ns = tt_frame_get(c, f, target->a->name);
         if (ns.k != V_DICT || !ns.u.d->is_namespace)
-            tt_fail(c, "Cannot assign attribute on non-namespace object");
+            tt_fail(c, "cannot assign attribute on non-namespace object");
         td_set(c, ns.u.d, tv_cstr(target->name), v);
         return;
     }
     /* tuple unpacking */
+    if (v.k != V_LIST && v.k != V_STR && v.k != V_DICT)
+        tt_fail(c, "cannot unpack non-iterable %s object", tv_type_name(v));
     tlist *items = tv_iterate(c, v);
     size_t want = (size_t)target->l1.n;
     if (items->n != want)

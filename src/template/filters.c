@@ -226,6 +226,7 @@ static tval minmax(tctx *c, tval seq, tval *args, size_t nargs, const char **kwn
 tval tt_filter(tctx *c, tframe *f, const char *name, tval v, tval *args, size_t nargs,
                const char **kwn, tval *kwv, size_t nkw) {
     tval none = tv_none();
+    tt_work(c, v.k == V_STR ? v.u.s.n : v.k == V_LIST ? v.u.l->n : 1);
     if (!strcmp(name, "default") || !strcmp(name, "d")) {
         bool boolean = tv_truthy(ARG(1, "boolean", tv_bool(false)));
         if (v.k == V_UNDEF || (boolean && !tv_truthy(v))) return ARG(0, "default_value", empty_str());
@@ -355,7 +356,7 @@ tval tt_filter(tctx *c, tframe *f, const char *name, tval v, tval *args, size_t 
         tval out = tv_list(c, 0);
         for (size_t i = 0; i < l->n; i++) {
             bool seen = false;
-            for (size_t j = 0; j < out.u.l->n && !seen; j++) seen = tv_equal(out.u.l->v[j], l->v[i]);
+            for (size_t j = 0; j < out.u.l->n && !seen; j++) seen = tv_equal(c, out.u.l->v[j], l->v[i]);
             if (!seen) tl_push(c, out.u.l, l->v[i]);
         }
         return out;
@@ -443,10 +444,10 @@ bool tt_test(tctx *c, tframe *f, const char *name, tval v, tval *args, size_t na
     if (!strcmp(name, "callable")) return v.k == V_FUNC;
     if (!strcmp(name, "sameas")) {
         if (v.k != a0.k) return false;
-        if (v.k == V_NONE || v.k == V_BOOL) return tv_equal(v, a0);
+        if (v.k == V_NONE || v.k == V_BOOL) return tv_equal(c, v, a0);
         if (v.k == V_LIST) return v.u.l == a0.u.l;
         if (v.k == V_DICT) return v.u.d == a0.u.d;
-        return tv_equal(v, a0);
+        return tv_equal(c, v, a0);
     }
     static const struct { const char *n; int op; } cmp[] = {
         { "equalto", OP2('=', '=') }, { "eq", OP2('=', '=') }, { "==", OP2('=', '=') },
@@ -466,7 +467,7 @@ bool tt_test(tctx *c, tframe *f, const char *name, tval v, tval *args, size_t na
     }
     if (!strcmp(name, "lower") || !strcmp(name, "upper")) {
         tval s = as_str(c, v);
-        return tv_equal(s, tt_str_case(c, s, name[0] == 'l' ? 0 : 1));
+        return tv_equal(c, s, tt_str_case(c, s, name[0] == 'l' ? 0 : 1));
     }
     if (!strcmp(name, "escaped")) return false;
     tt_fail(c, "No test named '%s'.", name);

@@ -226,7 +226,7 @@ static void lex_tag(lexer *L, bool is_var) {
                 if (s[q] == '\n') L->line++;
                 q++;
             }
-            if (q >= L->n) tt_fail(L->c, "line %d: unterminated string literal", line);
+            if (q >= L->n) tt_fail(L->c, "line %d: unexpected char '%c' (unterminated string literal)", line, ch);
             ttoken *t = emit(L, T_STRING);
             t->line = line;
             decode_string(L, s + p + 1, q - p - 1, t);
@@ -316,7 +316,7 @@ void tt_lex(tctx *c, const char *src, size_t n, ttokens *out) {
         if (kind == '#') {
             size_t q = body;
             while (q + 1 < L.n && !(s[q] == '#' && s[q + 1] == '}')) q++;
-            if (q + 1 >= L.n) tt_fail(c, "line %d: missing end of comment tag", L.line);
+            if (q + 1 >= L.n) tt_fail(c, "line %d: Missing end of comment tag", L.line);
             char esign = q > body && (s[q - 1] == '-' || s[q - 1] == '+') ? s[q - 1] : 0;
             count_lines(&L, L.pos, q + 2);
             L.pos = q + 2;

@@ -41,7 +41,7 @@ static const char *describe(parser *P, ttoken *t) {
 
 static _Noreturn void unexpected(parser *P, const char *expected) {
     ttoken *t = cur(P);
-    if (expected) tt_fail(P->c, "line %d: expected %s, got '%s'", t->line, expected, describe(P, t));
+    if (expected) tt_fail(P->c, "line %d: Expected %s, got '%s'", t->line, expected, describe(P, t));
     tt_fail(P->c, "line %d: unexpected '%s'", t->line, describe(P, t));
 }
 
@@ -461,6 +461,7 @@ static tnode *parse_assign_target(parser *P, bool allow_ns) {
     tnode *t = mk(P, N_TUPLE);
     for (;;) {
         tnode *nm = mk(P, N_NAME);
+        if (cur(P)->type != T_NAME) unexpected(P, "an expression");
         nm->name = expect_name(P);
         push(P, &t->l1, nm);
         if (!is_op(cur(P), ',')) break;

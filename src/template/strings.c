@@ -356,7 +356,7 @@ static tval m_dict(tctx *c, tval self, const char *name, tval *args, size_t narg
     tdict *d = self.u.d;
     if (!strcmp(name, "get")) {
         if (nargs < 1) tt_fail(c, "get expected at least 1 argument, got 0");
-        tval *v = td_get(d, args[0]);
+        tval *v = td_get(c, d, args[0]);
         return v ? *v : ARG(1, "default", tv_none());
     }
     tval out = tv_list(c, d->n);
@@ -380,7 +380,7 @@ static tval m_list(tctx *c, tval self, const char *name, tval *args, size_t narg
     if (nargs != 1) tt_fail(c, "%s() takes exactly one argument (%zu given)", name, nargs);
     int64_t k = 0;
     for (size_t i = 0; i < self.u.l->n; i++)
-        if (tv_equal(self.u.l->v[i], args[0])) {
+        if (tv_equal(c, self.u.l->v[i], args[0])) {
             if (name[0] == 'i') return tv_int((int64_t)i);
             k++;
         }
@@ -392,6 +392,7 @@ static tval m_list(tctx *c, tval self, const char *name, tval *args, size_t narg
 static tval call_method(tctx *c, tval bound, tval *args, size_t nargs, const char **kwn, tval *kwv, size_t nkw) {
     tval self = bound.u.l->v[0];
     const char *name = bound.u.l->v[1].u.s.p;
+    tt_work(c, self.k == V_STR ? self.u.s.n : self.k == V_LIST ? self.u.l->n : 1);
     switch (self.k) {
     case V_STR: return m_str(c, self, name, args, nargs, kwn, kwv, nkw);
     case V_DICT: return m_dict(c, self, name, args, nargs, kwn, kwv, nkw);

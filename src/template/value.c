@@ -162,9 +162,9 @@ void tl_push(tctx *c, tlist *l, tval v) {
     l->v[l->n++] = v;
 }
 
-tval *td_get(tdict *d, tval key) {
+tval *td_get(tctx *c, tdict *d, tval key) {
     for (size_t i = 0; i < d->n; i++)
-        if (tv_equal(d->key[i], key)) return &d->val[i];
+        if (tv_equal(c, d->key[i], key)) return &d->val[i];
     return NULL;
 }
 
@@ -177,7 +177,7 @@ tval *td_gets(tdict *d, const char *key) {
 }
 
 void td_set(tctx *c, tdict *d, tval key, tval val) {
-    tval *old = td_get(d, key);
+    tval *old = td_get(c, d, key);
     if (old) { *old = val; return; }
     if (d->n == d->cap) {
         size_t cap = d->cap ? d->cap * 2 : 4;
@@ -224,7 +224,8 @@ static bool is_num(tval v) { return v.k == V_BOOL || v.k == V_INT || v.k == V_FL
 static double num_f(tval v) { return v.k == V_FLOAT ? v.u.f : v.k == V_INT ? (double)v.u.i : (double)v.u.b; }
 static int64_t num_i(tval v) { return v.k == V_INT ? v.u.i : (int64_t)v.u.b; }
 
-bool tv_equal(tval a, tval b) {
+bool tv_equal(tctx *c, tval a, tval b) {
+    tt_work(c, 1);
     if (is_num(a) && is_num(b)) {
         if (a.k == V_FLOAT || b.k == V_FLOAT) return num_f(a) == num_f(b);
         return num_i(a) == num_i(b);
@@ -232,18 +233,21 @@ bool tv_equal(tval a, tval b) {
     if (a.k != b.k) return false;
     switch (a.k) {
     case V_UNDEF: case V_NONE: return true;
-    case V_STR: return a.u.s.n == b.u.s.n && !memcmp(a.u.s.p, b.u.s.p, a.u.s.n);
+    case V_STR:
+        if (a.u.s.n != b.u.s.n) return false;
+        tt_work(c, a.u.s.n);
+        return !memcmp(a.u.s.p, b.u.s.p, a.u.s.n);
     case V_LIST:
         if (a.u.l->n != b.u.l->n) return false;
         for (size_t i = 0; i < a.u.l->n; i++)
-            if (!tv_equal(a.u.l->v[i], b.u.l->v[i])) return false;
+            if (!tv_equal(c, a.u.l->v[i], b.u.l->v[i])) return false;
         return true;
     case V_DICT:
         if (a.u.d->is_namespace || b.u.d->is_namespace) return a.u.d == b.u.d;
         if (a.u.d->n != b.u.d->n) return false;
         for (size_t i = 0; i < a.u.d->n; i++) {
-            tval *o = td_get(b.u.d, a.u.d->key[i]);
-            if (!o || !tv_equal(a.u.d->val[i], *o)) return false;
+            tval *o = td_get(c, b.u.d, a.u.d->key[i]);
+            if (!o || !tv_equal(c, a.u.d->val[i], *o)) return false;
         }
         return true;
     case V_FUNC: return a.u.fn == b.u.fn;
