@@ -81,7 +81,7 @@ enum {
     N_NEG, N_POS, N_NOT, N_AND, N_OR, N_COND, N_LIST, N_TUPLE, N_DICT, N_CMP, N_KW,
     /* statements */
     S_TEXT, S_OUT, S_IF, S_FOR, S_SET, S_SETBLOCK, S_MACRO, S_CALLBLOCK,
-    S_FILTERBLOCK, S_BREAK, S_CONTINUE, S_BODY
+    S_FILTERBLOCK, S_BREAK, S_CONTINUE, S_BODY, S_WITH
 };
 
 struct tnode {
@@ -189,7 +189,12 @@ tlist *tv_iterate(tctx *c, tval v);        /* list of items (dict: keys; str: ch
 size_t tv_utf8_len(const char *p, size_t n);
 size_t tv_utf8_offset(const char *p, size_t n, size_t chars); /* byte offset of char index */
 tval tv_from_json(tctx *c, const void *cjson);
-void tv_to_json(tctx *c, tbuf *b, tval v, int indent, int level, const char *item_sep, const char *key_sep);
+typedef struct {
+    int indent;              /* < 0: one line */
+    const char *item_sep, *key_sep;
+    bool ensure_ascii, sort_keys;
+} tjson_opts;
+void tv_to_json(tctx *c, tbuf *b, tval v, const tjson_opts *o, int level);
 
 /* lexer.c */
 void tt_lex(tctx *c, const char *src, size_t n, ttokens *out);

@@ -107,6 +107,12 @@ static void exec_stmt(tctx *c, tframe *f, tnode *n) {
         tv_str_append(c, c->out, tt_eval_call_with(c, f, n->a, &caller, "caller"));
         return;
     }
+    case S_WITH: {
+        tframe *w = tt_frame_new(c, f);
+        for (int i = 0; i < n->l1.n; i++) assign(c, w, n->l1.v[i]->a, tt_eval(c, f, n->l1.v[i]->b));
+        tt_exec(c, w, n->b);
+        return;
+    }
     case S_BREAK: c->loop_ctl = 1; return;
     case S_CONTINUE: c->loop_ctl = 2; return;
     }

@@ -79,20 +79,23 @@ static tval get_path(tctx *c, tval v, tval path) {
     return v;
 }
 
+/* HF's tojson: json.dumps(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False) */
 static tval do_tojson(tctx *c, tval v, tval *args, size_t nargs, const char **kwn, tval *kwv, size_t nkw) {
     tval ind = ARG(1, "indent", tv_none());
     tval seps = ARG(2, "separators", tv_none());
-    int indent = -1;
+    tjson_opts o = { .indent = -1, .ensure_ascii = tv_truthy(ARG(0, "ensure_ascii", tv_bool(false))),
+                     .sort_keys = tv_truthy(ARG(3, "sort_keys", tv_bool(false))) };
     if (ind.k == V_INT || ind.k == V_BOOL) {
-        indent = ind.k == V_INT ? (int)TH_MIN(TH_MAX(ind.u.i, 0), 64) : ind.u.b;
+        o.indent = ind.k == V_INT ? (int)TH_MIN(TH_MAX(ind.u.i, 0), 64) : ind.u.b;
     } else if (ind.k != V_NONE && ind.k != V_UNDEF) tt_fail(c, "tojson: indent must be an integer");
-    const char *item_sep = indent >= 0 ? "," : ", ", *key_sep = ": ";
+    o.item_sep = o.indent >= 0 ? "," : ", ";
+    o.key_sep = ": ";
     if (seps.k == V_LIST && seps.u.l->n == 2 && seps.u.l->v[0].k == V_STR && seps.u.l->v[1].k == V_STR) {
-        item_sep = tt_strdup(c, seps.u.l->v[0].u.s.p, seps.u.l->v[0].u.s.n);
-        key_sep = tt_strdup(c, seps.u.l->v[1].u.s.p, seps.u.l->v[1].u.s.n);
-    }
+        o.item_sep = tt_strdup(c, seps.u.l->v[0].u.s.p, seps.u.l->v[0].u.s.n);
+        o.key_sep = tt_strdup(c, seps.u.l->v[1].u.s.p, seps.u.l->v[1].u.s.n);
+    } else if (seps.k != V_NONE && seps.k != V_UNDEF) tt_fail(c, "tojson: separators must be two strings");
     tbuf b = { 0 };
-    tv_to_json(c, &b, v, indent, 0, item_sep, key_sep);
+    tv_to_json(c, &b, v, &o, 0);
     return tb_str(&b);
 }
 

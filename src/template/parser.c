@@ -613,6 +613,21 @@ static tnode *parse_statement(parser *P) {
     else if (is_name(t, "break") || is_name(t, "continue")) {
         n = mk(P, is_name(t, "break") ? S_BREAK : S_CONTINUE);
         next(P);
+    } else if (is_name(t, "with")) {
+        static const char *const ends[] = { "endwith", NULL };
+        next(P);
+        n = mk(P, S_WITH);
+        while (cur(P)->type != T_BLOCK_END) {
+            if (n->l1.n) expect_op(P, ',', "',' or end of statement block");
+            tnode *kw = mk(P, N_KW);
+            kw->a = parse_assign_target(P, false);
+            expect_op(P, '=', "'='");
+            kw->b = parse_expression(P, true);
+            push(P, &n->l1, kw);
+        }
+        expect_block_end(P);
+        n->b = subparse(P, ends, "with");
+        next(P); next(P);
     } else if (is_name(t, "generation")) {
         static const char *const ends[] = { "endgeneration", NULL };
         next(P);

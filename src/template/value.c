@@ -459,7 +459,13 @@ tval tv_from_json(tctx *c, const void *jp) {
     return r;
 }
 
-static void json_str(tctx *c, tbuf *b, const char *s, size_t n) {
+static void json_u16(tctx *c, tbuf *b, unsigned u) {
+    char tmp[16];
+    snprintf(tmp, sizeof tmp, "\\u%04x", u);
+    tb_put(c, b, tmp, 6);
+}
+
+static void json_str(tctx *c, tbuf *b, const char *s, size_t n, bool ascii) {
     tb_putc(c, b, '"');
     size_t run = 0;
     for (size_t i = 0; i < n; i++) {
@@ -476,6 +482,18 @@ static void json_str(tctx *c, tbuf *b, const char *s, size_t n) {
         case '\f': esc = "\\f"; break;
         default:
             if (ch < 0x20) { snprintf(tmp, sizeof tmp, "\\u%04x", ch); esc = tmp; }
+            else if (ascii && ch >= 0x80) {
+                size_t k = i, len = tv_utf8_offset(s + i, n - i, 1);
+                uint32_t cp = len == 2 ? ch & 0x1f : len == 3 ? ch & 0x0f : len == 4 ? ch & 0x07 : 0xfffd;
+                for (size_t j = 1; j < len; j++) cp = cp << 6 | ((unsigned char)s[k + j] & 0x3f);
+                if (len < 2) cp = 0xfffd;
+                tb_put(c, b, s + run, i - run);
+                if (cp >= 0x10000) { cp -= 0x10000; json_u16(c, b, 0xd800 + (cp >> 10)); json_u16(c, b, 0xdc00 + (cp & 0x3ff)); }
+                else json_u16(c, b, cp);
+                i += (len ? len : 1) - 1;
+                run = i + 1;
+                continue;
+            }
         }
         if (esc) {
             tb_put(c, b, s + run, i - run);
@@ -492,14 +510,45 @@ static void json_newline(tctx *c, tbuf *b, int indent, int level) {
     for (int i = 0; i < indent * level; i++) tb_putc(c, b, ' ');
 }
 
-void tv_to_json(tctx *c, tbuf *b, tval v, int indent, int level, const char *item_sep, const char *key_sep) {
+static int key_cmp(tval a, tval b) {
+    if (a.k != V_STR || b.k != V_STR) return a.k < b.k ? -1 : a.k > b.k;
+    size_t n = a.u.s.n < b.u.s.n ? a.u.s.n : b.u.s.n;
+    int r = memcmp(a.u.s.p, b.u.s.p, n);
+    return r ? r : a.u.s.n < b.u.s.n ? -1 : a.u.s.n > b.u.s.n;
+}
+
+/* Order in which to write a dict's entries: as stored, or sorted by key (stable). */
+static size_t *json_order(tctx *c, tdict *d, bool sort) {
+    size_t *ix = tt_alloc(c, (d->n ? d->n : 1) * sizeof(size_t));
+    for (size_t i = 0; i < d->n; i++) ix[i] = i;
+    if (sort) {
+        tt_work(c, d->n * d->n);
+        for (size_t i = 1; i < d->n; i++)
+            for (size_t j = i; j > 0 && key_cmp(d->key[ix[j - 1]], d->key[ix[j]]) > 0; j--) {
+                size_t t = ix[j]; ix[j] = ix[j - 1]; ix[j - 1] = t;
+            }
+    }
+    return ix;
+}
+
+static void json_key(tctx *c, tbuf *b, tval k, const tjson_opts *o) {
+    if (k.k == V_STR) json_str(c, b, k.u.s.p, k.u.s.n, o->ensure_ascii);
+    else if (k.k == V_NONE) tb_put(c, b, "\"null\"", 6);
+    else if (k.k == V_BOOL || k.k == V_INT || k.k == V_FLOAT) {
+        tbuf kb = { 0 };
+        tv_to_json(c, &kb, k, o, 0);
+        json_str(c, b, kb.p, kb.n, false);
+    } else tt_fail(c, "keys must be str, int, float, bool or None, not %s", tv_type_name(k));
+}
+
+void tv_to_json(tctx *c, tbuf *b, tval v, const tjson_opts *o, int level) {
     char tmp[64];
     tt_enter(c);
     switch (v.k) {
     case V_NONE: tb_put(c, b, "null", 4); break;
     case V_BOOL: if (v.u.b) tb_put(c, b, "true", 4); else tb_put(c, b, "false", 5); break;
-    case V_INT: case V_STR: case V_FLOAT:
-        if (v.k == V_STR) { json_str(c, b, v.u.s.p, v.u.s.n); break; }
+    case V_STR: json_str(c, b, v.u.s.p, v.u.s.n, o->ensure_ascii); break;
+    case V_INT: case V_FLOAT:
         if (v.k == V_FLOAT && (isnan(v.u.f) || isinf(v.u.f)))
             snprintf(tmp, sizeof tmp, "%s", isnan(v.u.f) ? "NaN" : v.u.f < 0 ? "-Infinity" : "Infinity");
         else if (v.k == V_FLOAT) tv_float_repr(v.u.f, tmp, sizeof tmp);
@@ -512,24 +561,18 @@ void tv_to_json(tctx *c, tbuf *b, tval v, int indent, int level, const char *ite
         size_t n = is_list ? v.u.l->n : v.u.d->n;
         tb_putc(c, b, is_list ? '[' : '{');
         if (n == 0) { tb_putc(c, b, is_list ? ']' : '}'); break; }
+        size_t *order = is_list ? NULL : json_order(c, v.u.d, o->sort_keys);
         for (size_t i = 0; i < n; i++) {
-            if (i) tb_put(c, b, item_sep, strlen(item_sep));
-            if (indent >= 0) json_newline(c, b, indent, level + 1);
-            if (is_list) tv_to_json(c, b, v.u.l->v[i], indent, level + 1, item_sep, key_sep);
+            if (i) tb_put(c, b, o->item_sep, strlen(o->item_sep));
+            if (o->indent >= 0) json_newline(c, b, o->indent, level + 1);
+            if (is_list) tv_to_json(c, b, v.u.l->v[i], o, level + 1);
             else {
-                tval k = v.u.d->key[i];
-                if (k.k == V_STR) json_str(c, b, k.u.s.p, k.u.s.n);
-                else if (k.k == V_NONE) tb_put(c, b, "\"null\"", 6);
-                else if (k.k == V_BOOL || k.k == V_INT || k.k == V_FLOAT) {
-                    tbuf kb = { 0 };
-                    tv_to_json(c, &kb, k, -1, 0, item_sep, key_sep);
-                    json_str(c, b, kb.p, kb.n);
-                } else tt_fail(c, "keys must be str, int, float, bool or None, not %s", tv_type_name(k));
-                tb_put(c, b, key_sep, strlen(key_sep));
-                tv_to_json(c, b, v.u.d->val[i], indent, level + 1, item_sep, key_sep);
+                json_key(c, b, v.u.d->key[order[i]], o);
+                tb_put(c, b, o->key_sep, strlen(o->key_sep));
+                tv_to_json(c, b, v.u.d->val[order[i]], o, level + 1);
             }
         }
-        if (indent >= 0) json_newline(c, b, indent, level);
+        if (o->indent >= 0) json_newline(c, b, o->indent, level);
         tb_putc(c, b, is_list ? ']' : '}');
         break;
     }
