@@ -528,6 +528,8 @@ static void test_values_and_filters(void) {
     EXPECT("{{ messages[0].content }}{{ messages[0]['role'] }}{{ messages[-1].missing is defined }}", "hiuserFalse");
     EXPECT("{{ s|trim }}|{{ s.split() }}", "Hello World|['Hello', 'World']");
     /* Jinja's ** is left-associative, unlike Python's */
+    /* item access on non-containers is Undefined (fuzzer find: used to crash) */
+    EXPECT("{{ 3['a'] }}|{{ none['x'] }}|{{ 1.5['y'] is defined }}|{{ true[0] }}", "||False|");
     EXPECT("{{ 7 // -2 }} {{ 7 % -2 }} {{ 2 ** 3 ** 2 }} {{ 10 / 4 }}", "-4 -1 64 2.5");
 }
 

@@ -136,7 +136,7 @@ tval tt_getitem(tctx *c, tval obj, tval key) {
         }
     }
     if (key.k == V_STR) {
-        if (obj.k == V_LOOP || obj.u.d->is_namespace || obj.k != V_DICT) {
+        if (obj.k != V_DICT || obj.u.d->is_namespace) {
             const char *name = tt_strdup(c, key.u.s.p, key.u.s.n);
             return tt_getattr(c, obj, name);
         }
