@@ -351,6 +351,7 @@ static bool contains(tctx *c, tval container, tval item) {
         return false;
     case V_DICT:
         if (container.u.d->is_namespace) break;
+        if (item.k == V_LIST || item.k == V_DICT) tt_fail(c, "unhashable type: '%s'", tv_type_name(item));
         return td_get(c, container.u.d, item) != NULL;
     default: break;
     }

@@ -272,7 +272,7 @@ static int64_t int_arg(tctx *c, tval v, int64_t dflt) {
     return v.u.i;
 }
 
-static bool str_is(tval s, int kind) {
+bool tt_str_is(tval s, int kind) {
     if (s.u.s.n == 0) return false;
     bool cased = false;
     for (size_t i = 0; i < s.u.s.n;) {
@@ -369,7 +369,7 @@ static tval m_str(tctx *c, tval self, const char *name, tval *args, size_t nargs
         { "isdigit", 'd' }, { "isalpha", 'a' }, { "isalnum", 'n' }, { "isspace", 's' },
         { "isupper", 'u' }, { "islower", 'l' }, { "isnumeric", 'd' }, { "isdecimal", 'd' } };
     for (size_t i = 0; i < sizeof is / sizeof is[0]; i++)
-        if (!strcmp(name, is[i].n)) return tv_bool(str_is(self, is[i].k));
+        if (!strcmp(name, is[i].n)) return tv_bool(tt_str_is(self, is[i].k));
     tt_fail(c, "internal: str method %s", name);
 }
 

@@ -377,6 +377,7 @@ void tv_str_append(tctx *c, tbuf *b, tval v) {
 
 void tv_repr_append(tctx *c, tbuf *b, tval v) {
     if (v.k == V_STR) repr_str(c, b, v.u.s.p, v.u.s.n);
+    else if (v.k == V_UNDEF) tb_put(c, b, "Undefined", 9);
     else tv_str_append(c, b, v);
 }
 
