@@ -627,7 +627,9 @@ static void test_api(void) {
     CHECK(th_chat_render("{{ raise_exception('Bad role') }}", "{}", NULL, &out) == TH_ERR_FORMAT && out == NULL, "raise");
     CHECK(!strcmp(th_last_error(), "Bad role"), "%s", th_last_error());
     CHECK(th_chat_render("{{ x.y }}", "{}", NULL, &out) == TH_ERR_FORMAT, "undefined");
-    CHECK(!strcmp(th_last_error(), "chat template: 'x' is undefined"), "%s", th_last_error());
+    CHECK(!strcmp(th_last_error(), "chat template: line 1: 'x' is undefined"), "%s", th_last_error());
+    CHECK(th_chat_render("a\n{% for m in [1] %}\n{{ m.x.y }}{% endfor %}", "{}", NULL, &out) == TH_ERR_FORMAT, "undefined");
+    CHECK(!strcmp(th_last_error(), "chat template: line 3: 'int object' has no attribute 'x'"), "%s", th_last_error());
     /* deeply nested JSON context */
     char *deep = repeat_str("[", 5000, "1", "]");
     char *ctx = malloc(strlen(deep) + 16);

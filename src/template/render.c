@@ -37,7 +37,9 @@ typedef struct { const char *tmpl; cJSON *json; const th_chat_opts *opts; char *
 static th_status render_guarded(tctx *c, const render_args *a) {
     if (setjmp(c->jmp) != 0) {
         if (c->raised) return th_set_error(TH_ERR_FORMAT, "%s", c->err);
-        return th_set_error(TH_ERR_FORMAT, "chat template: %s", c->err);
+        if (!strncmp(c->err, "line ", 5) || c->line <= 0)
+            return th_set_error(TH_ERR_FORMAT, "chat template: %s", c->err);
+        return th_set_error(TH_ERR_FORMAT, "chat template: line %d: %s", c->line, c->err);
     }
     return render(c, a->tmpl, a->json, a->opts, a->out);
 }
