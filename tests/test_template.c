@@ -489,6 +489,98 @@ static void test_fixture_templates_tools(void) {
     }
 }
 
+/* Random combinations of text, {% if/for/set %}, {{ }} and {# #} with every whitespace
+ * control sign ("-", "+", none), blank lines and CRLF; outputs from the same Python
+ * Jinja2 setup (3000 such cases were compared during development; these 40 stay as
+ * a regression test of the lexer's trim_blocks / lstrip_blocks handling). */
+static const struct { const char *tmpl, *want; } WS_RANDOM[] = {
+    { "{% if true %}{% set v = 1 %}ac  {% for i in [1, 2] +%}{{ 'x' -}}\n\n\n {%- endfor %}{% if true -%}{% endif +%}b\n \nc {%- endif -%}\n{% if true %}\n\n \n{%- if true %}{{- 'x' }}\n  a\r\n{{- 'x' -}}c  \n{%+ if true %}{% set v = 1 %}\r\nc \t \t \n  {%- endif %}b\n\nc {% else %}\n \t {%+ set v = 1 %} \n{%+ endif -%}\n  {%- for i in [1, 2] +%}\r\n\n  {{ 'x' }}\r\n{% endfor %}c \n\t{% else +%}c c {% for i in [1, 2] +%}\n  \n  \n  {%+ endfor +%}{{ 'x' -}} {%- endif %}",
+      "ac  xxb\n \ncx\n  axc  \ncb\n\nc \n\n  x\n\n\n  x\nc \n" },
+    { "\n\r\n\t{%+ if true %}{%+ for i in [1, 2] +%}\t \n{%- endfor -%} \t \n\n\n{{- 'x' }}{%- for i in [1, 2] %}\n\nb\n{% set v = 1 -%}c {% endfor %} \t     {%- endif %}{%+ for i in [1, 2] -%} \t {%- set v = 1 -%}{# c +#}b\n{% endfor +%} ",
+      "\n\n\tx\nb\nc \nb\nc b\nb\n " },
+    { "\n  {% for i in [1, 2] %}  \t{%- for i in [1, 2] -%}\na \t {%+ for i in [1, 2] %}\n\n{%+ endfor %}{% for i in [1, 2] %} \n{% endfor -%} \n\na{% endfor %}a {%+ endfor %} ",
+      "\na \t \n\n \n \naa \t \n\n \n \naa a \t \n\n \n \naa \t \n\n \n \naa  " },
+    { "c \n\n{%+ if true +%} \t {% for i in [1, 2] +%}\n  {%+ endfor +%} \r\n{# c #} \n{%- endif %}\n \n\n",
+      "c \n\n \t \n  \n   \n \n" },
+    { "{% for i in [1, 2] %} \t {%+ for i in [1, 2] -%}  b\nb\n{%- endfor %}\n\n \n{% set v = 1 +%}\n\nc {# c #} {% endfor -%}a\n{# c +#}\n  \n{%+ if true -%}{{ 'x' -}}{# c #} c {% endif -%} ",
+      " \t b\nbb\nb\n \n\n\nc   \t b\nbb\nb\n \n\n\nc  a\n\n  \nx c " },
+    { "{%+ for i in [1, 2] -%}a{% for i in [1, 2] -%}{#- c -#}\t{%+ endfor %}b\na{%- endfor %}{{ 'x' -}} \n",
+      "ab\naab\nax" },
+    { "\r\n \n\n\n{%- for i in [1, 2] %}b\n{% for i in [1, 2] +%}a\n{% endfor -%}\na {%+ endfor -%} \t {#+ c #}\t{%- set v = 1 -%}\n\nb\n\n",
+      "b\na\na\na b\na\na\na b\n" },
+    { " \n{%+ if true %}\t\r\n{{ 'x' -}} \t  \n{% else %} \t  \t \n\n{% for i in [1, 2] %}{% endfor %} \n  {%+ endif %}{% if true +%}a \n{% endif %}\t \t{# c #} \n\n    ",
+      " \n\t\nxa \n\t \t \n\n    " },
+    { "{%+ for i in [1, 2] %} \t {%- endfor -%} \n  {% set v = 1 -%}\ta\t",
+      "a\t" },
+    { "{% if true %}\n  \n\n{{- 'x' -}}{%+ for i in [1, 2] %}{%+ endfor +%}\r\n{%+ endif %}\n{%- set v = 1 -%}\t \t \n\n",
+      "x\n" },
+    { "\r\n  \t{%+ if true %}\r\n{{- 'x' }}b\n \n\n  {% else %}{# c -#}b\n{%- endif %}{%+ if true +%} \t \n\n  {# c +#}c b\n{{ 'x' }}  \n  {%+ set v = 1 +%}a\n{%+ else +%}{%+ endif +%}     {{ 'x' -}}",
+      "\n  \txb\n \n\n \t \n\nc b\nx  \n  a\n     x" },
+    { "\n  {# c #} \n\t{% for i in [1, 2] +%}\n\n{{- 'x' -}}{% endfor %}\r\n\r\n\n  ",
+      "\n \nxx\n\n  " },
+    { "  \r\n{% for i in [1, 2] +%}{%- if true +%}a{% if true %}  \t  {%- set v = 1 -%}{%+ endif %} \n{% set v = 1 %}a  a{% endif +%}{% if true +%} \t b\n \t {% endif -%}\n{%+ endfor %}\r\n \t {%- set v = 1 -%}\n a{{ 'x' -}} \n\n   ",
+      "  \na \na  a \t b\na \na  a \t b\nax" },
+    { "  b\n\n\n{{- 'x' -}}{% if true +%}{{ 'x' }}   \t {{- 'x' -}}b\nc {{- 'x' -}}a \t {% endif %} {%+ set v = 1 +%}\n   \n\n",
+      "  bxxxb\ncxa \t  \n   \n" },
+    { "\na \t {% for i in [1, 2] %}b\n \n{% for i in [1, 2] %}\n  \n  {% endfor +%}\n\n  {% for i in [1, 2] -%}{{- 'x' -}}  {% endfor +%}c \r\n  {% endfor -%}\tc {#- c -#} \n\n",
+      "\na \t b\n \n  \n  \n\n\nxxc \nb\n \n  \n  \n\n\nxxc \nc" },
+    { "\r\nb\n\n{{ 'x' -}} \n   {% for i in [1, 2] %}\n  {%- set v = 1 -%}a\t \t {%- if true +%}ab\n\r\n{%+ set v = 1 %}{% endif +%}{% endfor +%} \n\n\n",
+      "\nb\n\nxaab\n\naab\n\n \n\n" },
+    { " c c {% if true %}\t\n{% for i in [1, 2] +%}  \t\n{%+ endfor -%}{%+ endif %}\r\n{% for i in [1, 2] +%} \n{% if true +%}\n  {{ 'x' }}{% for i in [1, 2] -%}\r\n\n  {# c +#}\r\nb\n \na{% endfor +%}   \nc {%+ endif %}\n    {% endfor -%}b\n  \n",
+      " c c \t\n  \t\n  \t\n \n\n  x\nb\n \na\nb\n \na   \nc  \n\n  x\nb\n \na\nb\n \na   \nc b\n  " },
+    { "\n{# c #}{%- for i in [1, 2] %}c \t{{- 'x' }}c \n\n{#- c #}\n{%- set v = 1 -%}\n\t {% endfor -%}\n\n\n\nc {% if true -%} \t b\n\t{% for i in [1, 2] -%}  \n{{ 'x' -}}\t\r\n{%- endfor %}{#- c +#}\n\nb\na{{ 'x' }}{%- else -%}{%+ if true -%}  {%+ if true %}a  \r\n{%- else +%}aac \n\n \t {% set v = 1 %}{% endif %}\n  \n{{ 'x' }}\n{%+ endif %} \t{%+ if true %}\n   \t  \n{%+ endif %} {%- endif %}",
+      "\ncxccxcc b\nxx\n\nb\nax" },
+    { " \t  \t {%- if true +%}\t\r\n{{ 'x' }}   \t {% else -%}\n  {%+ if true +%}\n\n \t a{% endif -%}\n  {% if true %}a{% else -%} \t {% endif %} \t {% endif %}{{- 'x' }} ",
+      "\t\nx   \t x " },
+    { "\n\n\n\n\n{% for i in [1, 2] +%}\n\n{%- endfor -%} \n{%- if true %} \n \t \t{{- 'x' }}\t{% endif %} \t {#- c #}b\n\n",
+      "\n\n\n\n\nx\tb\n" },
+    { " \t  {% for i in [1, 2] %}\n\n\t{% set v = 1 %}{#+ c +#}{% endfor +%} \t   \n\n\n\n",
+      "\n\n \t   \n\n\n" },
+    { "a\n\t{{ 'x' -}}  \r\n \t {% if true %}{%- set v = 1 %}  \n   \t {% if true -%} \n \na{% if true -%}{{ 'x' }}\n\n{#+ c #}\n\na\r\n{%- endif -%} \t  \n  {% for i in [1, 2] +%}\t\n  {% set v = 1 %}\n  \r\n \t {%- endfor -%}{#+ c #} \n  \n{% else %}\r\n\n\n \t {% for i in [1, 2] -%} \n\t\n\nb\n  \t{%+ endfor -%}\r\n\n \n{% endif -%}  \r\n{#+ c +#}c \r\n {%- endif %}\n  a{{- 'x' }}\r\nc ",
+      "a\n\tx  \nax\n\n\na\t\n\t\n \n  \nc  ax\nc " },
+    { "{%- for i in [1, 2] -%}{% for i in [1, 2] +%}\n  {% for i in [1, 2] %}   \n\r\n \n\n{% endfor -%}  \n \n{% set v = 1 +%}\n \t  \n{# c #}b\n{%+ endfor +%} \nb\n{%+ endfor +%}\n",
+      "\n   \n\n \n\n   \n\n \n\n\n \t  \nb\n\n   \n\n \n\n   \n\n \n\n\n \t  \nb\n \nb\n\n   \n\n \n\n   \n\n \n\n\n \t  \nb\n\n   \n\n \n\n   \n\n \n\n\n \t  \nb\n \nb\n" },
+    { "{% for i in [1, 2] +%}\na  {%- if true %}b\n \n{#- c +#}\n\na{%- endif -%}\n  b\n\n\n{%- for i in [1, 2] %} b\n  {% if true %}\n\nc a{% set v = 1 %}{{- 'x' }}c \n\r\n{% endif %}{%+ if true %} \r\na{% endif -%}\t\n{%+ endfor %}a\n  {% if true +%}{%+ endif +%} a\r\n{%+ endfor %}\n  \n\n {{- 'x' }}\r\n",
+      "\nab\n\nab b\n\nc axc \n\n \na b\n\nc axc \n\n \naa\n a\n\nab\n\nab b\n\nc axc \n\n \na b\n\nc axc \n\n \naa\n a\nx" },
+    { "\t\t \t {%+ for i in [1, 2] %}b\nc {% set v = 1 %}{% set v = 1 +%}\n   \n\t{%- for i in [1, 2] -%}ac {% for i in [1, 2] %}c \n  {%+ set v = 1 %}\t \t a{%- endfor -%}\n  \n{% if true -%}c {#+ c -#}{%+ endif +%} \t {% endfor -%}{%+ endfor +%}\t",
+      "\t\t \t b\nc ac c \n  \t \t ac \n  \t \t ac  \t ac c \n  \t \t ac \n  \t \t ac  \t b\nc ac c \n  \t \t ac \n  \t \t ac  \t ac c \n  \t \t ac \n  \t \t ac  \t \t" },
+    { " \n\n\n {% for i in [1, 2] +%}\n\nb\n{% if true %}  {%- else -%}\n  \n\n{#+ c -#}{%- endif +%}{{ 'x' -}}\n\nc {{ 'x' }}c c   {%- endfor -%}  \nc {% for i in [1, 2] -%}{# c +#}{{ 'x' -}} \n c {%+ endfor %}\n\n",
+      " \n\n\n\n\nb\nxc xc c\n\nb\nxc xc cc xc xc " },
+    { "\n\n \t {{ 'x' -}}{%- for i in [1, 2] +%}{#- c +#}{%+ set v = 1 %}  \n\r\n{%+ for i in [1, 2] %}{% for i in [1, 2] %} \t \na\r\n {%- set v = 1 -%} \n{{- 'x' }}   \t {% endfor %}\n\n\n \n{% endfor -%}\n    \n{% endfor -%}b\n\n{# c -#} \n \n",
+      "\n\n \t x  \n\n \t \nax   \t  \t \nax   \t \n\n \n \t \nax   \t  \t \nax   \t \n\n \n  \n\n \t \nax   \t  \t \nax   \t \n\n \n \t \nax   \t  \t \nax   \t \n\n \nb\n\n" },
+    { "\n\n{% for i in [1, 2] -%}b\n{% for i in [1, 2] %}{# c #}\n\r\n{{- 'x' }}a\n\n\t{{- 'x' }}  \tc {% endfor %}\n\n{% for i in [1, 2] %}{%+ endfor -%}  {{ 'x' -}}a{% endfor +%}{%- if true -%}\r\n \n{%+ else %}  \n{{- 'x' }}\n\n \n{% for i in [1, 2] %} \t   {%+ for i in [1, 2] %}  \t {% set v = 1 %}{# c #}\n{{- 'x' }}{% endfor %}ac {%+ if true %} b\n {{ 'x' -}}c \n\n\t{% else +%}\n\n\r\n{%+ endif +%}a{%+ endfor +%}{%+ endif %}b\n\n  {#- c +#}\n  \n\n",
+      "\n\nb\nxax  \tc xax  \tc \nxab\nxax  \tc xax  \tc \nxab\n  \n" },
+    { "\n{%+ for i in [1, 2] %}{%- endfor -%}{%- if true %}{# c -#}{# c #}{%- if true %}c \n\n\n{{ 'x' -}}c \t\t{# c -#}c  \t c {#+ c #} \n\n\n{%+ endif +%}a  {% endif +%}ab\n\n{% for i in [1, 2] -%} \n\t{% for i in [1, 2] -%}{% endfor %} \n\r\n{{- 'x' -}} \t  {% endfor %}b\n\r\nb\n\n",
+      "\nc \n\n\nxc \t\tc  \t c  \n\n\na  ab\n\nxxb\n\nb\n" },
+    { "c {% for i in [1, 2] +%}\r\n \t {% set v = 1 %}\n\nc  {%+ endfor +%}\n  {%- for i in [1, 2] %} \n \t  \n{%- if true -%}\n\n\n\nc {% if true +%} \n\t\nc \n  c {#- c -#}b\n{%+ else %}{%- endif +%}\n\n\t{%+ if true +%} \nb\na{% set v = 1 %} {%+ set v = 1 %}\n  {%+ endif -%}{{- 'x' -}}{% endif %} \t b\n{%+ for i in [1, 2] %}\n\n  {% set v = 1 %}c \r\n{% endfor +%}{% endfor -%}\n\n",
+      "c \n\nc  \n\nc  c  \n\t\nc \n  cb\n\n\n\t \nb\na   x \t b\n\nc \n\nc \nc  \n\t\nc \n  cb\n\n\n\t \nb\na   x \t b\n\nc \n\nc \n" },
+    { " \n{% for i in [1, 2] %}c  \n{% if true %}{%+ else +%}a\r\na{{ 'x' -}}\na{# c #}   \n{%+ endif %}{% endfor +%}{% set v = 1 %}a\n",
+      " \nc  \nc  \na" },
+    { "\n  c {%+ for i in [1, 2] %}\r\n{% if true +%}\n   \t {{ 'x' }}\n{% set v = 1 %}\n  \n\n{%- set v = 1 +%}\n  \r\n{% else +%}\n\n  {{- 'x' -}}\n  {{ 'x' -}}  {% if true %}\n\n\n{% set v = 1 %}b\n  \r\nc   {#+ c #} \n{%- endif +%}\n\n  {%+ endif %} {% if true -%}a\r\n \t {#+ c #}  {% endif %}\n\n\t{{- 'x' }}\t{% endfor +%}b\n\n  {%+ for i in [1, 2] %}\na{%- if true +%}{#+ c -#}{{ 'x' -}} \t {%+ if true %}\n  \n  {%- endif %}c {%- endif +%}a {%- for i in [1, 2] %}{% if true -%}b\n{%+ endif %}\n\n {%- endfor +%}b\n \t \n\n{%+ endfor %}\n  \n",
+      "\n  c \n   \t x\n\n  \n a\n \t   x\t\n   \t x\n\n  \n a\n \t   x\tb\n\n  axcab\nb\nb\n \t \n\naxcab\nb\nb\n \t \n\n  " },
+    { "\n\n{% if true %}{{- 'x' -}} \t {{ 'x' -}}{% if true %}\n     {{- 'x' }}{{- 'x' -}} {%+ endif %}b\n{%- endif -%}\n\n{{ 'x' -}}  \t  \t {#- c #}\n   \n  \n\n",
+      "\n\nxxxxbx   \n  \n" },
+    { "{%- for i in [1, 2] -%} {% if true +%}\t{{ 'x' }} \t c {# c -#}  b\n{%- else -%}a{% endif +%}{% endfor +%} \n \t \n{% for i in [1, 2] %}\n{%+ set v = 1 %}{%+ endfor +%}  \n\n",
+      "\tx \t c b\tx \t c b \n \t \n  \n" },
+    { "\r\n{% if true -%}b\n\n\n  {% set v = 1 %}  {% if true %}\r\n {%- if true +%}\n\n{# c #}\r\n  \n{{ 'x' }}\r\n\n  \n\n{{ 'x' -}}{% else +%}a{{ 'x' -}}  \t {{ 'x' }}{%- endif %} \t b\n{% endif -%}{#- c +#}{%- endif %}\n\nb\n{% for i in [1, 2] %}\t{{- 'x' }} a \n{{- 'x' }}\n\n{%- endfor +%}c {%- for i in [1, 2] +%}{%- endfor %}\n\n \na",
+      "\nb\n\n\n  \n\n  \nx\n\n  \n\nx \t b\n\nb\nx axx axc\n \na" },
+    { "{%+ if true +%} \t {% set v = 1 -%}\n\n  {# c #}\n{%+ for i in [1, 2] -%}\n  b\nb\n{%- endfor +%}  a{% else %}\t{#- c -#} \t {{ 'x' }}\r\nc \r\n{{- 'x' }}\r\n{% endif -%} \t b\n\n",
+      " \t b\nbb\nb  ab\n" },
+    { "\n\n \t {#- c -#}\n\nb\n  {%- for i in [1, 2] %}  {%+ endfor +%}\n  c \t{% for i in [1, 2] %} \t \t{%- if true %}c {%- endif -%}b\n \t \n  {% if true +%}\n\t{% if true -%} \t {%+ else +%}c {{ 'x' }}{% endif %} \t \n{{- 'x' }}a  {% endif +%}c \r\nb\n{% endfor %}a \r\n\n\n",
+      "b    \n  c \tcb\n \t \n\nxa  c \nb\ncb\n \t \n\nxa  c \nb\na \n\n" },
+    { "c \n  \t{% for i in [1, 2] -%}a\n  {{ 'x' }}\n{% if true -%}\n  b\n{%- if true %} \t  \n{%- endif +%}b\n\n\n{%- endif %}a\n\n{%+ endfor %}\n\r\n{# c #} {{ 'x' }}c b\n\n",
+      "c \na\n  x\nbba\n\na\n  x\nbba\n\n\n xc b\n" },
+    { " \t {%- if true %} \n  \r\n{%+ for i in [1, 2] +%}b\n{% endfor %}{%+ for i in [1, 2] -%}{%+ if true +%}a{{- 'x' }}b\n{#+ c -#} \n  {% endif +%}\n\t{%- endfor %}a \n{% endif %}\r\nc  ",
+      " \n  \nb\nb\naxb\naxb\na \nc  " },
+    { "b\n\n\n\n  {%+ for i in [1, 2] +%}\n\r\na{%- if true +%}  {% else %} \t \n\nb\n{%- if true +%}\n\nb\nc   \r\n \t  \t  {%- endif -%}{% if true -%} \n \t c   \n{{- 'x' }}b\n{% else %}\n\r\n\r\n{%- endif +%}\n   {%- set v = 1 +%}{%- endif -%} \n\r\n{% endfor -%}\t \n \t {{- 'x' }}a{%- if true +%}c {%+ if true -%}{{- 'x' }}\t{%- endif -%}  \t{% for i in [1, 2] +%}{{- 'x' -}}{%+ endfor +%}a \t {%+ endif +%}b\n   ",
+      "b\n\n\n\n  \n\na  \n\na  xac xxxa \t b\n   " },
+};
+
+static void test_whitespace_random(void) {
+    for (size_t i = 0; i < sizeof WS_RANDOM / sizeof WS_RANDOM[0]; i++)
+        expect_(2000 + (int)i, WS_RANDOM[i].tmpl, "{}", WS_RANDOM[i].want);
+}
+
 /* ---------------------------------------------------------------- hand-derived
  * Expected outputs worked out from Jinja2's documented rules. */
 static void test_whitespace_control(void) {
@@ -646,6 +738,7 @@ int main(void) {
     RUN(test_jinja_semantics);
     RUN(test_fixture_templates_tools);
     RUN(test_whitespace_control);
+    RUN(test_whitespace_random);
     RUN(test_scoping_and_loops);
     RUN(test_values_and_filters);
     RUN(test_hostile_templates);

@@ -137,6 +137,7 @@ struct tctx {
     tframe *globals;
     int loop_ctl;            /* 1 = break, 2 = continue pending */
     bool raised;             /* the error came from raise_exception() */
+    ttokens toks;            /* lexer output (malloc'd, freed by the render entry) */
 };
 
 /* value.c — arena, errors, constructors, conversions */

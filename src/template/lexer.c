@@ -19,10 +19,12 @@ typedef struct {
 
 static ttoken *emit(lexer *L, int type) {
     ttokens *t = L->out;
-    if (t->n == t->cap) {
+    if (t->n == t->cap) { /* outside the arena: realloc keeps growth cheap */
         size_t cap = t->cap ? t->cap * 2 : 256;
-        ttoken *nv = tt_alloc(L->c, cap * sizeof(ttoken));
-        if (t->n) memcpy(nv, t->v, t->n * sizeof(ttoken));
+        if (cap * sizeof(ttoken) > L->c->mem_limit)
+            tt_fail(L->c, "template memory limit exceeded (%zu MiB)", L->c->mem_limit >> 20);
+        ttoken *nv = realloc(t->v, cap * sizeof(ttoken));
+        if (!nv) tt_fail(L->c, "out of memory while lexing the template");
         t->v = nv;
         t->cap = cap;
     }

@@ -17,9 +17,8 @@ static th_status render(tctx *c, const char *tmpl, cJSON *json, const th_chat_op
     tt_frame_set(c, root, "bos_token", tv_strdup(c, bos, strlen(bos)));
     tt_frame_set(c, root, "eos_token", tv_strdup(c, eos, strlen(eos)));
 
-    ttokens toks = { 0 };
-    tt_lex(c, tmpl, strlen(tmpl), &toks);
-    tnode *body = tt_parse(c, &toks);
+    tt_lex(c, tmpl, strlen(tmpl), &c->toks);
+    tnode *body = tt_parse(c, &c->toks);
     tbuf result = { 0 };
     c->out = &result;
     tt_exec(c, root, body);
@@ -65,6 +64,7 @@ th_status th_chat_render(const char *tmpl, const char *context_json, const th_ch
     th_status st = render_guarded(c, &a);
     cJSON_Delete(json);
     tt_arena_free(c);
+    free(c->toks.v);
     free(c);
     return st;
 }
