@@ -710,6 +710,10 @@ static void test_values_and_filters(void) {
     EXPECT("{{ 'héllo'|length }} {{ 'héllo'[1] }} {{ 'héllo'[::-1] }} {{ 'héllo'|upper }}", "5 é olléh HÉLLO");
     EXPECT("{{ messages[0].content }}{{ messages[0]['role'] }}{{ messages[-1].missing is defined }}", "hiuserFalse");
     EXPECT("{{ s|trim }}|{{ s.split() }}", "Hello World|['Hello', 'World']");
+    /* JSON numbers keep Python's int/float distinction ("1.0" stays a float) */
+    EXPECT_CTX("{{ a }} {{ b }} {{ c }} {{ a is float }}{{ b is integer }} {{ {'a': a}|tojson }}",
+               "{\"s\": \"7 \\\" 8\", \"a\": 1.0, \"b\": 1, \"c\": [2.50, -0.0, 1e5, 1E-7, -3]}",
+               "1.0 1 [2.5, -0.0, 100000.0, 1e-07, -3] TrueTrue {\"a\": 1.0}");
     /* Jinja's ** is left-associative, unlike Python's */
     /* item access on non-containers is Undefined (fuzzer find: used to crash) */
     EXPECT("{{ 3['a'] }}|{{ none['x'] }}|{{ 1.5['y'] is defined }}|{{ true[0] }}", "||False|");

@@ -189,7 +189,7 @@ void tv_float_repr(double f, char *buf, size_t cap);
 tlist *tv_iterate(tctx *c, tval v);        /* list of items (dict: keys; str: chars) */
 size_t tv_utf8_len(const char *p, size_t n);
 size_t tv_utf8_offset(const char *p, size_t n, size_t chars); /* byte offset of char index */
-tval tv_from_json(tctx *c, const void *cjson);
+tval tv_from_json(tctx *c, const void *cjson, const char **numcur); /* numcur: JSON text */
 typedef struct {
     int indent;              /* < 0: one line */
     const char *item_sep, *key_sep;

@@ -6,12 +6,14 @@
 #include <cJSON.h>
 #include <stdlib.h>
 
-static th_status render(tctx *c, const char *tmpl, cJSON *json, const th_chat_opts *opts, char **out) {
+static th_status render(tctx *c, const char *tmpl, const char *json_text, cJSON *json, const th_chat_opts *opts,
+                        char **out) {
     tframe *builtins = tt_frame_new(c, NULL);
     tt_install_globals(c, builtins);
     tframe *root = tt_frame_new(c, builtins);
+    const char *numcur = json_text;
     for (cJSON *e = json->child; e; e = e->next)
-        tt_frame_set(c, root, tt_strdup(c, e->string, strlen(e->string)), tv_from_json(c, e));
+        tt_frame_set(c, root, tt_strdup(c, e->string, strlen(e->string)), tv_from_json(c, e, &numcur));
     tt_frame_set(c, root, "add_generation_prompt", tv_bool(opts->add_generation_prompt));
     const char *bos = opts->bos_token ? opts->bos_token : "", *eos = opts->eos_token ? opts->eos_token : "";
     tt_frame_set(c, root, "bos_token", tv_strdup(c, bos, strlen(bos)));
@@ -30,7 +32,7 @@ static th_status render(tctx *c, const char *tmpl, cJSON *json, const th_chat_op
     return TH_OK;
 }
 
-typedef struct { const char *tmpl; cJSON *json; const th_chat_opts *opts; char **out; } render_args;
+typedef struct { const char *tmpl, *json_text; cJSON *json; const th_chat_opts *opts; char **out; } render_args;
 
 /* The only function with setjmp: a template error longjmps back here. */
 static th_status render_guarded(tctx *c, const render_args *a) {
@@ -40,7 +42,7 @@ static th_status render_guarded(tctx *c, const render_args *a) {
             return th_set_error(TH_ERR_FORMAT, "chat template: %s", c->err);
         return th_set_error(TH_ERR_FORMAT, "chat template: line %d: %s", c->line, c->err);
     }
-    return render(c, a->tmpl, a->json, a->opts, a->out);
+    return render(c, a->tmpl, a->json_text, a->json, a->opts, a->out);
 }
 
 th_status th_chat_render(const char *tmpl, const char *context_json, const th_chat_opts *opts, char **out) {
@@ -58,7 +60,7 @@ th_status th_chat_render(const char *tmpl, const char *context_json, const th_ch
     }
     tctx *c = calloc(1, sizeof *c);
     if (!c) { cJSON_Delete(json); return th_set_error(TH_ERR_NOMEM, "chat template: out of memory"); }
-    render_args a = { tmpl, json, opts ? opts : &dflt, out };
+    render_args a = { tmpl, context_json, json, opts ? opts : &dflt, out };
     c->mem_limit = TT_MAX_MEMORY;
     c->max_output = a.opts->max_output ? a.opts->max_output : TT_DEFAULT_OUTPUT;
     th_status st = render_guarded(c, &a);

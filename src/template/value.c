@@ -5,6 +5,7 @@
  * out (json.dumps with ensure_ascii=False, as HF's tojson). */
 #include "template/chat_template.h"
 #include <cJSON.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -438,23 +439,66 @@ tlist *tv_iterate(tctx *c, tval v) {
 
 /* ---------------------------------------------------------------- JSON */
 
-tval tv_from_json(tctx *c, const void *jp) {
+/* cJSON keeps every number as a double; Python's json.loads makes "1" an int and
+ * "1.0" a float. So the literal is read again from the source text: numbers come in
+ * document order, which is the order this walk meets them. *numcur scans forward. */
+static bool next_number_literal(const char **numcur, const char **lit, size_t *len) {
+    const char *p = *numcur;
+    if (!p) return false;
+    while (*p) {
+        if (*p == '"') {
+            for (p++; *p && *p != '"'; p++) if (*p == '\\' && p[1]) p++;
+            if (*p) p++;
+            continue;
+        }
+        if (*p == '-' || (*p >= '0' && *p <= '9')) {
+            const char *st = p;
+            while (*p && strchr("0123456789+-.eE", *p)) p++;
+            *lit = st;
+            *len = (size_t)(p - st);
+            *numcur = p;
+            return true;
+        }
+        p++;
+    }
+    *numcur = p;
+    return false;
+}
+
+static tval number_value(const cJSON *j, const char **numcur) {
+    const char *lit;
+    size_t len;
+    double d = j->valuedouble;
+    if (next_number_literal(numcur, &lit, &len) && len < 40) {
+        bool is_float = memchr(lit, '.', len) || memchr(lit, 'e', len) || memchr(lit, 'E', len);
+        if (is_float) return tv_float(d);
+        char tmp[48];
+        memcpy(tmp, lit, len);
+        tmp[len] = 0;
+        char *end;
+        errno = 0;
+        long long v = strtoll(tmp, &end, 10);
+        if (!errno && *end == 0) return tv_int(v);
+        return tv_float(d);   /* beyond int64: Python would keep the exact int */
+    }
+    if (d == floor(d) && fabs(d) < 9.2e18) return tv_int((int64_t)d);
+    return tv_float(d);
+}
+
+tval tv_from_json(tctx *c, const void *jp, const char **numcur) {
     const cJSON *j = jp;
     tt_enter(c);
     tval r = tv_none();
     if (cJSON_IsBool(j)) r = tv_bool(cJSON_IsTrue(j));
-    else if (cJSON_IsNumber(j)) {
-        double d = j->valuedouble;
-        if (d == floor(d) && fabs(d) < 9.2e18) r = tv_int((int64_t)d);
-        else r = tv_float(d);
-    } else if (cJSON_IsString(j)) r = tv_strdup(c, j->valuestring, strlen(j->valuestring));
+    else if (cJSON_IsNumber(j)) r = number_value(j, numcur);
+    else if (cJSON_IsString(j)) r = tv_strdup(c, j->valuestring, strlen(j->valuestring));
     else if (cJSON_IsArray(j)) {
         r = tv_list(c, 0);
-        for (const cJSON *e = j->child; e; e = e->next) tl_push(c, r.u.l, tv_from_json(c, e));
+        for (const cJSON *e = j->child; e; e = e->next) tl_push(c, r.u.l, tv_from_json(c, e, numcur));
     } else if (cJSON_IsObject(j)) {
         r = tv_dict(c, 0);
         for (const cJSON *e = j->child; e; e = e->next)
-            td_set(c, r.u.d, tv_strdup(c, e->string, strlen(e->string)), tv_from_json(c, e));
+            td_set(c, r.u.d, tv_strdup(c, e->string, strlen(e->string)), tv_from_json(c, e, numcur));
     }
     tt_leave(c);
     return r;
