@@ -687,6 +687,8 @@ static void test_whitespace_control(void) {
     EXPECT("{{- ' a ' -}}", " a ");
     EXPECT("x\r\ny\r\n\r\n", "x\ny\n");
     EXPECT("{% raw %}{{ x }}{% endraw %}", "{{ x }}");
+    /* unlike other block tags, {% raw %} has no trim_blocks (checked against Jinja2) */
+    EXPECT("  {% raw %}\n  x\n  {% endraw %}\n  y", "\n  x\n  y");
 }
 
 static void test_scoping_and_loops(void) {

@@ -262,12 +262,13 @@ static bool try_raw(lexer *L, size_t body) {
         return false;
     p += 3;
     while (p < L->n && is_space(s[p])) p++;
-    char sign = p < L->n && (s[p] == '-' || s[p] == '+') ? s[p] : 0;
+    char sign = p < L->n && s[p] == '-' ? '-' : 0;  /* no trim_blocks after {% raw %}, no "+" form */
     if (sign) p++;
     if (p + 1 >= L->n || s[p] != '%' || s[p + 1] != '}') return false;
     count_lines(L, L->pos, p + 2);
     L->pos = p + 2;
-    after_block_end(L, sign);
+    if (sign) after_block_end(L, sign);
+    else L->line_starting = false;
     for (size_t q = L->pos; q + 1 < L->n; q++) {
         if (s[q] != '{' || s[q + 1] != '%') continue;
         size_t r = q + 2;
