@@ -797,6 +797,9 @@ static void test_hostile_templates(void) {
     EXPECT_ERR("{{ (1 }}", "unexpected '}'");
     EXPECT_ERR("{{ ) }}", "unexpected ')'");
     EXPECT_ERR("{% include 'x' %}", "unknown tag 'include'");
+    EXPECT_ERR("a{% break %}b", "'break' outside loop");
+    EXPECT_ERR("{% for i in [1] %}{% macro m() %}{% continue %}{% endmacro %}{% endfor %}", "'continue' outside loop");
+    EXPECT_ERR("{% for i in [] %}{% else %}{% break %}{% endfor %}", "'break' outside loop");
     EXPECT_ERR("{{ '\\x4' }}", "truncated");
     EXPECT_ERR("{{ x @ y }}", "unexpected char '@'");
 }
