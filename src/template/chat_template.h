@@ -20,7 +20,7 @@
 /* ---------------------------------------------------------------- limits */
 #define TT_MAX_DEPTH       500        /* nesting of expressions / blocks / macro calls */
 #define TT_MAX_LOOP_ITERS  1000000    /* total for-loop iterations per render */
-#define TT_MAX_MEMORY      (256u << 20) /* arena bytes per render */
+#define TT_MAX_MEMORY      (256u << 20) /* arena bytes per render (or 8 x max_output if more) */
 #define TT_DEFAULT_OUTPUT  (1u << 20)
 #define TT_MAX_WORK        (1ull << 30) /* work units per render: ~1 per byte scanned, 32 per node evaluated */
 

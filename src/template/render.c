@@ -4,6 +4,7 @@
  * turns any template error into TH_ERR_FORMAT with its message. */
 #include "template/chat_template.h"
 #include <cJSON.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 static th_status render(tctx *c, const char *tmpl, const char *json_text, cJSON *json, const th_chat_opts *opts,
@@ -61,8 +62,10 @@ th_status th_chat_render(const char *tmpl, const char *context_json, const th_ch
     tctx *c = calloc(1, sizeof *c);
     if (!c) { cJSON_Delete(json); return th_set_error(TH_ERR_NOMEM, "chat template: out of memory"); }
     render_args a = { tmpl, context_json, json, opts ? opts : &dflt, out };
-    c->mem_limit = TT_MAX_MEMORY;
     c->max_output = a.opts->max_output ? a.opts->max_output : TT_DEFAULT_OUTPUT;
+    /* the arena never frees, so it needs room for a few copies of the biggest string */
+    c->mem_limit = c->max_output > TT_MAX_MEMORY / 8 ? (c->max_output > SIZE_MAX / 8 ? SIZE_MAX : c->max_output * 8)
+                                                     : TT_MAX_MEMORY;
     th_status st = render_guarded(c, &a);
     cJSON_Delete(json);
     tt_arena_free(c);
