@@ -162,12 +162,12 @@ void th_avx2_dot_iq4_xs(int64_t n, float *s, const void *vw, const void *va) {
         const uint8_t *qs = w[i].qs;
         const int8_t *q8 = a[i].qs;
         __m256i sumi = _mm256_setzero_si256();
-        for (int ib = 0; ib < 8; ib++) {
-            int ls = ((w[i].scales_l[ib / 2] >> (4 * (ib % 2))) & 0x0f) | (((w[i].scales_h >> (2 * ib)) & 3) << 4);
+        const __m256i sc16 = avx2_iq4xs_scales(&w[i]);
+        _Pragma("GCC unroll 8") for (int ib = 0; ib < 8; ib++) {
             __m256i q = iq4nl_decode(qs + 16 * ib);
             __m256i a8 = _mm256_loadu_si256((const __m256i *)(q8 + 32 * ib));
             __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(q, q), _mm256_sign_epi8(a8, q));
-            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p16, _mm256_set1_epi16((short)(ls - 32))));
+            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p16, avx2_pair_from16(sc16, ib)));
         }
         acc = _mm256_fmadd_ps(_mm256_set1_ps(avx2_f16(w[i].d) * a[i].d), _mm256_cvtepi32_ps(sumi), acc);
     }
