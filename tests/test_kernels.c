@@ -47,6 +47,7 @@ static const wtype wtypes[] = {
     { TH_Q4_K, 0, 2 },   { TH_Q5_K, 0, 2 },
     { TH_Q6_K, offsetof(th_block_q6_K, d), -1 },
     { TH_IQ4_XS, 0, -1 },
+    { TH_MXFP4, -1, -1 }, /* scale: the E8M0 byte at offset 0, set by random_weights */
 };
 enum { N_WTYPES = sizeof wtypes / sizeof wtypes[0] };
 
@@ -70,6 +71,7 @@ static void random_weights(const wtype *wt, uint8_t *dst, int64_t rows, int64_t 
     for (int64_t b = 0; b < nblocks; b++) {
         uint8_t *blk = dst + b * ti->bytes;
         for (uint32_t i = 0; i < ti->bytes; i++) blk[i] = (uint8_t)rnd();
+        if (wt->type == TH_MXFP4) { blk[0] = (uint8_t)(110 + rnd() % 30); continue; } /* 2^-18 .. 2^11 */
         put_f16(blk + wt->d_off, rndf() * 0.02f);
         if (wt->m_off >= 0) put_f16(blk + wt->m_off, rndf() * 0.02f);
     }
@@ -191,6 +193,28 @@ static void test_vec_dot_avx2(void) {
     printf("  %d cases, worst |avx2 - ref| / S = %.2g (tolerance 1e-5)\n", vec_dot_checked, worst_ratio);
 }
 
+/* MXFP4 block exponents at the edges of the E8M0 decode (subnormal 2^-128, 2^-127). */
+static void test_mxfp4_exponent_edges_avx2(void) {
+    if (!have_avx2) SKIP("CPU lacks AVX2/FMA/F16C/BMI2");
+    static const uint8_t es[] = { 0, 1, 2, 3, 126, 127, 128, 129, 140 };
+    const int64_t n = 9 * 32;
+    th_block_mxfp4 w[9];
+    uint8_t *a = malloc(row_bytes(TH_Q8_0, n));
+    float x[9 * 32];
+    for (int b = 0; b < 9; b++) {
+        w[b].e = es[b];
+        for (int j = 0; j < 16; j++) w[b].qs[j] = (uint8_t)rnd();
+    }
+    random_acts(x, n);
+    th_ref_quantize(TH_Q8_0, x, a, n);
+    for (int one = 0; one < 9; one++) { /* each block alone, then all together */
+        float ref = th_ref_vec_dot(TH_MXFP4, 32, &w[one], a + one * sizeof(th_block_q8_0)), got;
+        avx2_k.vec_dot[TH_MXFP4](32, &got, &w[one], a + one * sizeof(th_block_q8_0));
+        CHECK(got == ref, "e=%d: got %.9g ref %.9g (one block: the same integer sum times the same scale)", es[one], got, ref);
+    }
+    free(a);
+}
+
 /* The tolerance is tight enough that one wrong element in a row of 8 blocks fails:
  * moving one Q4_0 code by 8 must change the dot by more than the tolerance. */
 static void test_tolerance_catches_one_bad_element(void) {
@@ -282,6 +306,7 @@ int main(void) {
     }
     RUN(test_quantize_avx2);
     RUN(test_vec_dot_avx2);
+    RUN(test_mxfp4_exponent_edges_avx2);
     RUN(test_tolerance_catches_one_bad_element);
     RUN(test_gemm_avx2);
     RUN(test_generic_gemm_matches_vec_dot);

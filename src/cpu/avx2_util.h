@@ -25,6 +25,15 @@ static inline int avx2_hsum_epi32(__m256i v) {
 
 static inline float avx2_f16(uint16_t h) { return _cvtsh_ss(h); }
 
+/* MXFP4 block scale: 2^(e-128), i.e. half the OCP E8M0 scale 2^(e-127), because the
+ * code book holds doubled e2m1 values; e < 2 gives the subnormals 2^-128, 2^-127. */
+static inline float avx2_e8m0_half(uint8_t e) {
+    uint32_t bits = e < 2 ? (0x00200000u << e) : ((uint32_t)(e - 1) << 23);
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
 /* 16 packed bytes -> 32 bytes: the low nibbles in bytes 0..15, the high nibbles in 16..31
  * (the legacy-quant element order). */
 static inline __m256i avx2_nibbles32(const uint8_t *p) {
@@ -133,6 +142,7 @@ void th_avx2_dot_q3_K(int64_t n, float *s, const void *w, const void *a);
 void th_avx2_dot_q4_K(int64_t n, float *s, const void *w, const void *a);
 void th_avx2_dot_q5_K(int64_t n, float *s, const void *w, const void *a);
 void th_avx2_dot_q6_K(int64_t n, float *s, const void *w, const void *a);
+void th_avx2_dot_mxfp4(int64_t n, float *s, const void *w, const void *a);
 void th_avx2_dot_iq4_xs(int64_t n, float *s, const void *w, const void *a);
 
 /* gemm_avx2.c: fills k->gemm[] for the types it tiles. */
