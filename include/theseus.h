@@ -34,6 +34,10 @@ typedef int32_t th_token;
 /* Message of the last failure on this thread ("" if none). */
 const char *th_last_error(void);
 const char *th_status_name(th_status s);
+/* Set this thread's last-error message (printf-style) and return s; for
+ * clients that report their own failures the same way. */
+th_status th_set_error(th_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void th_clear_error(void);
 
 /* ---------------------------------------------------------------- model */
 
@@ -57,16 +61,44 @@ uint64_t th_model_size_bytes(const th_model *model);   /* bytes of weights */
 const char *th_model_arch_name(const th_model *model);
 /* One line, e.g. "llama 135M Q4_1" — for bench rows and logs. */
 const char *th_model_desc(const th_model *model);
+/* The architecture's distinctive options as text, e.g. "rope=norm tied_output". */
+const char *th_model_arch_options(const th_model *model);
 
 /* Metadata string value (NUL-terminated copy owned by the model) or NULL. */
 const char *th_model_meta_str(const th_model *model, const char *key);
+
+/* ---------------------------------------------------------------- model files */
+
+/* A parsed, validated GGUF file, for inspection (no architecture needed). */
+typedef struct th_file th_file;
+
+typedef struct th_tensor_info {
+    const char *name;
+    const char *type;       /* "Q4_K" */
+    uint32_t n_dims;
+    uint64_t ne[4];         /* ne[0] = row length */
+    uint64_t nbytes;
+    uint64_t offset;        /* in the file */
+} th_tensor_info;
+
+th_status th_file_open(const char *path, th_file **out);
+void th_file_close(th_file *f);
+uint32_t th_file_version(const th_file *f);
+int64_t th_file_n_meta(const th_file *f);
+const char *th_file_meta_key(const th_file *f, int64_t i);
+const char *th_file_meta_type(const th_file *f, int64_t i);   /* "u32", "string", "array[string]" */
+/* The value as text (arrays: the first max_items elements and the count). Returns
+ * the length it needed (like snprintf). */
+int th_file_meta_value(const th_file *f, int64_t i, char *buf, size_t cap, int max_items);
+int64_t th_file_n_tensors(const th_file *f);
+th_status th_file_tensor(const th_file *f, int64_t i, th_tensor_info *out);
 
 /* ---------------------------------------------------------------- vocab */
 
 th_token th_token_bos(const th_model *model);   /* -1 if none */
 th_token th_token_eos(const th_model *model);   /* -1 if none */
 bool th_token_is_eog(const th_model *model, th_token t); /* end of generation */
-bool th_vocab_add_bos(const th_model *model);
+bool th_model_add_bos(const th_model *model);   /* tokenizer adds BOS by default */
 
 /* Tokenize text[0..len). add_special: BOS/EOS as the vocab's metadata says.
  * parse_special: control-token text (e.g. "<|im_start|>") becomes the control token.
@@ -91,7 +123,11 @@ typedef struct th_context_params {
     uint32_t n_seq_max;    /* max distinct sequence ids (0 = 1) */
     uint32_t kv_block;     /* tokens per KV block (0 = 16) */
     int32_t  n_threads;    /* 0 = number of cores */
+    int32_t  kv_type;      /* TH_KV_F16 (default, as llama.cpp) or TH_KV_F32 */
+    bool     gpu;          /* run the whole model on the GPU (CUDA build, a device present) */
 } th_context_params;
+
+enum { TH_KV_F16 = 0, TH_KV_F32 = 1 };
 
 th_context_params th_context_default_params(void);
 th_status th_context_new(th_model *model, const th_context_params *params, th_context **out);
@@ -147,9 +183,26 @@ void th_sampler_free(th_sampler *s);
 th_status th_sampler_set_logit_bias(th_sampler *s, th_token t, float bias);
 /* Pick a token from n_vocab logits (not modified). */
 th_token th_sampler_sample(th_sampler *s, const float *logits);
-/* Record a token as part of the history (prompt or generated) for penalties. */
+/* Record a token as part of the history (prompt or generated) for penalties.
+ * Ids outside [0, n_vocab) are ignored. */
 void th_sampler_accept(th_sampler *s, th_token t);
+/* Forget the penalty history and restart the random stream from the seed
+ * (logit biases stay). */
 void th_sampler_reset(th_sampler *s);
+
+/* Log-probabilities behind the last th_sampler_sample (for OpenAI `logprobs`):
+ * log-softmax over all n_vocab logits after logit bias and penalties, before
+ * top-k/top-p/min-p and temperature. Writes the n_top most likely tokens into
+ * top (descending, ties to the lower id; only tokens with non-zero probability)
+ * and returns how many it wrote; *chosen_logprob (if not NULL) gets the
+ * log-probability of the token the last sample returned. Returns -1 with an
+ * error set if there was no sample since creation or reset. */
+typedef struct th_token_logprob {
+    th_token token;
+    float logprob;
+} th_token_logprob;
+int32_t th_sampler_last_logprobs(th_sampler *s, th_token_logprob *top, int32_t n_top,
+                                 float *chosen_logprob);
 
 /* ---------------------------------------------------------------- chat templates */
 
@@ -169,6 +222,10 @@ th_status th_chat_render(const char *tmpl, const char *context_json,
                          const th_chat_opts *opts, char **out);
 
 /* ---------------------------------------------------------------- misc */
+
+/* TH_OK if a GPU backend can run here; otherwise an error saying why
+ * ("built without CUDA", "no CUDA device"). desc gets the device name. */
+th_status th_gpu_available(char *desc, size_t cap);
 
 /* Which CPU kernel level is in use: "generic", "avx2", "avx512", "neon". */
 const char *th_cpu_level(void);

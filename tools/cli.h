@@ -15,6 +15,8 @@ int cmd_tokenize(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 int cmd_template(int argc, char **argv);
 
+#define TH_MIN_SZ(a, b) ((size_t)(a) < (size_t)(b) ? (size_t)(a) : (size_t)(b))
+
 /* Shared helpers (cli_util.c). */
 /* Print "theseus NAME: <th_last_error()>" and return 1. */
 int cli_fail(const char *cmd, th_status s);

@@ -10,10 +10,8 @@
 #include <stdint.h>
 #include <string.h>
 
-/* Record a failure message (printf-style) for th_last_error() and return s. */
-th_status th_set_error(th_status s, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-void th_clear_error(void);
+/* th_set_error() / th_clear_error() (declared in theseus.h) record the
+ * failure message that th_last_error() returns. */
 
 /* Checked arithmetic: return false on overflow. */
 static inline bool th_mul_u64(uint64_t a, uint64_t b, uint64_t *r) { return !__builtin_mul_overflow(a, b, r); }

@@ -1,0 +1,83 @@
+/* model.h — the in-memory model: hyper-parameters and typed weight views into the
+ * file map, plus the per-layer options an architecture descriptor sets. The
+ * loader (model_load.c) fills it from GGUF through an arch descriptor
+ * (src/arch/); the forward pass (model.c) only reads it. */
+#ifndef TH_MODEL_H
+#define TH_MODEL_H
+
+#include "core/core.h"
+#include "gguf/gguf.h"
+#include "quant/quant.h"
+#include "tokenizer/tokenizer.h"
+
+/* A weight: a 1-D vector or a stack of rows (ne0 = row length, ne1 = rows,
+ * ne2 = number of matrices, e.g. experts). data == NULL: absent. */
+typedef struct th_weight {
+    const void *data;
+    uint32_t type;
+    int64_t ne0, ne1, ne2;
+    size_t row_bytes;
+    const char *name;      /* points into the model's name storage */
+} th_weight;
+
+enum th_rope_type { TH_ROPE_NORM = 0, TH_ROPE_NEOX = 1 };
+enum th_act_fn { TH_ACT_SILU = 0, TH_ACT_GELU = 1 };
+
+typedef struct th_layer {
+    th_weight attn_norm, wq, wk, wv, wo, bq, bk, bv, bo;
+    th_weight wqkv, bqkv;                    /* fused QKV (phi3), split at run time */
+    th_weight q_norm, k_norm;                /* per-head (or whole-width) Q/K RMSNorm */
+    th_weight post_attn_norm;                /* gemma2/3: norm of the attention output */
+    th_weight ffn_norm, w_gate, w_up, w_down;
+    th_weight post_ffn_norm;
+    /* mixture of experts */
+    th_weight router, gate_exps, up_exps, down_exps;
+    /* per-layer options */
+    int32_t window;                          /* sliding window (0 = full causal) */
+    float rope_base;
+} th_layer;
+
+typedef struct th_hparams {
+    int32_t n_vocab, n_embd, n_layer, n_head, n_head_kv;
+    int32_t head_dim;                        /* key/query head width */
+    int32_t head_dim_v;                      /* value head width */
+    int32_t n_ff;                            /* dense FFN width */
+    int32_t n_ctx_train;
+    int32_t n_rot;                           /* rotated dims per head */
+    int32_t rope_type;
+    float rope_base, rope_freq_scale;
+    float norm_eps;
+    float embd_scale;                        /* multiply embeddings (gemma: sqrt(E)); 1 = off */
+    float attn_scale;                        /* kq scale */
+    float attn_softcap, final_softcap;       /* 0 = off */
+    int32_t act_fn;
+    int32_t n_expert, n_expert_used;
+} th_hparams;
+
+struct th_model {
+    gguf_file *file;
+    const struct th_arch *arch;
+    th_hparams hp;
+    th_weight tok_embd, output_norm, output, rope_freqs;
+    th_layer *layers;
+    th_vocab *vocab;
+    char *names;                             /* storage for weight names */
+    size_t names_len, names_cap;
+    char desc[128];
+    uint64_t n_params, n_bytes;
+    char **meta_cache;                       /* NUL-terminated copies returned by th_model_meta_str */
+    size_t meta_cache_n;
+};
+
+/* ---- loader helpers for arch descriptors (model_load.c) ---- */
+
+/* "<arch>.<suffix>" metadata; the required variants set an error naming the key. */
+th_status th_meta_u32(th_model *m, const char *suffix, uint32_t *out, bool required);
+th_status th_meta_f32(th_model *m, const char *suffix, float *out, bool required);
+/* Find tensor `name` (printf-style with layer index), check its type is supported and
+ * its shape is exactly [ne0, ne1, ne2] (pass 1 for unused dims; 0 = any). Absent
+ * and !required: w->data = NULL and TH_OK. */
+th_status th_weight_get(th_model *m, th_weight *w, bool required, int64_t ne0, int64_t ne1,
+                        int64_t ne2, const char *fmt, ...) __attribute__((format(printf, 7, 8)));
+
+#endif

@@ -1,0 +1,163 @@
+/* model_load.c — th_model_load(): maps the GGUF file, picks the architecture
+ * descriptor, loads the vocabulary and the weights (typed views into the map),
+ * and the metadata/tensor helpers the descriptors use. */
+#include "arch/arch.h"
+#include "model.h"
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+th_model_params th_model_default_params(void) {
+    return (th_model_params){ .use_mmap = true, .verbose = false };
+}
+
+static void meta_key(const th_model *m, const char *suffix, char *buf, size_t cap) {
+    snprintf(buf, cap, "%s.%s", m->arch->name, suffix);
+}
+
+th_status th_meta_u32(th_model *m, const char *suffix, uint32_t *out, bool required) {
+    char key[256];
+    meta_key(m, suffix, key, sizeof key);
+    if (gguf_get_u32(m->file, key, out)) return TH_OK;
+    if (!required) return TH_ERR_FORMAT;
+    return th_set_error(TH_ERR_FORMAT, "model metadata: required key '%s' is missing or not an unsigned 32-bit integer", key);
+}
+
+th_status th_meta_f32(th_model *m, const char *suffix, float *out, bool required) {
+    char key[256];
+    meta_key(m, suffix, key, sizeof key);
+    float v;
+    if (gguf_get_f32(m->file, key, &v) && v == v) { *out = v; return TH_OK; }
+    if (!required) return TH_ERR_FORMAT;
+    return th_set_error(TH_ERR_FORMAT, "model metadata: required key '%s' is missing or not a number", key);
+}
+
+static const char *store_name(th_model *m, const char *name) {
+    size_t n = strlen(name) + 1;
+    if (m->names_len + n > m->names_cap) return name; /* storage sized at load; fallback is static */
+    char *dst = m->names + m->names_len;
+    memcpy(dst, name, n);
+    m->names_len += n;
+    return dst;
+}
+
+th_status th_weight_get(th_model *m, th_weight *w, bool required, int64_t ne0, int64_t ne1,
+                        int64_t ne2, const char *fmt, ...) {
+    char name[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(name, sizeof name, fmt, ap);
+    va_end(ap);
+    memset(w, 0, sizeof *w);
+    const gguf_tensor *t = gguf_find_tensor(m->file, name);
+    if (!t) {
+        if (required) return th_set_error(TH_ERR_FORMAT, "tensor '%s' is missing (required by %s)", name, m->arch->name);
+        return TH_OK;
+    }
+    int64_t want[3] = { ne0, ne1, ne2 };
+    for (int d = 0; d < 3; d++) {
+        uint64_t have = d < (int)t->n_dims ? t->ne[d] : 1;
+        if (want[d] != 0 && (uint64_t)want[d] != have)
+            return th_set_error(TH_ERR_FORMAT, "tensor '%s': shape [%llu,%llu,%llu] but the hyper-parameters need [%lld,%lld,%lld]",
+                                name, (unsigned long long)t->ne[0], (unsigned long long)t->ne[1],
+                                (unsigned long long)t->ne[2], (long long)ne0, (long long)ne1, (long long)ne2);
+    }
+    if (t->n_dims > 3 && t->ne[3] != 1)
+        return th_set_error(TH_ERR_FORMAT, "tensor '%s': 4-D tensors are not expected here", name);
+    const th_type_info *ti = th_type_info_get(t->type);
+    if (!ti || !ti->supported)
+        return th_set_error(TH_ERR_UNSUPPORTED, "tensor '%s': weight type %s is not supported", name, th_type_name(t->type));
+    bool vector = t->n_dims == 1 || (t->ne[1] == 1 && (t->n_dims < 3 || t->ne[2] == 1));
+    if (vector && t->type != TH_F32 && ne1 == 1)
+        return th_set_error(TH_ERR_UNSUPPORTED, "tensor '%s': 1-D weights must be F32, this one is %s", name, ti->name);
+    w->data = t->data;
+    w->type = t->type;
+    w->ne0 = (int64_t)t->ne[0];
+    w->ne1 = t->n_dims > 1 ? (int64_t)t->ne[1] : 1;
+    w->ne2 = t->n_dims > 2 ? (int64_t)t->ne[2] : 1;
+    uint64_t rb;
+    th_row_bytes(t->type, t->ne[0], &rb);   /* validated by the reader */
+    w->row_bytes = (size_t)rb;
+    w->name = store_name(m, name);
+    return TH_OK;
+}
+
+static void count_params(th_model *m) {
+    m->n_params = 0;
+    m->n_bytes = 0;
+    for (uint64_t i = 0; i < m->file->n_tensors; i++) {
+        const gguf_tensor *t = &m->file->tensors[i];
+        uint64_t n = 1;
+        for (uint32_t d = 0; d < t->n_dims; d++) n *= t->ne[d];
+        m->n_params += n;
+        m->n_bytes += t->nbytes;
+    }
+}
+
+static void make_desc(th_model *m) {
+    double p = (double)m->n_params;
+    char size[32];
+    if (p >= 1e9) snprintf(size, sizeof size, "%.1fB", p / 1e9);
+    else if (p >= 1e6) snprintf(size, sizeof size, "%.0fM", p / 1e6);
+    else snprintf(size, sizeof size, "%.2fM", p / 1e6);
+    /* the type of the first layer's FFN down weight names the quantization */
+    const char *qt = m->hp.n_layer > 0 && m->layers[0].w_down.data ? th_type_name(m->layers[0].w_down.type)
+                                                                    : th_type_name(m->tok_embd.type);
+    snprintf(m->desc, sizeof m->desc, "%s %s %s", m->arch->name, size, qt);
+}
+
+th_status th_model_load(const char *path, const th_model_params *params, th_model **out) {
+    *out = NULL;
+    th_model_params dp = th_model_default_params();
+    if (!params) params = &dp;
+    if (!path) return th_set_error(TH_ERR_ARG, "th_model_load: no path");
+    th_model *m = calloc(1, sizeof *m);
+    if (!m) return th_set_error(TH_ERR_NOMEM, "out of memory");
+    th_status s = gguf_open(path, &m->file);
+    if (s) { free(m); return s; }
+    gguf_str arch;
+    if (!gguf_get_str(m->file, "general.architecture", &arch)) {
+        th_model_free(m);
+        return th_set_error(TH_ERR_FORMAT, "%s: general.architecture is missing or not a string", path);
+    }
+    char archname[64];
+    snprintf(archname, sizeof archname, "%.*s", (int)TH_MIN(arch.len, 63), arch.ptr);
+    m->arch = th_arch_find(archname);
+    if (!m->arch) {
+        th_model_free(m);
+        return th_set_error(TH_ERR_UNSUPPORTED, "%s: architecture '%s' is not supported (supported: %s)", path,
+                            archname, th_arch_names());
+    }
+    m->names_cap = 64 * (m->file->n_tensors + 8);
+    m->names = malloc(m->names_cap);
+    if (!m->names) { th_model_free(m); return th_set_error(TH_ERR_NOMEM, "out of memory"); }
+    if ((s = m->arch->load(m)) || (s = th_vocab_load(m->file, &m->vocab))) {
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", th_last_error());
+        th_model_free(m);
+        return th_set_error(s, "%s: %s", path, msg);
+    }
+    if (th_vocab_n_tokens(m->vocab) > m->hp.n_vocab) {
+        th_model_free(m);
+        return th_set_error(TH_ERR_FORMAT, "%s: vocabulary has %d tokens but token_embd has only %d rows", path,
+                            th_vocab_n_tokens(m->vocab), m->hp.n_vocab);
+    }
+    count_params(m);
+    make_desc(m);
+    if (params->verbose)
+        fprintf(stderr, "theseus: loaded %s (%s, %.1f MiB, %d layers, vocab %d)\n", path, m->desc,
+                (double)m->n_bytes / (1 << 20), m->hp.n_layer, m->hp.n_vocab);
+    *out = m;
+    return TH_OK;
+}
+
+void th_model_free(th_model *m) {
+    if (!m) return;
+    th_vocab_free(m->vocab);
+    for (size_t i = 0; i < m->meta_cache_n; i++) free(m->meta_cache[i]);
+    free(m->meta_cache);
+    free(m->layers);
+    free(m->names);
+    gguf_close(m->file);
+    free(m);
+}

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# t_cli.sh — end-to-end checks of the theseus CLI: logits against llama.cpp's
+# goldens (through the prompt text, so tokenization is covered too), inspect,
+# run/chat with the default model (greedy "Paris" answer), and clean errors on
+# bad input. Prints ok/FAIL/SKIP lines for tests/run.sh.
+set -u
+T=${THESEUS:-build/theseus}
+S=${SHARED:-../shared}
+M=${THESEUS_MODEL:-models/SmolLM2-135M-Instruct.Q4_1.gguf}
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+ok() { echo "ok $1"; }
+bad() { echo "FAIL $1"; shift; printf '  %s\n' "$@"; }
+PROMPT="The quick brown fox jumps over the lazy dog. Once upon a time, there was"
+
+# logits from the prompt text must match the golden (F32 end to end: 1e-4)
+if $T logits -m "$S/fixtures/tiny/tiny-F32.gguf" -p "$PROMPT" --out "$tmp/f32.logits" -t 2 2>"$tmp/err" &&
+   out=$(python3 "$S/tools/cmp_logits.py" "$tmp/f32.logits" "$S/fixtures/tiny/golden/tiny-F32.logits" 1e-4 0.9); then
+    ok "logits_prompt_f32 ($out)"
+else bad logits_prompt_f32 "$(cat "$tmp/err")" "${out:-}"; fi
+
+# --tokens path, quantized model
+if $T logits -m "$S/fixtures/tiny/tiny-Q4_K_M.gguf" --tokens 1,450,439,860,3347,113,1701,123,432,398,567,975,278,425,1537,437,106,49,1551,346,2501,263,931,47,727,471 \
+      --out "$tmp/q.logits" 2>"$tmp/err" &&
+   out=$(python3 "$S/tools/cmp_logits.py" "$tmp/q.logits" "$S/fixtures/tiny/golden/tiny-Q4_K_M.logits" 5e-2 0.9); then
+    ok "logits_tokens_q4_k_m ($out)"
+else bad logits_tokens_q4_k_m "$(cat "$tmp/err")" "${out:-}"; fi
+
+# inspect lists metadata and tensors with type, shape and bytes
+if $T inspect -m "$S/fixtures/tiny/tiny-Q4_K_M.gguf" >"$tmp/insp" 2>&1 &&
+   grep -q 'general.architecture' "$tmp/insp" && grep -Eq 'blk\.0\.attn_q\.weight +Q4_K +\[256, 256\] +36864 bytes' "$tmp/insp" &&
+   grep -q 'architecture llama' "$tmp/insp"; then ok inspect
+else bad inspect "$(head -c 600 "$tmp/insp")"; fi
+
+# bad input: a missing file, a truncated file, a non-GGUF file each give an error naming it
+head -c 5000 "$S/fixtures/tiny/tiny-F32.gguf" >"$tmp/trunc.gguf"
+echo "not a model" >"$tmp/text.gguf"
+good=1
+for f in /nonexistent.gguf "$tmp/trunc.gguf" "$tmp/text.gguf"; do
+    $T run -m "$f" -p hi -n 1 >"$tmp/o" 2>"$tmp/e"; rc=$?
+    if [ $rc -eq 0 ] || ! grep -q "theseus run: " "$tmp/e" || grep -qi 'segmentation\|abort' "$tmp/e"; then good=0; bad "bad_model_file $f" "rc=$rc $(cat "$tmp/e")"; fi
+done
+[ $good = 1 ] && ok bad_model_files
+
+# bad options
+if ! $T run -m "$M" -p hi -n abc >/dev/null 2>"$tmp/e" && grep -q -- "-n needs an integer" "$tmp/e"; then ok bad_option
+else bad bad_option "$(cat "$tmp/e")"; fi
+
+if [ ! -s "$M" ]; then echo "SKIP smollm_paris (no default model at $M)"; echo "SKIP smollm_chat"; exit 0; fi
+
+# the default model answers the capital of France, greedy
+q='<|im_start|>user
+What is the capital of France?<|im_end|>
+<|im_start|>assistant
+'
+if $T run -m "$M" -p "$q" --special --temp 0 -n 24 >"$tmp/run" 2>"$tmp/err" && grep -q "Paris" "$tmp/run" &&
+   grep -Eq 'prompt: [0-9]+ tokens, [0-9.]+ tok/s \| generation: [0-9]+ tokens, [0-9.]+ tok/s' "$tmp/err"; then
+    ok "smollm_paris ($(tr '\n' ' ' <"$tmp/run" | head -c 80))"
+else bad smollm_paris "$(cat "$tmp/run")" "$(tail -3 "$tmp/err")"; fi
+
+# chat: two lines on a pipe give two answers; the first is about Paris
+printf 'What is the capital of France?\nAnd of Germany?\n' | $T chat -m "$M" --temp 0 -n 32 >"$tmp/chat" 2>"$tmp/err"
+if [ $? -eq 0 ] && grep -q Paris "$tmp/chat" && [ "$(grep -c . "$tmp/chat")" -ge 2 ]; then ok "smollm_chat ($(tr '\n' '|' <"$tmp/chat" | head -c 100))"
+else bad smollm_chat "$(cat "$tmp/chat")" "$(cat "$tmp/err")"; fi
+
+# same seed, same text; different seed, (almost surely) different text
+a=$($T run -m "$M" -p "Once upon a time" -n 24 --seed 7 --temp 1.0 2>/dev/null)
+b=$($T run -m "$M" -p "Once upon a time" -n 24 --seed 7 --temp 1.0 2>/dev/null)
+c=$($T run -m "$M" -p "Once upon a time" -n 24 --seed 8 --temp 1.0 2>/dev/null)
+if [ -n "$a" ] && [ "$a" = "$b" ] && [ "$a" != "$c" ]; then ok seed_reproducible
+else bad seed_reproducible "a=$a" "b=$b" "c=$c"; fi
