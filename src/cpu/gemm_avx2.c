@@ -3,7 +3,7 @@
  * tiles of 4 weight rows x 4 activation rows: each weight block is decoded once per
  * tile and each activation block loaded once per tile, giving 16 block dot products.
  * The 4 per-activation integer sums of a weight row are folded into one 128-bit
- * vector (vphaddd), so one f32 multiply-add per weight row and block scales them.
+ * vector (unpack + add), so one f32 multiply-add per weight row and block scales them.
  * Activation rows are walked in chunks of 32 so that they stay in L2 while the
  * weight rows of [r0, r1) pass. Edge tiles repeat the last row/column pointer and store only the valid outputs.
  * A batch of one activation row goes to the table's vec_dot (matrix-vector). */
@@ -14,7 +14,10 @@ static const int8_t iq4nl_values[16] = { -127, -104, -83, -65, -49, -35, -22, -1
 
 /* [sum(p0), sum(p1), sum(p2), sum(p3)] */
 static inline __m128i reduce4(__m256i p0, __m256i p1, __m256i p2, __m256i p3) {
-    __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(p0, p1), _mm256_hadd_epi32(p2, p3));
+    /* transpose-and-add with single-uop unpacks (vphaddd is 3 uops) */
+    __m256i t01 = _mm256_add_epi32(_mm256_unpacklo_epi32(p0, p1), _mm256_unpackhi_epi32(p0, p1));
+    __m256i t23 = _mm256_add_epi32(_mm256_unpacklo_epi32(p2, p3), _mm256_unpackhi_epi32(p2, p3));
+    __m256i h = _mm256_add_epi32(_mm256_unpacklo_epi64(t01, t23), _mm256_unpackhi_epi64(t01, t23));
     return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
 }
 
