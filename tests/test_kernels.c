@@ -69,6 +69,8 @@ static void put_f16(uint8_t *p, float f) { uint16_t h = th_f32_to_f16(f); memcpy
 
 /* Random weights: floats for F32/F16/BF16; for block types random bytes (every bit
  * pattern of codes, scales, high bits) with sane f16 d (either sign) and dmin/m. */
+static bool extreme; /* weights: every code byte 0xff (largest codes, all high bits); activations +-1 */
+
 static void random_weights(const wtype *wt, uint8_t *dst, int64_t rows, int64_t n) {
     const th_type_info *ti = th_type_info_get(wt->type);
     int64_t count = rows * n;
@@ -78,7 +80,7 @@ static void random_weights(const wtype *wt, uint8_t *dst, int64_t rows, int64_t 
     int64_t nblocks = count / ti->block;
     for (int64_t b = 0; b < nblocks; b++) {
         uint8_t *blk = dst + b * ti->bytes;
-        for (uint32_t i = 0; i < ti->bytes; i++) blk[i] = (uint8_t)rnd();
+        for (uint32_t i = 0; i < ti->bytes; i++) blk[i] = extreme ? 0xff : (uint8_t)rnd();
         if (wt->type == TH_MXFP4) { blk[0] = (uint8_t)(110 + rnd() % 30); continue; } /* 2^-18 .. 2^11 */
         put_f16(blk + wt->d_off, rndf() * 0.02f);
         if (wt->m_off >= 0) put_f16(blk + wt->m_off, rndf() * 0.02f);
@@ -87,6 +89,7 @@ static void random_weights(const wtype *wt, uint8_t *dst, int64_t rows, int64_t 
 
 /* Random activations with a different magnitude per 32 elements. */
 static void random_acts(float *x, int64_t n) {
+    if (extreme) { for (int64_t i = 0; i < n; i++) x[i] = (i / 64) % 2 ? -1.0f : 1.0f; return; }
     float scale = 1;
     for (int64_t i = 0; i < n; i++) {
         if (i % 32 == 0) scale = 0.1f + 4.0f * (rnd() % 1000) / 1000.0f;
@@ -307,7 +310,22 @@ static void test_generic_gemm_matches_vec_dot(void) {
     check_gemm(&g, &wtypes[11], 256, 3, 0, 3, 2);
 }
 
+/* Largest codes times +-127 activations everywhere: any 16-bit saturation shows. */
+static void check_extremes(int lvl) {
+    NEED_LEVEL(lvl);
+    extreme = true;
+    for (int t = 0; t < N_WTYPES; t++) {
+        int64_t blk = th_type_info_get(wtypes[t].type)->block;
+        if (blk == 1) continue;
+        check_vec_dot(K, &wtypes[t], 8 * blk);
+        check_gemm(K, &wtypes[t], 8 * blk, 16, 0, 16, 8);
+    }
+    extreme = false;
+}
+
 static void test_quantize_avx2(void) { check_quantizers(0); }
+static void test_extremes_avx2(void) { check_extremes(0); }
+static void test_extremes_avx512(void) { check_extremes(1); }
 static void test_vec_dot_avx2(void) { check_vec_dots(0); }
 static void test_mxfp4_exponent_edges_avx2(void) { check_mxfp4_exponent_edges(0); }
 static void test_gemm_avx2(void) { check_gemms(0); }
@@ -322,10 +340,12 @@ int main(void) {
     RUN(test_vec_dot_avx2);
     RUN(test_mxfp4_exponent_edges_avx2);
     RUN(test_gemm_avx2);
+    RUN(test_extremes_avx2);
     RUN(test_quantize_avx512);
     RUN(test_vec_dot_avx512);
     RUN(test_mxfp4_exponent_edges_avx512);
     RUN(test_gemm_avx512);
+    RUN(test_extremes_avx512);
     RUN(test_tolerance_catches_one_bad_element);
     RUN(test_generic_gemm_matches_vec_dot);
     return CHECK_DONE();

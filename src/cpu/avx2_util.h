@@ -23,6 +23,14 @@ static inline int avx2_hsum_epi32(__m256i v) {
     return _mm_cvtsi128_si32(s);
 }
 
+/* [sum(p0), sum(p1), sum(p2), sum(p3)] by transpose-and-add (single-uop unpacks). */
+static inline __m128i avx2_reduce4(__m256i p0, __m256i p1, __m256i p2, __m256i p3) {
+    __m256i t01 = _mm256_add_epi32(_mm256_unpacklo_epi32(p0, p1), _mm256_unpackhi_epi32(p0, p1));
+    __m256i t23 = _mm256_add_epi32(_mm256_unpacklo_epi32(p2, p3), _mm256_unpackhi_epi32(p2, p3));
+    __m256i h = _mm256_add_epi32(_mm256_unpacklo_epi64(t01, t23), _mm256_unpackhi_epi64(t01, t23));
+    return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+}
+
 static inline float avx2_f16(uint16_t h) { return _cvtsh_ss(h); }
 
 /* MXFP4 block scale: 2^(e-128), i.e. half the OCP E8M0 scale 2^(e-127), because the
@@ -149,6 +157,8 @@ void th_avx2_dot_iq4_xs(int64_t n, float *s, const void *w, const void *a);
 void th_avx2_fill_gemm(th_kernels *k);
 /* gemm_kquant_avx2.c: the K-quant and IQ4_XS gemm entries. */
 void th_avx2_fill_gemm_kquant(th_kernels *k);
+/* gemm_x8_avx2.c: 8-row interleaved gemm for Q4_0, Q4_1, Q5_0, Q5_1 (overrides). */
+void th_avx2_fill_gemm_x8(th_kernels *k);
 /* gemm_float_avx2.c: the F32/F16/BF16 gemm entries. */
 void th_avx2_fill_gemm_float(th_kernels *k);
 

@@ -5,21 +5,14 @@
  * The 4 per-activation integer sums of a weight row are folded into one 128-bit
  * vector (unpack + add), so one f32 multiply-add per weight row and block scales them.
  * Activation rows are walked in chunks of 32 so that they stay in L2 while the
- * weight rows of [r0, r1) pass. Edge tiles repeat the last row/column pointer and store only the valid outputs.
+ * weight rows of [r0, r1) pass. Edge tiles repeat the last row/column pointer and
+ * store only the valid outputs. (Q4_0/Q4_1/Q5_0/Q5_1 are then overridden by the
+ * 8-row kernels of gemm_x8_avx2.c; these tiles stay for Q8_0, IQ4_NL, MXFP4.)
  * A batch of one activation row goes to the table's vec_dot (matrix-vector). */
 #include "cpu/avx2_util.h"
 
 static const int8_t iq4nl_values[16] = { -127, -104, -83, -65, -49, -35, -22, -10,
                                          1,    13,   25,  38,  53,  69,  89,  113 };
-
-/* [sum(p0), sum(p1), sum(p2), sum(p3)] */
-static inline __m128i reduce4(__m256i p0, __m256i p1, __m256i p2, __m256i p3) {
-    /* transpose-and-add with single-uop unpacks (vphaddd is 3 uops) */
-    __m256i t01 = _mm256_add_epi32(_mm256_unpacklo_epi32(p0, p1), _mm256_unpackhi_epi32(p0, p1));
-    __m256i t23 = _mm256_add_epi32(_mm256_unpacklo_epi32(p2, p3), _mm256_unpackhi_epi32(p2, p3));
-    __m256i h = _mm256_add_epi32(_mm256_unpacklo_epi64(t01, t23), _mm256_unpackhi_epi64(t01, t23));
-    return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
-}
 
 /* Weight decoders: 32 bytes in element order. "Unsigned" kinds return value + offset
  * (0..31) for vpmaddubsw; "signed" kinds return the int8 value. */
@@ -67,7 +60,7 @@ static inline float blk_m(const void *b) { uint16_t h; memcpy(&h, (const char *)
             __m128 sa = _mm_setzero_ps();                                                      \
             if (KIND == KIND_OFFSET)                                                           \
                 corr = _mm_mullo_epi32(_mm_set1_epi32(OFF),                                    \
-                    reduce4(avx2_dot_u8s8(ones, av[0]), avx2_dot_u8s8(ones, av[1]),            \
+                    avx2_reduce4(avx2_dot_u8s8(ones, av[0]), avx2_dot_u8s8(ones, av[1]),            \
                             avx2_dot_u8s8(ones, av[2]), avx2_dot_u8s8(ones, av[3])));          \
             if (KIND == KIND_MIN)                                                              \
                 sa = _mm_setr_ps(blk_m(xb[0]), blk_m(xb[1]), blk_m(xb[2]), blk_m(xb[3]));      \
@@ -77,12 +70,12 @@ static inline float blk_m(const void *b) { uint16_t h; memcpy(&h, (const char *)
                 __m128i v;                                                                     \
                 if (KIND == KIND_SIGNED) {                                                     \
                     __m256i qa = _mm256_sign_epi8(q, q);                                       \
-                    v = reduce4(avx2_dot_u8s8(qa, _mm256_sign_epi8(av[0], q)),                 \
+                    v = avx2_reduce4(avx2_dot_u8s8(qa, _mm256_sign_epi8(av[0], q)),                 \
                                 avx2_dot_u8s8(qa, _mm256_sign_epi8(av[1], q)),                 \
                                 avx2_dot_u8s8(qa, _mm256_sign_epi8(av[2], q)),                 \
                                 avx2_dot_u8s8(qa, _mm256_sign_epi8(av[3], q)));                \
                 } else {                                                                       \
-                    v = reduce4(avx2_dot_u8s8(q, av[0]), avx2_dot_u8s8(q, av[1]),              \
+                    v = avx2_reduce4(avx2_dot_u8s8(q, av[0]), avx2_dot_u8s8(q, av[1]),              \
                                 avx2_dot_u8s8(q, av[2]), avx2_dot_u8s8(q, av[3]));             \
                     v = _mm_sub_epi32(v, corr);                                                \
                 }                                                                              \
@@ -154,4 +147,5 @@ void th_avx2_fill_gemm(th_kernels *k) {
     k->gemm[TH_MXFP4] = gemm_mxfp4;
     th_avx2_fill_gemm_kquant(k);
     th_avx2_fill_gemm_float(k);
+    th_avx2_fill_gemm_x8(k);
 }
