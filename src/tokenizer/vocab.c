@@ -353,6 +353,11 @@ static int cmp_special(const void *a, const void *b, void *ctx) {
     return x < y ? -1 : x > y;
 }
 
+static int cmp_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
 static th_status build_special_list(th_vocab *v) {
     v->special = malloc((size_t)v->n_tokens * sizeof *v->special);
     if (!v->special) return th_set_error(TH_ERR_NOMEM, "vocab: out of memory");
@@ -366,16 +371,25 @@ static th_status build_special_list(th_vocab *v) {
     if (!v->special_index || !v->first_len_off || !v->first_len) return th_set_error(TH_ERR_NOMEM, "vocab: out of memory");
     for (int32_t i = 0; i < v->n_tokens; i++) v->special_index[i] = -1;
     for (int32_t k = 0; k < v->n_special; k++) v->special_index[v->special[k]] = k;
+    /* (first byte, length) of every special token, by byte then longest first */
+    uint64_t *keys = malloc(((size_t)v->n_special + 1) * sizeof *keys);
+    if (!keys) return th_set_error(TH_ERR_NOMEM, "vocab: out of memory");
+    for (int32_t k = 0; k < v->n_special; k++) {
+        uint32_t l;
+        const char *t = th_tok_text(v, v->special[k], &l);
+        keys[k] = ((uint64_t)(uint8_t)t[0] << 32) | (uint32_t)~l;
+    }
+    qsort(keys, (size_t)v->n_special, sizeof *keys, cmp_u64);
     uint32_t n = 0;
+    int32_t k = 0;
     for (int b = 0; b < 256; b++) {
         v->first_len_off[b] = n;
-        for (int32_t k = 0; k < v->n_special; k++) {      /* longest first, as special[] */
-            uint32_t l;
-            const char *t = th_tok_text(v, v->special[k], &l);
-            if ((uint8_t)t[0] != b || (n > v->first_len_off[b] && v->first_len[n - 1] == l)) continue;
-            v->first_len[n++] = l;
+        for (; k < v->n_special && (int)(keys[k] >> 32) == b; k++) {
+            uint32_t l = ~(uint32_t)keys[k];
+            if (n == v->first_len_off[b] || v->first_len[n - 1] != l) v->first_len[n++] = l;
         }
     }
+    free(keys);
     v->first_len_off[256] = n;
     return TH_OK;
 }
