@@ -114,6 +114,21 @@ th_status th_tokenize(const th_model *model, const char *text, size_t len,
  * or -(needed) if buf is too small, or INT32_MIN for an invalid id. */
 int32_t th_token_to_piece(const th_model *model, th_token t, char *buf, int32_t cap, bool special);
 
+/* The text of tokens[0..n): their pieces concatenated. Returns the byte count,
+ * -(needed) if cap is too small (buf then holds a prefix), INT64_MIN for a bad id. */
+int64_t th_detokenize(const th_model *model, const th_token *tokens, size_t n, char *buf, size_t cap,
+                      bool special);
+
+/* Streaming-safe output of decoded pieces: bytes go in as tokens are decoded;
+ * only complete UTF-8 characters come out, an incomplete tail waits for the next
+ * piece, and invalid bytes come out as U+FFFD, so a token boundary inside a
+ * multi-byte character never yields broken text. Zero-initialize to start. */
+typedef struct th_utf8_stream { uint8_t pending[4]; uint8_t n_pending; } th_utf8_stream;
+/* Feed n bytes; writes the ready text to out (capacity >= 3 * (n + 4)); returns its length. */
+size_t th_utf8_stream_push(th_utf8_stream *st, const char *in, size_t n, char *out);
+/* End of stream: an unfinished character becomes U+FFFD (out >= 3 bytes). Resets st. */
+size_t th_utf8_stream_flush(th_utf8_stream *st, char *out);
+
 /* ---------------------------------------------------------------- context */
 
 typedef struct th_context th_context;
