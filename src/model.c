@@ -14,6 +14,7 @@
  * the thread pool; attention splits (token, head) pairs. All scratch memory is
  * allocated when the context is created. The context struct lives in forward.h. */
 #include "forward.h"
+#include "arch/arch.h"
 #include <math.h>
 #include <stdlib.h>
 
@@ -467,7 +468,32 @@ static void setup_rope(th_context *c) {
     }
 }
 
+/* Features of the CPU forward pass that the GPU seam (gpu.h) does not carry yet;
+ * NULL when the GPU backend can run the model. (A safety net: the backend may
+ * refuse more.) */
+static const char *gpu_missing_feature(const th_model *m) {
+    const th_hparams *hp = &m->hp;
+    if (hp->n_expert > 0) return "mixture of experts";
+    if (hp->kv_lora_rank > 0) return "multi-head latent attention";
+    if (hp->rope_ext_factor != 0.0f) return "YaRN rope scaling";
+    if (hp->rope_attn_factor != 1.0f) return "rope attention factor";
+    if (m->rope_long.data) return "LongRoPE factors";
+    if (hp->act_fn == TH_ACT_SWIGLU_OAI) return "clamped SwiGLU";
+    for (int32_t il = 0; il < hp->n_layer; il++) {
+        const th_layer *L = &m->layers[il];
+        if (L->attn_sinks.data) return "attention sinks";
+        if (L->rope_freq_scale != hp->rope_freq_scale) return "per-layer rope scaling";
+        if (L->q_norm.data && L->q_norm.ne0 != hp->head_dim) return "whole-width q/k norm";
+        if (L->wqkv.data || (L->w_up.data && !L->w_gate.data)) return "fused QKV / gate-up weights";
+    }
+    return NULL;
+}
+
 static th_status gpu_setup(th_context *c) {
+    const char *missing = gpu_missing_feature(c->model);
+    if (missing)
+        return th_set_error(TH_ERR_UNSUPPORTED, "the GPU backend does not support %s (%s) yet; run on the CPU",
+                            missing, c->model->arch->name);
     c->block_tables = calloc((size_t)c->p.n_seq_max * c->kv.n_blocks, sizeof(int32_t));
     if (!c->block_tables) return th_set_error(TH_ERR_NOMEM, "out of memory");
     th_status s = th_gpu_init(c->model, c->p.n_batch, c->kv.n_blocks, c->kv.block, c->kv.f16,

@@ -10,6 +10,7 @@
 #include "moe.h"
 #include "quant/quant.h"
 #include "cpu/kernels.h"
+#include "cpu/ops.h"
 #include <stdint.h>
 
 typedef struct { uint32_t n, nv; int32_t *tok; float *logits; } thlg;
@@ -266,6 +267,52 @@ static void test_router(void) {
     CHECK_NEAR(w[0], 0.5, 1e-6);
 }
 
+/* ---- rope, hand-computed ---- */
+
+static void test_rope(void) {
+    float lo, hi;
+    /* YaRN correction dims quoted in the fixtures' README */
+    th_rope_corr_dims(16, 4096, 1e4f, 32, 1, &lo, &hi);
+    CHECK(lo == 2 && hi == 6, "deepseek2 corr dims [%g, %g]", lo, hi);
+    th_rope_corr_dims(64, 4096, 150000, 32, 1, &lo, &hi);
+    CHECK(lo == 8 && hi == 18, "gpt-oss corr dims [%g, %g]", lo, hi);
+    /* NORM, base 100, 4 dims, pos 3: thetas 3 and 3/10 on pairs (0,1), (2,3) */
+    float x[4] = { 1, 0, 1, 0 };
+    th_op_rope(x, 4, 3, 100, 1, NULL, TH_ROPE_NORM);
+    CHECK_NEAR(x[0], cos(3.0), 1e-6); CHECK_NEAR(x[1], sin(3.0), 1e-6);
+    CHECK_NEAR(x[2], cos(0.3), 1e-6); CHECK_NEAR(x[3], sin(0.3), 1e-6);
+    /* NEOX pairs (0,2), (1,3); freq factors [1, 2] halve the second theta */
+    float y[4] = { 1, 1, 0, 0 }, ff[2] = { 1, 2 };
+    th_op_rope(y, 4, 3, 100, 1, ff, TH_ROPE_NEOX);
+    CHECK_NEAR(y[0], cos(3.0), 1e-6); CHECK_NEAR(y[2], sin(3.0), 1e-6);
+    CHECK_NEAR(y[1], cos(0.15), 1e-6); CHECK_NEAR(y[3], sin(0.15), 1e-6);
+    /* YaRN with ramp dims [0, 1]: dim pair 0 keeps the extrapolated theta (2),
+     * pair 1 the interpolated one (0.5 · 0.2); magnitude 1 + 0.1·ln 2 */
+    th_rope_params r = { .n_rot = 4, .type = TH_ROPE_NORM, .base = 100, .freq_scale = 0.5f, .ext_factor = 1,
+                         .attn_factor = 1, .corr_lo = 0, .corr_hi = 1 };
+    float z[4] = { 1, 0, 1, 0 };
+    double mag = 1 + 0.1 * log(2.0);
+    th_op_rope_ext(z, 2, &r);
+    CHECK_NEAR(z[0], mag * cos(2.0), 1e-6); CHECK_NEAR(z[1], mag * sin(2.0), 1e-6);
+    CHECK_NEAR(z[2], mag * cos(0.1), 1e-6); CHECK_NEAR(z[3], mag * sin(0.1), 1e-6);
+    /* gpt-oss at position 0: no rotation, magnitude 1 + 0.1·ln 32 = 1.3466 */
+    th_rope_params g = { .n_rot = 4, .type = TH_ROPE_NEOX, .base = 150000, .freq_scale = 1.0f / 32, .ext_factor = 1,
+                         .attn_factor = 1, .corr_lo = 8, .corr_hi = 18 };
+    float u[4] = { 1, 0, 0, 0 };
+    th_op_rope_ext(u, 0, &g);
+    CHECK_NEAR(u[0], 1.3466, 1e-4);
+    /* attention sink: p = exp(s)/(Σexp(s) + exp(sink)) */
+    float sc[2] = { 0, logf(3.0f) };
+    th_op_softmax_sink(sc, 2, 0.0f);
+    CHECK_NEAR(sc[0], 0.2, 1e-6); CHECK_NEAR(sc[1], 0.6, 1e-6);
+    /* clamped SwiGLU: gate 10 → 7, up 9 → 7, up -9 → -7 */
+    float gt[3] = { 10, 1, -2 }, up[3] = { 9, -9, 0.5f }, a[3];
+    th_op_swiglu_oai(a, gt, up, 3, 1.702f, 7);
+    CHECK_NEAR(a[0], 7 / (1 + exp(-1.702 * 7)) * 8, 1e-4);
+    CHECK_NEAR(a[1], 1 / (1 + exp(-1.702)) * -6, 1e-5);
+    CHECK_NEAR(a[2], -2 / (1 + exp(1.702 * 2)) * 1.5, 1e-6);
+}
+
 /* ---- MXFP4 blocks decoded by hand ----
  * A block: 1 E8M0 scale byte e, then 16 bytes; byte j holds element j in its low
  * nibble and element j+16 in its high nibble; a nibble is FP4 e2m1 (values 0,
@@ -337,6 +384,7 @@ static void test_inspect_options(void) {
 
 int main(void) {
     RUN(test_router);
+    RUN(test_rope);
     RUN(test_mxfp4_block);
     RUN(test_qwen2);
     RUN(test_qwen3);
