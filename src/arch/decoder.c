@@ -95,6 +95,8 @@ static th_status read_hparams(th_model *m, const th_decoder_opts *o) {
     read_rope_scaling(m);
     hp->embd_scale = 1.0f;
     hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim);
+    float scale;
+    if (th_meta_f32(m, "attention.scale", &scale, false) == TH_OK && scale > 0) hp->attn_scale = scale;
     hp->act_fn = TH_ACT_SILU;
     return TH_OK;
 }

@@ -3,8 +3,9 @@
  * tied output. Gemma 2: attention and final-logit soft-capping, sliding window
  * on even layers. Gemma 3: per-head q/k RMSNorm, a pattern of 5 local
  * (sliding-window, rope base 10000, unscaled) layers to 1 global layer, no caps.
- * The query scale is 1/sqrt(head_dim), except 1/sqrt(E/heads) for the 27B
- * models (which the layer count identifies, as llama.cpp does). */
+ * The query scale is "<arch>.attention.scale" when the file has it, else
+ * 1/sqrt(head_dim), except 1/sqrt(E/heads) for the 27B models (which the layer
+ * count identifies, as llama.cpp does). */
 #include "arch/arch.h"
 #include <math.h>
 
@@ -12,7 +13,9 @@ static void gemma_common(th_model *m, int32_t layers_27b) {
     th_hparams *hp = &m->hp;
     hp->embd_scale = sqrtf((float)hp->n_embd);
     hp->act_fn = TH_ACT_GELU;
-    if (hp->n_layer == layers_27b) hp->attn_scale = 1.0f / sqrtf((float)(hp->n_embd / hp->n_head));
+    float scale;
+    bool in_meta = th_meta_f32(m, "attention.scale", &scale, false) == TH_OK && scale > 0;
+    if (!in_meta && hp->n_layer == layers_27b) hp->attn_scale = 1.0f / sqrtf((float)(hp->n_embd / hp->n_head));
 }
 
 static th_status gemma2_load(th_model *m) {
