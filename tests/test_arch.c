@@ -11,7 +11,9 @@
 #include "quant/quant.h"
 #include "cpu/kernels.h"
 #include "cpu/ops.h"
+#include "gguf/gguf.h"
 #include <stdint.h>
+#include <unistd.h>
 
 typedef struct { uint32_t n, nv; int32_t *tok; float *logits; } thlg;
 
@@ -62,9 +64,11 @@ static void compare(const float *a, const float *b, int n, int nv, double *worst
     *top1 = (double)agree / n;
 }
 
+static uint32_t ctx_size = 128;
+
 static th_context *new_ctx(th_model *m, uint32_t n_batch, uint32_t n_seq) {
     th_context_params cp = th_context_default_params();
-    cp.n_ctx = 128;
+    cp.n_ctx = ctx_size;
     cp.n_batch = n_batch;
     cp.n_seq_max = n_seq;
     cp.kv_block = 16;
@@ -267,6 +271,118 @@ static void test_router(void) {
     CHECK_NEAR(w[0], 0.5, 1e-6);
 }
 
+/* ---- variants of a fixture: extra metadata / tensors (gguf writer) ---- */
+
+typedef struct { const char *key; float f; uint32_t u; const char *str; } extra_kv;
+typedef struct { const char *name; int64_t n; float value; } extra_vec;  /* an F32 vector of n equal values */
+
+/* Copy fixture `src` to `dst` with extra (or replaced) metadata and vectors. */
+static bool write_variant(const char *src, const char *dst, const extra_kv *kv, int nkv, const extra_vec *vec, int nvec) {
+    gguf_file *f;
+    if (gguf_open(fixture(src), &f)) return false;
+    gguf_writer *w = gguf_writer_new(32);
+    for (uint64_t i = 0; i < f->n_kv; i++) {
+        bool replaced = false;
+        for (int j = 0; j < nkv; j++) replaced |= gguf_str_eq(f->kv[i].key, kv[j].key);
+        if (!replaced) gguf_w_copy_kv(w, &f->kv[i]);
+    }
+    for (int j = 0; j < nkv; j++) {
+        if (kv[j].str) gguf_w_str(w, kv[j].key, kv[j].str);
+        else if (kv[j].u) gguf_w_u32(w, kv[j].key, kv[j].u);
+        else gguf_w_f32(w, kv[j].key, kv[j].f);
+    }
+    for (uint64_t i = 0; i < f->n_tensors; i++) {
+        const gguf_tensor *t = &f->tensors[i];
+        char name[256];
+        snprintf(name, sizeof name, "%.*s", (int)t->name.len, t->name.ptr);
+        gguf_w_tensor(w, name, t->type, t->n_dims, t->ne, t->data, t->nbytes);
+    }
+    float *bufs[4] = { 0 };
+    for (int j = 0; j < nvec && j < 4; j++) {
+        bufs[j] = malloc((size_t)vec[j].n * sizeof(float));
+        for (int64_t i = 0; i < vec[j].n; i++) bufs[j][i] = vec[j].value;
+        uint64_t ne[1] = { (uint64_t)vec[j].n };
+        gguf_w_tensor(w, vec[j].name, TH_F32, 1, ne, bufs[j], (uint64_t)vec[j].n * 4);
+    }
+    bool ok = gguf_writer_to_file(w, dst) == TH_OK;
+    gguf_writer_free(w);
+    for (int j = 0; j < 4; j++) free(bufs[j]);
+    gguf_close(f);
+    return ok;
+}
+
+static float *variant_logits(const char *path, const int32_t *tok, int n) {
+    th_model *m;
+    if (th_model_load(path, NULL, &m)) { fprintf(stderr, "%s\n", th_last_error()); return NULL; }
+    float *l = run_logits(m, tok, n);
+    th_model_free(m);
+    return l;
+}
+
+static double worst_rel(const float *a, const float *b, int n, int nv) {
+    double w = 0;
+    for (int p = 0; p < n; p++) { double r = rel_l2(a + (size_t)p * nv, b + (size_t)p * nv, nv); if (r > w) w = r; }
+    return w;
+}
+
+/* LongRoPE on phi3: factors f divide every theta, so factors all 2 must equal
+ * linear rope scaling by 2 (a different code path), and factors all 1 change
+ * nothing. The short set is used while the context fits the original training
+ * context (here 4096), the long set beyond it. */
+static void test_phi3_longrope(void) {
+    thlg g;
+    if (!thlg_load(fixture("arch/phi3/golden.logits"), &g)) { CHECK(0, "no golden"); return; }
+    int n = (int)g.n, nv = (int)g.nv;
+    char dir[] = "/tmp/th_arch_XXXXXX", p1[300], p2[300];
+    if (!mkdtemp(dir)) { CHECK(0, "mkdtemp"); thlg_free(&g); return; }
+    snprintf(p1, sizeof p1, "%s/longrope.gguf", dir);
+    snprintf(p2, sizeof p2, "%s/linear.gguf", dir);
+    extra_vec f[2] = { { "rope_factors_short.weight", 16, 1.0f }, { "rope_factors_long.weight", 16, 2.0f } };
+    extra_kv lin[2] = { { .key = "phi3.rope.scaling.type", .str = "linear" }, { .key = "phi3.rope.scaling.factor", .f = 2.0f } };
+    CHECK(write_variant("arch/phi3/model-F32.gguf", p1, NULL, 0, f, 2));
+    CHECK(write_variant("arch/phi3/model-F32.gguf", p2, lin, 2, NULL, 0));
+    ctx_size = 128;
+    float *a = variant_logits(p1, g.tok, n), *lin2 = variant_logits(p2, g.tok, n);
+    ctx_size = 8192;
+    float *b = variant_logits(p1, g.tok, n);
+    ctx_size = 128;
+    if (a && b && lin2) {
+        double e_short = worst_rel(a, g.logits, n, nv), e_long = worst_rel(b, lin2, n, nv), e_moved = worst_rel(lin2, g.logits, n, nv);
+        printf("  longrope: short (1s) vs golden %.2e; long (2s) vs linear x2 %.2e; linear x2 vs golden %.2e\n", e_short, e_long, e_moved);
+        CHECK(e_short <= 1e-4);
+        CHECK(e_long <= 1e-5);
+        CHECK(e_moved > 1e-2);
+    } else CHECK(0, "decode failed");
+    free(a); free(b); free(lin2);
+    unlink(p1); unlink(p2); rmdir(dir);
+    thlg_free(&g);
+}
+
+/* Mistral-style window on llama: with window W on every layer the query at p
+ * sees keys p-W+1 .. p, so positions < W match the full-attention golden and
+ * position W (the first to lose a key) does not. */
+static void test_llama_sliding_window(void) {
+    thlg g;
+    if (!thlg_load(fixture("arch/llama/golden.logits"), &g)) { CHECK(0, "no golden"); return; }
+    int n = (int)g.n, nv = (int)g.nv, W = 10;
+    char dir[] = "/tmp/th_arch_XXXXXX", p1[300];
+    if (!mkdtemp(dir)) { CHECK(0, "mkdtemp"); thlg_free(&g); return; }
+    snprintf(p1, sizeof p1, "%s/swa.gguf", dir);
+    extra_kv kv[1] = { { .key = "llama.attention.sliding_window", .u = (uint32_t)W } };
+    CHECK(write_variant("arch/llama/model-F32.gguf", p1, kv, 1, NULL, 0));
+    float *a = variant_logits(p1, g.tok, n);
+    if (a) {
+        double inside = worst_rel(a, g.logits, W, nv);
+        double at_w = rel_l2(a + (size_t)W * nv, g.logits + (size_t)W * nv, nv);
+        printf("  llama window %d: positions < %d vs golden %.2e, position %d %.2e\n", W, W, inside, W, at_w);
+        CHECK(inside <= 1e-4);
+        CHECK(at_w > 1e-3);
+    } else CHECK(0, "decode failed");
+    free(a);
+    unlink(p1); rmdir(dir);
+    thlg_free(&g);
+}
+
 /* ---- rope, hand-computed ---- */
 
 static void test_rope(void) {
@@ -398,6 +514,8 @@ int main(void) {
     RUN(test_deepseek2_qlora);
     RUN(test_gpt_oss);
     RUN(test_q8_0);
+    RUN(test_phi3_longrope);
+    RUN(test_llama_sliding_window);
     RUN(test_gpt_oss_mxfp4);
     RUN(test_moe_batch_equivalence);
     RUN(test_unsupported_arch);
