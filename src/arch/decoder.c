@@ -233,6 +233,8 @@ void th_describe_common(const th_model *m, char *buf, size_t cap) {
     int32_t n_win = 0, win = 0;
     for (int i = 0; i < hp->n_layer; i++) if (m->layers[i].window) { n_win++; win = m->layers[i].window; }
     if (n_win) ADD(" sliding_window=%d(%d/%d layers)", win, n_win, hp->n_layer);
+    for (int i = 0; i < hp->n_layer; i++)
+        if (m->layers[i].rope_base != hp->rope_base) { ADD(" rope_base=%g local=%g", hp->rope_base, m->layers[i].rope_base); break; }
     if (hp->attn_softcap > 0) ADD(" attn_softcap=%g", hp->attn_softcap);
     if (hp->final_softcap > 0) ADD(" final_softcap=%g", hp->final_softcap);
     if (hp->embd_scale != 1.0f) ADD(" embd_scale=%g", hp->embd_scale);
