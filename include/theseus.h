@@ -46,6 +46,7 @@ typedef struct th_model th_model;
 typedef struct th_model_params {
     bool use_mmap;       /* map the file (default true); false reads it into memory */
     bool verbose;        /* print load progress to stderr */
+    bool vocab_only;     /* load only the tokenizer (any architecture, no weights) */
 } th_model_params;
 
 th_model_params th_model_default_params(void);
@@ -181,7 +182,8 @@ th_status th_sampler_new(const th_sampler_params *params, int32_t n_vocab, th_sa
 void th_sampler_free(th_sampler *s);
 /* Optional additive bias per token (OpenAI logit_bias). */
 th_status th_sampler_set_logit_bias(th_sampler *s, th_token t, float bias);
-/* Pick a token from n_vocab logits (not modified). */
+/* Pick a token from n_vocab logits (not modified). The chain and its order are
+ * documented in src/sample/sampler.c. Returns -1 only if s or logits is NULL. */
 th_token th_sampler_sample(th_sampler *s, const float *logits);
 /* Record a token as part of the history (prompt or generated) for penalties.
  * Ids outside [0, n_vocab) are ignored. */
@@ -193,7 +195,7 @@ void th_sampler_reset(th_sampler *s);
 /* Log-probabilities behind the last th_sampler_sample (for OpenAI `logprobs`):
  * log-softmax over all n_vocab logits after logit bias and penalties, before
  * top-k/top-p/min-p and temperature. Writes the n_top most likely tokens into
- * top (descending, ties to the lower id; only tokens with non-zero probability)
+ * top (descending, ties to the lower id; only tokens whose logit is above -inf)
  * and returns how many it wrote; *chosen_logprob (if not NULL) gets the
  * log-probability of the token the last sample returned. Returns -1 with an
  * error set if there was no sample since creation or reset. */

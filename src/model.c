@@ -506,6 +506,7 @@ static th_status gpu_setup(th_context *c) {
 th_status th_context_new(th_model *m, const th_context_params *params, th_context **out) {
     *out = NULL;
     if (!m) return th_set_error(TH_ERR_ARG, "th_context_new: no model");
+    if (!m->layers) return th_set_error(TH_ERR_ARG, "th_context_new: the model was loaded vocabulary-only");
     th_context_params p = params ? *params : th_context_default_params();
     if (p.n_ctx == 0) p.n_ctx = (uint32_t)TH_MIN(m->hp.n_ctx_train, 4096);
     if (p.n_batch == 0) p.n_batch = 512;

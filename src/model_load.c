@@ -106,6 +106,24 @@ static void make_desc(th_model *m) {
     snprintf(m->desc, sizeof m->desc, "%s %s %s", m->arch->name, size, qt);
 }
 
+/* Tokenizer only: any architecture, no weights (theseus tokenize on vocab files). */
+static const th_arch vocab_only_arch = { "vocab-only", NULL, NULL };
+
+static th_status load_vocab_only(th_model *m, const char *path, const char *archname, th_model **out) {
+    th_status s = th_vocab_load(m->file, &m->vocab);
+    if (s) {
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", th_last_error());
+        th_model_free(m);
+        return th_set_error(s, "%s: %s", path, msg);
+    }
+    m->arch = &vocab_only_arch;
+    m->hp.n_vocab = th_vocab_n_tokens(m->vocab);
+    snprintf(m->desc, sizeof m->desc, "%s (vocabulary only)", archname);
+    *out = m;
+    return TH_OK;
+}
+
 th_status th_model_load(const char *path, const th_model_params *params, th_model **out) {
     *out = NULL;
     th_model_params dp = th_model_default_params();
@@ -122,6 +140,7 @@ th_status th_model_load(const char *path, const th_model_params *params, th_mode
     }
     char archname[64];
     snprintf(archname, sizeof archname, "%.*s", (int)TH_MIN(arch.len, 63), arch.ptr);
+    if (params->vocab_only) return load_vocab_only(m, path, archname, out);
     m->arch = th_arch_find(archname);
     if (!m->arch) {
         th_model_free(m);

@@ -4,7 +4,7 @@
 
 void th_op_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps) {
     double sum = 0.0;
-    for (int64_t i = 0; i < n; i++) sum += (double)x[i] * (double)x[i];
+    for (int64_t i = 0; i < n; i++) sum += (double)(x[i] * x[i]);   /* float product, double sum: as ggml */
     float mean = (float)(sum / (double)n);
     float scale = 1.0f / sqrtf(mean + eps);
     if (w)

@@ -49,6 +49,7 @@ static q_fn quantizer(uint32_t type) {
     case TH_Q8_1: return th_ref_q_q8_1;
     case TH_Q8_K: return th_ref_q_q8_K;
     case TH_IQ4_NL: return th_ref_q_iq4_nl;
+    case TH_MXFP4: return th_ref_q_mxfp4;
     default: return NULL;
     }
 }

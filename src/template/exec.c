@@ -15,11 +15,13 @@ static void assign(tctx *c, tframe *f, tnode *target, tval v) {
     if (target->kind == N_ATTR) {
         tval ns = tt_frame_get(c, f, target->a->name);
         if (ns.k != V_DICT || !ns.u.d->is_namespace)
-            tt_fail(c, "Cannot assign attribute on non-namespace object");
+            tt_fail(c, "cannot assign attribute on non-namespace object");
         td_set(c, ns.u.d, tv_cstr(target->name), v);
         return;
     }
     /* tuple unpacking */
+    if (v.k != V_LIST && v.k != V_STR && v.k != V_DICT)
+        tt_fail(c, "cannot unpack non-iterable %s object", tv_type_name(v));
     tlist *items = tv_iterate(c, v);
     size_t want = (size_t)target->l1.n;
     if (items->n != want)
@@ -103,6 +105,12 @@ static void exec_stmt(tctx *c, tframe *f, tnode *n) {
         caller.u.fn->macro = n;
         caller.u.fn->closure = f;
         tv_str_append(c, c->out, tt_eval_call_with(c, f, n->a, &caller, "caller"));
+        return;
+    }
+    case S_WITH: {
+        tframe *w = tt_frame_new(c, f);
+        for (int i = 0; i < n->l1.n; i++) assign(c, w, n->l1.v[i]->a, tt_eval(c, f, n->l1.v[i]->b));
+        tt_exec(c, w, n->b);
         return;
     }
     case S_BREAK: c->loop_ctl = 1; return;

@@ -19,8 +19,7 @@ th_token th_vocab_bos(const th_vocab *v);      /* -1 if none */
 th_token th_vocab_eos(const th_vocab *v);      /* -1 if none */
 th_token th_vocab_eot(const th_vocab *v);      /* -1 if none */
 bool th_vocab_is_eog(const th_vocab *v, th_token t);
-/* (named th_vocab_adds_bos: theseus.h already has th_vocab_add_bos(const th_model *)) */
-bool th_vocab_adds_bos(const th_vocab *v);
+bool th_vocab_add_bos(const th_vocab *v);
 const char *th_vocab_model_name(const th_vocab *v); /* "llama", "gpt2", "bert" */
 const char *th_vocab_pre_name(const th_vocab *v);   /* tokenizer.ggml.pre or "default" */
 
