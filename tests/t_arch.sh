@@ -54,3 +54,12 @@ else
     if printf '%s' "$out" | grep -q "Jupiter"; then ok "gemma3_270m_jupiter (answer:$(printf '%s' "$out" | head -n 1))"
     else bad gemma3_270m_jupiter "output: $out" "$(tail -n 3 "$tmp/e")"; fi
 fi
+
+# the arch fixtures again with the reference kernels forced (the default run of
+# test_arch covers the best level)
+B=${BUILD:-build}
+if [ -x "$B/tests/test_arch" ]; then
+    if out=$(TH_CPU=generic "$B/tests/test_arch" 2>&1) && ! printf '%s\n' "$out" | grep -q '^FAIL'; then
+        ok "test_arch_generic ($(printf '%s\n' "$out" | grep -c '^ok ') tests)"
+    else bad test_arch_generic "$(printf '%s\n' "$out" | grep -A3 '^FAIL\|CHECK' | head -n 12)"; fi
+else echo "SKIP test_arch_generic (no $B/tests/test_arch)"; fi
