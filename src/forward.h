@@ -30,6 +30,7 @@ struct th_context {
     th_rope_params *rope;                   /* per layer */
     /* mixture of experts */
     float *moe_logits;                      /* n_batch × n_expert */
+    float *moe_score;                       /* n_expert selection scores (routing scratch) */
     int32_t *moe_sel;                       /* n_batch × k expert ids */
     float *moe_w;                           /* n_batch × k weights */
     int32_t *moe_rows;                      /* n_batch × k slot ids grouped by expert */

@@ -437,7 +437,7 @@ static th_status alloc_scratch(th_context *c) {
     ALLOC(c->scores, nt * c->p.n_ctx); ALLOC(c->qtmp, nt * hp->head_dim);
     ALLOC(c->rope, hp->n_layer);
     if (X > 0) {
-        ALLOC(c->moe_logits, B * X); ALLOC(c->moe_sel, B * K); ALLOC(c->moe_w, B * K);
+        ALLOC(c->moe_logits, B * X); ALLOC(c->moe_score, X); ALLOC(c->moe_sel, B * K); ALLOC(c->moe_w, B * K);
         ALLOC(c->moe_rows, B * K); ALLOC(c->moe_start, 2 * X + 1);
         ALLOC(c->moe_x, B * E); ALLOC(c->moe_y, B * K * E);
     }
@@ -544,7 +544,7 @@ void th_context_free(th_context *c) {
     th_kv_free(&c->kv);
     free(c->x); free(c->h); free(c->q); free(c->kc); free(c->vc); free(c->att); free(c->tmp); free(c->tmp2);
     free(c->ff_g); free(c->ff_u); free(c->wide); free(c->actq); free(c->scores); free(c->qtmp); free(c->logits);
-    free(c->rope); free(c->moe_logits); free(c->moe_sel); free(c->moe_w); free(c->moe_rows); free(c->moe_start);
+    free(c->rope); free(c->moe_logits); free(c->moe_score); free(c->moe_sel); free(c->moe_w); free(c->moe_rows); free(c->moe_start);
     free(c->moe_x); free(c->moe_y);
     free(c->out_row); free(c->pos_buf); free(c->seq_buf); free(c->new_len); free(c->want_buf);
     free(c);

@@ -70,6 +70,7 @@ typedef struct th_hparams {
     int32_t n_expert_shared;
     int32_t n_layer_dense_lead;              /* the first layers have a dense FFN (deepseek2) */
     int32_t gating;                          /* enum th_gating */
+    int32_t n_expert_groups, n_expert_groups_used; /* group-limited routing (DeepSeek-V3); 0 = off */
     bool expert_weights_norm;                /* renormalise the top-k weights to sum 1 */
     float expert_weights_scale;              /* multiply the weights (1 = off) */
     int32_t q_lora_rank, kv_lora_rank;       /* MLA (deepseek2); 0 = no q LoRA / no MLA */

@@ -2,7 +2,8 @@
  * logits → probabilities (softmax, sigmoid, or the raw logits for GPT-OSS),
  * top-k on the probabilities plus an optional selection bias, weights taken
  * from the unbiased probabilities (GPT-OSS: softmax over the k picked logits),
- * optionally renormalised and scaled. The batch is then grouped by expert, so
+ * optionally renormalised and scaled; optionally limited to the best groups of
+ * experts (DeepSeek-V3). The batch is then grouped by expert, so
  * each chosen expert's weights are read once per step for all its tokens; the
  * weighted outputs are summed per token in selection order, which makes a token's
  * result independent of what else is in the batch. Shared experts are a dense
@@ -11,20 +12,43 @@
 #include "forward.h"
 #include <math.h>
 
-void th_moe_route(const th_router *r, float *logits, int32_t *sel, float *w) {
+/* Group-limited routing: scores of experts outside the topk_group best groups
+ * (a group's score: the sum of its two best) become -inf. */
+static void limit_groups(const th_router *r, float *score) {
+    int32_t per = r->n_expert / r->n_group;
+    float gs[256];
+    for (int32_t g = 0; g < r->n_group; g++) {
+        float b1 = -INFINITY, b2 = -INFINITY;
+        for (int32_t e = g * per; e < (g + 1) * per; e++) {
+            if (score[e] > b1) { b2 = b1; b1 = score[e]; }
+            else if (score[e] > b2) b2 = score[e];
+        }
+        gs[g] = per > 1 ? b1 + b2 : b1;
+    }
+    for (int32_t kept = 0; kept < r->topk_group; kept++) {   /* mark the best groups with +inf */
+        int32_t best = -1;
+        for (int32_t g = 0; g < r->n_group; g++)
+            if (gs[g] != INFINITY && (best < 0 || gs[g] > gs[best])) best = g;
+        if (best >= 0) gs[best] = INFINITY;
+    }
+    for (int32_t g = 0; g < r->n_group; g++)
+        if (gs[g] != INFINITY)
+            for (int32_t e = g * per; e < (g + 1) * per; e++) score[e] = -INFINITY;
+}
+
+void th_moe_route(const th_router *r, float *logits, float *score, int32_t *sel, float *w) {
     int32_t n = r->n_expert, k = r->k;
     if (r->gating == TH_GATING_SOFTMAX) th_op_softmax(logits, n);
     else if (r->gating == TH_GATING_SIGMOID) th_op_sigmoid(logits, n);
-    /* top-k by (probability + selection bias), a partial selection sort */
+    for (int32_t e = 0; e < n; e++) score[e] = logits[e] + (r->sel_bias ? r->sel_bias[e] : 0.0f);
+    if (r->n_group > 1) limit_groups(r, score);
+    /* top-k of the selection scores, a partial selection sort (ties: lower id) */
     for (int32_t j = 0; j < k; j++) {
         int32_t best = -1;
-        float bv = 0;
         for (int32_t e = 0; e < n; e++) {
             bool taken = false;
             for (int32_t i = 0; i < j; i++) taken |= sel[i] == e;
-            if (taken) continue;
-            float v = logits[e] + (r->sel_bias ? r->sel_bias[e] : 0.0f);
-            if (best < 0 || v > bv) { best = e; bv = v; }
+            if (!taken && (best < 0 || score[e] > score[best])) best = e;
         }
         sel[j] = best;
         w[j] = logits[best];
@@ -47,9 +71,10 @@ static void route_batch(th_context *c, const th_layer *L, const float *in, int32
     th_fwd_matmul(c, &L->router, 0, in, hp->n_embd, n, c->moe_logits, X);
     th_fwd_add_bias(L->router_b.data, X, c->moe_logits, X, n);
     th_router r = { .n_expert = X, .k = k, .gating = hp->gating, .norm = hp->expert_weights_norm,
-                    .scale = hp->expert_weights_scale, .sel_bias = L->exp_probs_b.data };
+                    .scale = hp->expert_weights_scale, .sel_bias = L->exp_probs_b.data,
+                    .n_group = hp->n_expert_groups, .topk_group = hp->n_expert_groups_used };
     for (int32_t t = 0; t < n; t++)
-        th_moe_route(&r, c->moe_logits + (int64_t)t * X, c->moe_sel + (int64_t)t * k, c->moe_w + (int64_t)t * k);
+        th_moe_route(&r, c->moe_logits + (int64_t)t * X, c->moe_score, c->moe_sel + (int64_t)t * k, c->moe_w + (int64_t)t * k);
     /* counting sort of the n·k slots by expert */
     int32_t *start = c->moe_start;
     memset(start, 0, (size_t)(X + 1) * sizeof *start);

@@ -13,10 +13,14 @@ typedef struct th_router {
     bool norm;                     /* renormalise the k weights to sum 1 */
     float scale;                   /* then multiply them */
     const float *sel_bias;         /* added to the probabilities for selection only, or NULL */
+    int32_t n_group, topk_group;   /* group-limited routing (DeepSeek-V3): experts are split in
+                                    * n_group equal groups, a group scores the sum of its 2 best
+                                    * selection scores, only the topk_group best groups compete;
+                                    * n_group <= 1: off */
 } th_router;
 
 /* logits[n_expert] (overwritten with the probabilities); writes k expert ids,
- * best first (ties: lower id first), and their weights. */
-void th_moe_route(const th_router *r, float *logits, int32_t *sel, float *w);
+ * best first (ties: lower id first), and their weights. scratch: n_expert floats. */
+void th_moe_route(const th_router *r, float *logits, float *scratch, int32_t *sel, float *w);
 
 #endif

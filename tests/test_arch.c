@@ -233,18 +233,18 @@ static void test_moe_batch_equivalence(void) {
 
 static void test_router(void) {
     int32_t sel[4];
-    float w[4];
+    float w[4], scratch[8];
     /* softmax of log[1,2,4,1] = [1,2,4,1]/8; top-2 = experts 2 (0.5), 1 (0.25) */
     float l1[4] = { 0.0f, logf(2.0f), logf(4.0f), 0.0f };
     th_router r = { .n_expert = 4, .k = 2, .gating = TH_GATING_SOFTMAX, .norm = false, .scale = 1.0f };
-    th_moe_route(&r, l1, sel, w);
+    th_moe_route(&r, l1, scratch, sel, w);
     CHECK(sel[0] == 2 && sel[1] == 1, "selected %d %d", sel[0], sel[1]);
     CHECK_NEAR(w[0], 0.5, 1e-6);
     CHECK_NEAR(w[1], 0.25, 1e-6);
     /* the same, renormalised: 2/3, 1/3 */
     float l2[4] = { 0.0f, logf(2.0f), logf(4.0f), 0.0f };
     r.norm = true;
-    th_moe_route(&r, l2, sel, w);
+    th_moe_route(&r, l2, scratch, sel, w);
     CHECK_NEAR(w[0], 2.0 / 3.0, 1e-6);
     CHECK_NEAR(w[1], 1.0 / 3.0, 1e-6);
     /* sigmoid: σ(ln3)=.75, σ(0)=.5, σ(-ln3)=.25, σ(0)=.5; selection bias [0,.3,.6,-.1]
@@ -253,20 +253,34 @@ static void test_router(void) {
     float l3[4] = { logf(3.0f), 0.0f, -logf(3.0f), 0.0f };
     float bias[4] = { 0.0f, 0.3f, 0.6f, -0.1f };
     th_router rs = { .n_expert = 4, .k = 2, .gating = TH_GATING_SIGMOID, .norm = true, .scale = 1.5f, .sel_bias = bias };
-    th_moe_route(&rs, l3, sel, w);
+    th_moe_route(&rs, l3, scratch, sel, w);
     CHECK(sel[0] == 2 && sel[1] == 1, "selected %d %d", sel[0], sel[1]);
     CHECK_NEAR(w[0], 0.5, 1e-6);
     CHECK_NEAR(w[1], 1.0, 1e-6);
     /* GPT-OSS: top-2 of raw logits [1,3,2,0] = experts 1, 2; weights softmax([3,2]) */
     float l4[4] = { 1.0f, 3.0f, 2.0f, 0.0f };
     th_router ro = { .n_expert = 4, .k = 2, .gating = TH_GATING_SOFTMAX_SELECTED, .scale = 1.0f };
-    th_moe_route(&ro, l4, sel, w);
+    th_moe_route(&ro, l4, scratch, sel, w);
     CHECK(sel[0] == 1 && sel[1] == 2, "selected %d %d", sel[0], sel[1]);
     CHECK_NEAR(w[0], exp(1.0) / (exp(1.0) + 1.0), 1e-6);
     CHECK_NEAR(w[1], 1.0 / (exp(1.0) + 1.0), 1e-6);
+    /* group-limited (DeepSeek-V3): σ = [.9 .1 | .6 .6 | .2 .2 | .7 .45], group scores
+     * (sum of the best two) 1.0, 1.2, 0.4, 1.15 → groups 1 and 3 compete: experts 6
+     * (.7) and 2 (.6, tie with 3 → lower id); without groups it would be 0 and 6 */
+    const double pr[8] = { .9, .1, .6, .6, .2, .2, .7, .45 };
+    float l6[8], l7[8];
+    for (int i = 0; i < 8; i++) l6[i] = l7[i] = (float)log(pr[i] / (1 - pr[i]));
+    th_router rg = { .n_expert = 8, .k = 2, .gating = TH_GATING_SIGMOID, .scale = 1.0f, .n_group = 4, .topk_group = 2 };
+    th_moe_route(&rg, l6, scratch, sel, w);
+    CHECK(sel[0] == 6 && sel[1] == 2, "grouped: selected %d %d", sel[0], sel[1]);
+    CHECK_NEAR(w[0], 0.7, 1e-6);
+    CHECK_NEAR(w[1], 0.6, 1e-6);
+    rg.n_group = 0;
+    th_moe_route(&rg, l7, scratch, sel, w);
+    CHECK(sel[0] == 0 && sel[1] == 6, "ungrouped: selected %d %d", sel[0], sel[1]);
     /* ties go to the lower expert id */
     float l5[4] = { 0.5f, 0.5f, 0.5f, 0.5f };
-    th_moe_route(&r, l5, sel, w);
+    th_moe_route(&r, l5, scratch, sel, w);
     CHECK(sel[0] == 0 && sel[1] == 1, "selected %d %d", sel[0], sel[1]);
     CHECK_NEAR(w[0], 0.5, 1e-6);
 }
@@ -380,6 +394,33 @@ static void test_llama_sliding_window(void) {
     } else CHECK(0, "decode failed");
     free(a);
     unlink(p1); rmdir(dir);
+    thlg_free(&g);
+}
+
+/* Group-limited routing on the V3-style fixture: all 4 groups used changes
+ * nothing; 1 of 4 groups (2 experts each, 2 used) forces both picks into one
+ * group and moves the logits. */
+static void test_deepseek2_groups(void) {
+    thlg g;
+    if (!thlg_load(fixture("arch/deepseek2-qlora/golden.logits"), &g)) { CHECK(0, "no golden"); return; }
+    int n = (int)g.n, nv = (int)g.nv;
+    char dir[] = "/tmp/th_arch_XXXXXX", p1[300], p2[300];
+    if (!mkdtemp(dir)) { CHECK(0, "mkdtemp"); thlg_free(&g); return; }
+    snprintf(p1, sizeof p1, "%s/g44.gguf", dir);
+    snprintf(p2, sizeof p2, "%s/g41.gguf", dir);
+    extra_kv all[2] = { { .key = "deepseek2.expert_group_count", .u = 4 }, { .key = "deepseek2.expert_group_used_count", .u = 4 } };
+    extra_kv one[2] = { { .key = "deepseek2.expert_group_count", .u = 4 }, { .key = "deepseek2.expert_group_used_count", .u = 1 } };
+    CHECK(write_variant("arch/deepseek2-qlora/model-F32.gguf", p1, all, 2, NULL, 0));
+    CHECK(write_variant("arch/deepseek2-qlora/model-F32.gguf", p2, one, 2, NULL, 0));
+    float *a = variant_logits(p1, g.tok, n), *b = variant_logits(p2, g.tok, n);
+    if (a && b) {
+        double e_all = worst_rel(a, g.logits, n, nv), e_one = worst_rel(b, g.logits, n, nv);
+        printf("  deepseek2 groups: 4/4 vs golden %.2e, 1/4 vs golden %.2e\n", e_all, e_one);
+        CHECK(e_all <= 1e-4);
+        CHECK(e_one > 1e-2);
+    } else CHECK(0, "decode failed");
+    free(a); free(b);
+    unlink(p1); unlink(p2); rmdir(dir);
     thlg_free(&g);
 }
 
@@ -529,6 +570,7 @@ int main(void) {
     RUN(test_q8_0);
     RUN(test_phi3_longrope);
     RUN(test_llama_sliding_window);
+    RUN(test_deepseek2_groups);
     RUN(test_gpt_oss_mxfp4);
     RUN(test_moe_batch_equivalence);
     RUN(test_unsupported_arch);

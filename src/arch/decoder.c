@@ -54,6 +54,17 @@ static th_status read_experts(th_model *m, const th_decoder_opts *o) {
     if (th_meta_u32(m, "expert_shared_count", &v, false) == TH_OK) hp->n_expert_shared = (int32_t)TH_MIN(v, 1024u);
     if (th_meta_u32(m, "leading_dense_block_count", &v, false) == TH_OK) hp->n_layer_dense_lead = (int32_t)TH_MIN(v, (uint32_t)hp->n_layer);
     th_meta_f32(m, "expert_weights_scale", &hp->expert_weights_scale, false);
+    hp->n_expert_groups = hp->n_expert_groups_used = 0;
+    uint32_t ng = 0, nu = 0;
+    if (th_meta_u32(m, "expert_group_count", &ng, false) == TH_OK && ng > 1) {
+        if (th_meta_u32(m, "expert_group_used_count", &nu, false) != TH_OK) nu = ng;
+        if (ng > 256 || hp->n_expert % (int32_t)ng || nu < 1 || nu > ng ||
+            (int64_t)nu * (hp->n_expert / (int32_t)ng) < hp->n_expert_used)
+            return th_set_error(TH_ERR_FORMAT, "%s: expert groups %u (%u used) do not fit %d experts (%d used)",
+                                m->arch->name, ng, nu, hp->n_expert, hp->n_expert_used);
+        hp->n_expert_groups = (int32_t)ng;
+        hp->n_expert_groups_used = (int32_t)nu;
+    }
     if (hp->n_ff_exp < 1)
         return th_set_error(TH_ERR_FORMAT, "%s: expert width %d is implausible", m->arch->name, hp->n_ff_exp);
     return TH_OK;
@@ -246,6 +257,7 @@ void th_describe_common(const th_model *m, char *buf, size_t cap) {
         ADD(" moe=%d/%d(%s%s", hp->n_expert_used, hp->n_expert, gating[hp->gating], hp->expert_weights_norm ? ", norm" : "");
         if (hp->expert_weights_scale != 1.0f) ADD(", scale %g", hp->expert_weights_scale);
         if (hp->n_layer - 1 >= 0 && m->layers[hp->n_layer - 1].exp_probs_b.data) ADD(", selection_bias");
+        if (hp->n_expert_groups > 1) ADD(", groups %d/%d", hp->n_expert_groups_used, hp->n_expert_groups);
         ADD(")");
         if (hp->n_expert_shared) ADD(" shared_experts=%d", hp->n_expert_shared);
         if (hp->n_layer_dense_lead) ADD(" dense_lead=%d", hp->n_layer_dense_lead);
