@@ -672,6 +672,61 @@ static void test_statements(void) {
         expect_(3000 + (int)i, STMTS[i].tmpl, STMT_CTX, STMTS[i].want);
 }
 
+/* select/reject/map/unique/items give generators in Jinja: always true, no len(), not
+ * reversible, not JSON. Expected outputs from the same Python Jinja2 setup. */
+static const char *GEN_CTX = "{\"messages\": [{\"role\": \"user\"}]}";
+static const struct { const char *tmpl; bool ok; const char *want; } GENS[] = {
+    { "{{ [1,2]|select|length }}",
+      false, "object of type 'generator' has no len()" },
+    { "{% if []|select %}T{% else %}F{% endif %}",
+      true, "T" },
+    { "{{ [1,2]|select|first }}",
+      true, "1" },
+    { "{{ [1,2]|select|last }}",
+      false, "'generator' object is not reversible" },
+    { "{{ [1,2]|map(\"string\")|join(\",\") }}",
+      true, "1,2" },
+    { "{{ [3,1]|select|sort }}",
+      true, "[1, 3]" },
+    { "{{ [1]|select is iterable }}{{ [1]|select is sequence }}",
+      true, "TrueFalse" },
+    { "{{ [1,2]|select|list|length }}",
+      true, "2" },
+    { "{{ [1,2]|unique|length }}",
+      false, "object of type 'generator' has no len()" },
+    { "{{ {\"a\":1}|items|length }}",
+      false, "object of type 'generator' has no len()" },
+    { "{{ [1,2]|select|tojson }}",
+      false, "Object of type generator is not JSON serializable" },
+    { "{{ [1,2]|select|reverse|list }}",
+      true, "[2, 1]" },
+    { "{{ [1,2]|select|count }}",
+      false, "object of type 'generator' has no len()" },
+    { "{{ 1 in [1,2]|select }}",
+      true, "True" },
+    { "{{ [1,2]|select|sum }}",
+      true, "3" },
+    { "{{ ([1,2]|select)[0] }}",
+      true, "" },
+    { "{{ [2,1]|select|max }}",
+      true, "2" },
+    { "{% if messages|selectattr(\"role\", \"equalto\", \"tool\") %}has{% endif %}",
+      true, "has" },
+    { "{{ {\"a\": 1}|items|list }}",
+      true, "[('a', 1)]" },
+    { "{% for k, v in {\"a\": 1}|items %}{{ k }}{{ v }}{% endfor %}",
+      true, "a1" },
+    { "{{ [1,2]|select + [3] }}",
+      false, "unsupported operand type(s) for +: 'generator' and 'list'" },
+};
+
+static void test_generator_filters(void) {
+    for (size_t i = 0; i < sizeof GENS / sizeof GENS[0]; i++) {
+        if (GENS[i].ok) expect_(4000 + (int)i, GENS[i].tmpl, GEN_CTX, GENS[i].want);
+        else expect_err_(4000 + (int)i, GENS[i].tmpl, GEN_CTX, GENS[i].want, 0);
+    }
+}
+
 /* ---------------------------------------------------------------- hand-derived
  * Expected outputs worked out from Jinja2's documented rules. */
 static void test_whitespace_control(void) {
@@ -840,6 +895,7 @@ int main(void) {
     RUN(test_whitespace_control);
     RUN(test_whitespace_random);
     RUN(test_statements);
+    RUN(test_generator_filters);
     RUN(test_scoping_and_loops);
     RUN(test_values_and_filters);
     RUN(test_hostile_templates);

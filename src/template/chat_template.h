@@ -52,7 +52,10 @@ typedef struct tval {
     } u;
 } tval;
 
-struct tlist { tval *v; size_t n, cap; bool is_tuple; };
+/* is_gen: the result of a filter that is a generator in Jinja (select, map, unique ...):
+ * always true, no len(), not reversible, not a sequence, not JSON. Iterating it again
+ * still gives its items (Jinja's would be exhausted). */
+struct tlist { tval *v; size_t n, cap; bool is_tuple, is_gen; };
 struct tdict { tval *key, *val; size_t n, cap; bool is_namespace; };
 
 typedef tval (*tbuiltin)(tctx *c, tval self, tval *args, size_t nargs,
