@@ -91,8 +91,13 @@ static void exec_stmt(tctx *c, tframe *f, tnode *n) {
         return;
     case S_FOR: exec_for(c, f, n); return;
     case S_SET: assign(c, f, n->a, tt_eval(c, f, n->b)); return;
-    case S_SETBLOCK: assign(c, f, n->a, tt_apply_filters(c, f, n->c, capture(c, f, n->b))); return;
-    case S_FILTERBLOCK: tv_str_append(c, c->out, tt_apply_filters(c, f, n->c, capture(c, f, n->b))); return;
+    /* set and filter blocks run their body in an inner scope, as Jinja does */
+    case S_SETBLOCK:
+        assign(c, f, n->a, tt_apply_filters(c, f, n->c, capture(c, tt_frame_new(c, f), n->b)));
+        return;
+    case S_FILTERBLOCK:
+        tv_str_append(c, c->out, tt_apply_filters(c, f, n->c, capture(c, tt_frame_new(c, f), n->b)));
+        return;
     case S_MACRO: {
         tval m = tv_func(c, n->name, NULL, tv_none());
         m.u.fn->macro = n;
