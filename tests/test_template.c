@@ -829,6 +829,12 @@ static void test_scoping_and_loops(void) {
     EXPECT("{% for i in 'ab' %}{{ loop.index }}{{ i }}{{ loop.last }} {% endfor %}", "1aFalse 2bTrue ");
     EXPECT("{% for i in [1,2,3,4] if i is even %}{{ loop.index }}/{{ loop.length }}:{{ i }} {% endfor %}", "1/2:2 2/2:4 ");
     EXPECT("{% for i in [] %}x{% else %}none{% endfor %}", "none");
+    /* Jinja's else runs unless some iteration reached the end of the body, so an
+     * iteration left by break or continue does not count (checked against Jinja2) */
+    EXPECT("{% for i in [1, 2] %}{% continue %}{% else %}E{% endfor %}", "E");
+    EXPECT("{% for i in [1, 2] %}{% break %}{% else %}E{% endfor %}", "E");
+    EXPECT("{% for i in [1, 2] %}{% if i == 2 %}{% break %}{% endif %}{{ i }}{% else %}E{% endfor %}", "1");
+    EXPECT("{% for i in [1, 2] %}{% if i == 1 %}{% continue %}{% endif %}{{ i }}{% else %}E{% endfor %}", "2");
     EXPECT("{% for a, b in [[1, 2], [3, 4]] %}{{ a + b }}{% endfor %}", "37");
     EXPECT("{% macro m(x, y=x * 2) %}{{ x }},{{ y }}{% endmacro %}{{ m(1) }} {{ m(1, y=5) }}", "1,2 1,5");
     EXPECT("{% for m in messages %}{{ bos_token }}{{ m.role }}{{ eos_token }}{% endfor %}", "<s>user</s>");
