@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <locale.h>
 #include <time.h>
 
 tval tt_str_strip(tctx *c, tval s, tval chars, int which);
@@ -544,7 +545,10 @@ static tval g_strftime(tctx *c, tval self, tval *args, size_t nargs, const char 
     }
     const char *fmt = tt_strdup(c, args[0].u.s.p, args[0].u.s.n);
     char buf[512];
-    size_t n = strftime(buf, sizeof buf, fmt, &tm);
+    /* month and day names in English whatever locale the host program set */
+    locale_t cl = newlocale(LC_ALL_MASK, "C", (locale_t)0);
+    size_t n = cl ? strftime_l(buf, sizeof buf, fmt, &tm, cl) : strftime(buf, sizeof buf, fmt, &tm);
+    if (cl) freelocale(cl);
     if (n == 0 && args[0].u.s.n) tt_fail(c, "strftime_now(): format too long or empty result");
     return tv_strdup(c, buf, n);
 }
