@@ -83,7 +83,7 @@ $(BUILD)/%.o: %.cu
 	@mkdir -p $(@D)
 	$(NVCC) $(NVFLAGS) -c $< -o $@
 
-$(BUILD)/tests/%: tests/%.c tests/check.h $(BUILD)/libtheseus.a
+$(BUILD)/tests/%: tests/%.c tests/check.h tests/logits.h $(BUILD)/libtheseus.a
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -Itests -o $@ $< $(BUILD)/libtheseus.a $(LDLIBS)
 

@@ -5,6 +5,7 @@
  * every MoE fixture; the router arithmetic on hand-computed cases; MXFP4 blocks
  * decoded by hand; the unsupported-architecture error. */
 #include "check.h"
+#include "logits.h"
 #include "theseus.h"
 #include "model.h"
 #include "moe.h"
@@ -14,55 +15,6 @@
 #include "gguf/gguf.h"
 #include <stdint.h>
 #include <unistd.h>
-
-typedef struct { uint32_t n, nv; int32_t *tok; float *logits; } thlg;
-
-static bool thlg_load(const char *path, thlg *g) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return false;
-    uint32_t h[4];
-    bool ok = fread(h, 4, 4, f) == 4 && h[0] == 0x474C4854u && h[1] == 1;
-    if (ok) {
-        g->n = h[2]; g->nv = h[3];
-        g->tok = malloc(g->n * 4);
-        g->logits = malloc((size_t)g->n * g->nv * 4);
-        ok = g->tok && g->logits && fread(g->tok, 4, g->n, f) == g->n &&
-             fread(g->logits, 4, (size_t)g->n * g->nv, f) == (size_t)g->n * g->nv;
-    }
-    fclose(f);
-    return ok;
-}
-
-static void thlg_free(thlg *g) { free(g->tok); free(g->logits); }
-
-static int argmax(const float *x, int n) {
-    int b = 0;
-    for (int i = 1; i < n; i++) if (x[i] > x[b]) b = i;
-    return b;
-}
-
-static double rel_l2(const float *a, const float *b, int nv) {
-    double num = 0, den = 0;
-    for (int i = 0; i < nv; i++) {
-        double d = (double)a[i] - b[i];
-        num += d * d;
-        den += (double)b[i] * b[i];
-    }
-    return sqrt(num) / (den > 0 ? sqrt(den) : 1);
-}
-
-/* worst relative L2 error over positions (and where), top-1 agreement */
-static void compare(const float *a, const float *b, int n, int nv, double *worst, int *worst_pos, double *top1) {
-    *worst = 0;
-    *worst_pos = 0;
-    int agree = 0;
-    for (int p = 0; p < n; p++) {
-        double r = rel_l2(a + (size_t)p * nv, b + (size_t)p * nv, nv);
-        if (r > *worst) { *worst = r; *worst_pos = p; }
-        agree += argmax(a + (size_t)p * nv, nv) == argmax(b + (size_t)p * nv, nv);
-    }
-    *top1 = (double)agree / n;
-}
 
 static uint32_t ctx_size = 128;
 
@@ -110,7 +62,7 @@ static void check_fixture(const char *name, const char *model, const char *golde
     if (lg) {
         double worst, top1;
         int wp;
-        compare(lg, g.logits, (int)g.n, (int)g.nv, &worst, &wp, &top1);
+        compare_logits(lg, g.logits, (int)g.n, (int)g.nv, &worst, &wp, &top1);
         printf("  %-16s %-22s rel_l2_max=%.2e (pos %2d) top1=%.3f (limits %.0e, %.2f)\n", name, model, worst, wp, top1,
                max_rel, min_top1);
         CHECK(worst <= max_rel, "%s/%s: rel-L2 %.3e > %.1e", name, model, worst, max_rel);
@@ -156,8 +108,8 @@ static void test_gpt_oss_mxfp4(void) {
     if (lg) {
         double w1, t1, w2, t2, med = 0;
         int p1, p2, nv = (int)g.nv;
-        compare(lg, g.logits, (int)g.n, nv, &w1, &p1, &t1);
-        compare(lg, gf.logits, (int)g.n, nv, &w2, &p2, &t2);
+        compare_logits(lg, g.logits, (int)g.n, nv, &w1, &p1, &t1);
+        compare_logits(lg, gf.logits, (int)g.n, nv, &w2, &p2, &t2);
         double r[256];
         for (uint32_t p = 0; p < g.n; p++) r[p] = rel_l2(lg + (size_t)p * nv, g.logits + (size_t)p * nv, nv);
         for (uint32_t i = 0; i < g.n; i++) for (uint32_t j = i + 1; j < g.n; j++) if (r[j] < r[i]) { double x = r[i]; r[i] = r[j]; r[j] = x; }
