@@ -27,8 +27,10 @@ static void progress_line(const th_quantize_progress *p, void *user) {
         w += snprintf(shape + w, sizeof shape - (size_t)w, "%s%" PRIu64, d ? ", " : "", p->ne[d]);
     snprintf(shape + w, sizeof shape - (size_t)w, "]");
     bool same = !strcmp(p->from_type, p->to_type);
+    bool from_float = !strcmp(p->from_type, "F32") || !strcmp(p->from_type, "F16") || !strcmp(p->from_type, "BF16");
+    const char *note = same ? "  (copied)" : from_float ? "" : "  (requantized: error adds up)";
     fprintf(stderr, "[%*d/%*d] %-36s %6s -> %-6s %s%s\n", 3, p->index, 3, p->count, p->name, p->from_type,
-            p->to_type, shape, same ? "  (copied)" : "");
+            p->to_type, shape, note);
 }
 
 static double file_mib(const char *path) {

@@ -317,11 +317,13 @@ static th_status convert_tensor(qctx *c, size_t i, uint64_t *out_bytes) {
     return TH_OK;
 }
 
-/* Every conversion the plan needs must have a decoder and an encoder. */
-static th_status check_conversions(const qctx *c) {
+/* Every conversion the plan needs must have a decoder and an encoder; notes the
+ * longest row converted (the per-thread scratch size). */
+static th_status check_conversions(qctx *c) {
     for (uint64_t i = 0; i < c->f->n_tensors; i++) {
         uint32_t from = c->t[i].type, to = c->out_type[i];
         if (from == to) continue;
+        c->max_ne0 = TH_MAX(c->max_ne0, (int64_t)c->t[i].ne[0]);
         const th_type_info *ti = th_type_info_get(from);
         if (!ti || !ti->supported || ti->block == 0)
             return th_set_error(TH_ERR_UNSUPPORTED, "tensor %s: cannot convert from %s (no decoder for that type)",
@@ -367,7 +369,6 @@ static th_status describe_tensors(qctx *c) {
         memcpy(name, gt->name.ptr, gt->name.len);
         name[gt->name.len] = 0;
         c->t[i] = (th_qtensor){ name, gt->type, gt->n_dims, { gt->ne[0], gt->ne[1], gt->ne[2], gt->ne[3] } };
-        if ((int64_t)gt->ne[0] > c->max_ne0) c->max_ne0 = (int64_t)gt->ne[0];
     }
     return TH_OK;
 }
@@ -428,6 +429,8 @@ static th_status write_output(qctx *c, const char *out_path, uint32_t ftype, con
 
 /* ---------------------------------------------------------------- entry point */
 
+#define MAX_THREADS 512
+
 th_quantize_params th_quantize_default_params(void) {
     return (th_quantize_params){ .type = "Q4_K_M", .n_threads = 0 };
 }
@@ -440,11 +443,15 @@ static th_status prepare(qctx *c, const char *in_path, const th_quantize_params 
     char arch[64];
     read_model_info(c->f, &m, arch, sizeof arch);
     if (th_qplan_types(mix, p->pure, &m, c->t, c->f->n_tensors, c->out_type) < 0) return TH_ERR_NOMEM;
-    c->n_threads = p->n_threads > 0 ? p->n_threads : th_n_cores();
-    c->scratch = malloc((size_t)c->n_threads * (size_t)TH_MAX(c->max_ne0, 1) * sizeof(float));
+    if ((s = check_conversions(c))) return s;
+    c->n_threads = TH_MIN(p->n_threads > 0 ? p->n_threads : th_n_cores(), MAX_THREADS);
+    uint64_t scratch_bytes;
+    if (!th_mul_u64((uint64_t)c->n_threads * sizeof(float), (uint64_t)TH_MAX(c->max_ne0, 1), &scratch_bytes) ||
+        scratch_bytes > SIZE_MAX)
+        return th_set_error(TH_ERR_NOMEM, "quantize: rows of %" PRId64 " values are too long", c->max_ne0);
+    c->scratch = malloc((size_t)scratch_bytes);
     c->bad_row = malloc((size_t)c->n_threads * sizeof *c->bad_row);
     if (!c->scratch || !c->bad_row) return th_set_error(TH_ERR_NOMEM, "quantize: out of memory");
-    if ((s = check_conversions(c))) return s;
     c->pool = th_pool_new(c->n_threads);
     return c->pool ? TH_OK : TH_ERR_NOMEM;
 }
