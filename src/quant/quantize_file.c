@@ -6,6 +6,9 @@
  * the thread pool (decode a row to f32 if needed, then encode it with
  * th_quantize_weights) and writing the result (metadata copied, file type and
  * quantization version set, tensors in input order, temp file then rename).
+ * Memory stays bounded by the largest converted tensor: the GGUF writer first
+ * streams the whole layout with zeros where converted tensors go, then each
+ * tensor is converted and written into its place.
  */
 #include "quant/quantize_file.h"
 #include "core/threadpool.h"
@@ -13,11 +16,14 @@
 #include "quant/ref_encode.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <strings.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 /* llama_ftype numbers (llama.h) of the mixes we write. */
 enum {
@@ -287,43 +293,47 @@ typedef struct qctx {
     gguf_file *f;
     th_qtensor *t;         /* per tensor: NUL-terminated name, type, shape */
     uint32_t *out_type;
-    uint8_t **out_data;    /* converted tensors (NULL: copied from the input map) */
+    uint64_t *out_bytes;   /* per tensor: bytes in the output */
+    uint64_t *out_offset;  /* per tensor: absolute offset in the output file */
     th_pool *pool;
     float *scratch;
     int64_t *bad_row;
     int n_threads;
-    int64_t max_ne0;
+    int64_t max_ne0;       /* longest row converted */
+    uint64_t max_out;      /* largest converted tensor, bytes */
 } qctx;
 
-static th_status convert_tensor(qctx *c, size_t i, uint64_t *out_bytes) {
+static th_status convert_tensor(qctx *c, size_t i, uint8_t *dst) {
     const gguf_tensor *gt = &c->f->tensors[i];
-    const th_qtensor *t = &c->t[i];
-    uint32_t to = c->out_type[i];
     uint64_t rows = gt->ne[1] * gt->ne[2] * gt->ne[3];   /* the reader checked the element count */
-    convert_job j = { .src = gt->data, .src_type = gt->type, .dst_type = to, .ne0 = (int64_t)gt->ne[0],
-                      .n_rows = (int64_t)rows, .scratch = c->scratch, .bad_row = c->bad_row };
-    if (!th_row_bytes(gt->type, gt->ne[0], &j.src_row_bytes) || !th_row_bytes(to, gt->ne[0], &j.dst_row_bytes) ||
-        !th_mul_u64(j.dst_row_bytes, rows, out_bytes))
-        return th_set_error(TH_ERR_FORMAT, "tensor %s: shape [%" PRIu64 ", %" PRIu64 "] cannot be stored as %s",
-                            t->name, gt->ne[0], rows, th_type_name(to));
-    j.dst = malloc(*out_bytes ? *out_bytes : 1);
-    if (!j.dst) return th_set_error(TH_ERR_NOMEM, "tensor %s: out of memory (%" PRIu64 " bytes)", t->name, *out_bytes);
-    c->out_data[i] = j.dst;
+    convert_job j = { .src = gt->data, .src_type = gt->type, .dst_type = c->out_type[i], .ne0 = (int64_t)gt->ne[0],
+                      .n_rows = (int64_t)rows, .dst = dst, .scratch = c->scratch, .bad_row = c->bad_row };
+    th_row_bytes(gt->type, gt->ne[0], &j.src_row_bytes);   /* both checked by plan_sizes */
+    th_row_bytes(j.dst_type, gt->ne[0], &j.dst_row_bytes);
     th_pool_run(c->pool, convert_rows, &j);
     for (int k = 0; k < c->n_threads; k++)
         if (c->bad_row[k] >= 0)
-            return th_set_error(TH_ERR_FORMAT, "tensor %s: row %" PRId64 " holds a NaN or infinite value", t->name,
+            return th_set_error(TH_ERR_FORMAT, "tensor %s: row %" PRId64 " holds a NaN or infinite value", c->t[i].name,
                                 c->bad_row[k]);
     return TH_OK;
 }
 
-/* Every conversion the plan needs must have a decoder and an encoder; notes the
- * longest row converted (the per-thread scratch size). */
-static th_status check_conversions(qctx *c) {
+/* Every conversion the plan needs must have a decoder and an encoder and a size
+ * that fits; notes each output size, the longest row converted (the per-thread
+ * scratch) and the largest converted tensor (the output buffer). */
+static th_status plan_sizes(qctx *c) {
     for (uint64_t i = 0; i < c->f->n_tensors; i++) {
+        const gguf_tensor *gt = &c->f->tensors[i];
         uint32_t from = c->t[i].type, to = c->out_type[i];
+        c->out_bytes[i] = gt->nbytes;
         if (from == to) continue;
-        c->max_ne0 = TH_MAX(c->max_ne0, (int64_t)c->t[i].ne[0]);
+        uint64_t row_bytes, rows = gt->ne[1] * gt->ne[2] * gt->ne[3];
+        if (!th_row_bytes(to, gt->ne[0], &row_bytes) || !th_mul_u64(row_bytes, rows, &c->out_bytes[i]) ||
+            c->out_bytes[i] > SIZE_MAX)
+            return th_set_error(TH_ERR_FORMAT, "tensor %s: shape [%" PRIu64 ", %" PRIu64 "] cannot be stored as %s",
+                                c->t[i].name, gt->ne[0], rows, th_type_name(to));
+        c->max_ne0 = TH_MAX(c->max_ne0, (int64_t)gt->ne[0]);
+        c->max_out = TH_MAX(c->max_out, c->out_bytes[i]);
         const th_type_info *ti = th_type_info_get(from);
         if (!ti || !ti->supported || ti->block == 0)
             return th_set_error(TH_ERR_UNSUPPORTED, "tensor %s: cannot convert from %s (no decoder for that type)",
@@ -360,8 +370,9 @@ static th_status describe_tensors(qctx *c) {
     uint64_t n = c->f->n_tensors;
     c->t = calloc(n ? n : 1, sizeof *c->t);
     c->out_type = calloc(n ? n : 1, sizeof *c->out_type);
-    c->out_data = calloc(n ? n : 1, sizeof *c->out_data);
-    if (!c->t || !c->out_type || !c->out_data) return th_set_error(TH_ERR_NOMEM, "quantize: out of memory");
+    c->out_bytes = calloc(n ? n : 1, sizeof *c->out_bytes);
+    c->out_offset = calloc(n ? n : 1, sizeof *c->out_offset);
+    if (!c->t || !c->out_type || !c->out_bytes || !c->out_offset) return th_set_error(TH_ERR_NOMEM, "quantize: out of memory");
     for (uint64_t i = 0; i < n; i++) {
         const gguf_tensor *gt = &c->f->tensors[i];
         char *name = malloc(gt->name.len + 1);
@@ -376,11 +387,10 @@ static th_status describe_tensors(qctx *c) {
 static void qctx_free(qctx *c) {
     if (c->t)
         for (uint64_t i = 0; i < c->f->n_tensors; i++) free((void *)c->t[i].name);
-    if (c->out_data)
-        for (uint64_t i = 0; i < c->f->n_tensors; i++) free(c->out_data[i]);
     free(c->t);
     free(c->out_type);
-    free(c->out_data);
+    free(c->out_bytes);
+    free(c->out_offset);
     free(c->scratch);
     free(c->bad_row);
     th_pool_free(c->pool);
@@ -404,25 +414,95 @@ static void copy_metadata(gguf_writer *w, const gguf_file *f, uint32_t ftype) {
     gguf_w_u32(w, "general.file_type", ftype);
 }
 
-static th_status write_output(qctx *c, const char *out_path, uint32_t ftype, const uint64_t *out_bytes) {
+/* Pass 1: the whole layout — metadata, copied tensors, zeros where converted
+ * tensors go (read from a zero mapping, which costs no memory) — streamed to
+ * `path` by the GGUF writer. */
+static th_status write_layout(qctx *c, const char *path, uint32_t ftype) {
+    size_t zsize = (size_t)TH_MAX(c->max_out, 1);
+    void *zeros = mmap(NULL, zsize, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (zeros == MAP_FAILED) return th_set_error(TH_ERR_NOMEM, "quantize: cannot map %zu bytes", zsize);
     gguf_writer *w = gguf_writer_new(c->f->alignment);
-    if (!w) return th_set_error(TH_ERR_NOMEM, "quantize: out of memory");
-    copy_metadata(w, c->f, ftype);
-    for (uint64_t i = 0; i < c->f->n_tensors; i++) {
-        const gguf_tensor *gt = &c->f->tensors[i];
-        const void *data = c->out_data[i] ? c->out_data[i] : gt->data;
-        uint64_t nbytes = c->out_data[i] ? out_bytes[i] : gt->nbytes;
-        gguf_w_tensor(w, c->t[i].name, c->out_type[i], gt->n_dims, gt->ne, data, nbytes);
+    th_status s = TH_OK;
+    if (!w) s = th_set_error(TH_ERR_NOMEM, "quantize: out of memory");
+    else {
+        copy_metadata(w, c->f, ftype);
+        for (uint64_t i = 0; i < c->f->n_tensors; i++) {
+            const gguf_tensor *gt = &c->f->tensors[i];
+            const void *data = c->out_type[i] != gt->type ? zeros : gt->data;
+            gguf_w_tensor(w, c->t[i].name, c->out_type[i], gt->n_dims, gt->ne, data, c->out_bytes[i]);
+        }
+        s = gguf_writer_to_file(w, path);
+        gguf_writer_free(w);
     }
+    munmap(zeros, zsize);
+    return s;
+}
+
+/* Where each tensor's data landed in the file pass 1 wrote (read back by the
+ * validating reader, which also checks the layout is what we asked for). */
+static th_status read_offsets(qctx *c, const char *path) {
+    gguf_file *o = NULL;
+    th_status s = gguf_open(path, &o);
+    if (s) return s;
+    if (o->n_tensors != c->f->n_tensors) s = th_set_error(TH_ERR_INTERNAL, "quantize: %s: tensor count changed", path);
+    for (uint64_t i = 0; !s && i < o->n_tensors; i++) {
+        if (!gguf_str_eq(o->tensors[i].name, c->t[i].name) || o->tensors[i].nbytes != c->out_bytes[i])
+            s = th_set_error(TH_ERR_INTERNAL, "quantize: %s: tensor %s laid out wrongly", path, c->t[i].name);
+        c->out_offset[i] = o->data_offset + o->tensors[i].offset;
+    }
+    gguf_close(o);
+    return s;
+}
+
+static th_status pwrite_all(int fd, const uint8_t *p, uint64_t n, uint64_t off, const char *path) {
+    while (n) {
+        ssize_t k = pwrite(fd, p, (size_t)TH_MIN(n, (uint64_t)1 << 30), (off_t)off);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) return th_set_error(TH_ERR_IO, "quantize: cannot write '%s': %s", path, k < 0 ? strerror(errno) : "short write");
+        p += k;
+        n -= (uint64_t)k;
+        off += (uint64_t)k;
+    }
+    return TH_OK;
+}
+
+static void report(const th_quantize_params *p, const qctx *c, uint64_t i) {
+    if (!p->progress) return;
+    th_quantize_progress pr = { (int32_t)(i + 1), (int32_t)c->f->n_tensors, c->t[i].name, th_type_name(c->t[i].type),
+                                th_type_name(c->out_type[i]), c->t[i].n_dims,
+                                { c->t[i].ne[0], c->t[i].ne[1], c->t[i].ne[2], c->t[i].ne[3] } };
+    p->progress(&pr, p->user);
+}
+
+/* Pass 2: convert tensor by tensor into one buffer and write each into its place. */
+static th_status fill_converted(qctx *c, const char *path, const th_quantize_params *p) {
+    th_status s = read_offsets(c, path);
+    if (s) return s;
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0) return th_set_error(TH_ERR_IO, "quantize: cannot reopen '%s': %s", path, strerror(errno));
+    uint8_t *buf = malloc((size_t)TH_MAX(c->max_out, 1));
+    if (!buf) s = th_set_error(TH_ERR_NOMEM, "quantize: out of memory (%" PRIu64 " bytes)", c->max_out);
+    for (uint64_t i = 0; !s && i < c->f->n_tensors; i++) {
+        report(p, c, i);
+        if (c->out_type[i] == c->t[i].type) continue;
+        s = convert_tensor(c, i, buf);
+        if (!s) s = pwrite_all(fd, buf, c->out_bytes[i], c->out_offset[i], path);
+    }
+    free(buf);
+    if (close(fd) != 0 && !s) s = th_set_error(TH_ERR_IO, "quantize: cannot write '%s': %s", path, strerror(errno));
+    return s;
+}
+
+static th_status write_output(qctx *c, const char *out_path, uint32_t ftype, const th_quantize_params *p) {
     size_t len = strlen(out_path);
-    char *tmp = malloc(len + 16);
-    if (!tmp) { gguf_writer_free(w); return th_set_error(TH_ERR_NOMEM, "quantize: out of memory"); }
-    snprintf(tmp, len + 16, "%s.tmp", out_path);
-    th_status s = gguf_writer_to_file(w, tmp);
-    gguf_writer_free(w);
-    if (s == TH_OK && rename(tmp, out_path) != 0)
+    char *tmp = malloc(len + 8);
+    if (!tmp) return th_set_error(TH_ERR_NOMEM, "quantize: out of memory");
+    snprintf(tmp, len + 8, "%s.tmp", out_path);
+    th_status s = write_layout(c, tmp, ftype);
+    if (!s) s = fill_converted(c, tmp, p);
+    if (!s && rename(tmp, out_path) != 0)
         s = th_set_error(TH_ERR_IO, "quantize: cannot rename '%s' to '%s': %s", tmp, out_path, strerror(errno));
-    if (s != TH_OK) remove(tmp);
+    if (s) remove(tmp);
     free(tmp);
     return s;
 }
@@ -443,7 +523,7 @@ static th_status prepare(qctx *c, const char *in_path, const th_quantize_params 
     char arch[64];
     read_model_info(c->f, &m, arch, sizeof arch);
     if (th_qplan_types(mix, p->pure, &m, c->t, c->f->n_tensors, c->out_type) < 0) return TH_ERR_NOMEM;
-    if ((s = check_conversions(c))) return s;
+    if ((s = plan_sizes(c))) return s;
     c->n_threads = TH_MIN(p->n_threads > 0 ? p->n_threads : th_n_cores(), MAX_THREADS);
     uint64_t scratch_bytes;
     if (!th_mul_u64((uint64_t)c->n_threads * sizeof(float), (uint64_t)TH_MAX(c->max_ne0, 1), &scratch_bytes) ||
@@ -463,19 +543,7 @@ th_status th_quantize_file(const char *in_path, const char *out_path, const th_q
         return th_set_error(TH_ERR_ARG, "unknown quantization type '%s' (valid: %s)", p->type, th_quantize_type_names());
     qctx c = { 0 };
     th_status s = prepare(&c, in_path, p, mix);
-    uint64_t *out_bytes = s ? NULL : calloc(c.f->n_tensors ? c.f->n_tensors : 1, sizeof *out_bytes);
-    if (!s && !out_bytes) s = th_set_error(TH_ERR_NOMEM, "quantize: out of memory");
-    for (uint64_t i = 0; !s && i < c.f->n_tensors; i++) {
-        if (p->progress) {
-            th_quantize_progress pr = { (int32_t)(i + 1), (int32_t)c.f->n_tensors, c.t[i].name,
-                                        th_type_name(c.t[i].type), th_type_name(c.out_type[i]), c.t[i].n_dims,
-                                        { c.t[i].ne[0], c.t[i].ne[1], c.t[i].ne[2], c.t[i].ne[3] } };
-            p->progress(&pr, p->user);
-        }
-        if (c.out_type[i] != c.t[i].type) s = convert_tensor(&c, i, &out_bytes[i]);
-    }
-    if (!s) s = write_output(&c, out_path, mix->ftype, out_bytes);
-    free(out_bytes);
+    if (!s) s = write_output(&c, out_path, mix->ftype, p);
     qctx_free(&c);
     return s;
 }
