@@ -110,7 +110,7 @@ test: deps
 run: deps
 	@$(MAKE) --no-print-directory all
 	@scripts/fetch-model.sh
-	@$(BUILD)/theseus chat -m models/SmolLM2-135M-Instruct.Q4_1.gguf
+	@$(BUILD)/theseus chat -m models/SmolLM2-135M-Instruct.Q4_1.gguf --system "You are a helpful assistant."
 
 asan: deps
 	@$(MAKE) --no-print-directory BUILD=build/asan OPT="-O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
