@@ -323,7 +323,7 @@ int cmd_bench(int argc, char **argv) {
     if (!s) {
         table T = { .threads = o.threads };
         int w = (int)strlen(th_model_desc(R.m));
-        T.w_model = w > 5 ? w : 5;
+        T.w_model = w > 20 ? w : 20;   /* a common width, so that tables of several runs line up */
         fmt_size(T.size, sizeof T.size, th_model_size_bytes(R.m));
         fmt_params(T.params, sizeof T.params, th_model_n_params(R.m));
         snprintf(T.backend, sizeof T.backend, "%s", o.gpu ? "CUDA" : th_cpu_level());
