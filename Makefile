@@ -102,7 +102,7 @@ model:
 
 # The README's test command. Dependencies first (a fresh machine has none).
 test: deps
-	@$(MAKE) --no-print-directory all tests
+	@$(MAKE) --no-print-directory all tests bench
 	@scripts/fetch-model.sh
 	@scripts/fetch-gemma3.sh || echo "warning: Gemma 3 270M could not be fetched; its checks will be skipped"
 	@BUILD=$(BUILD) SHARED=$(SHARED) tests/run.sh
@@ -114,7 +114,7 @@ run: deps
 
 asan: deps
 	@$(MAKE) --no-print-directory BUILD=build/asan OPT="-O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
-	  LDLIBS_EXTRA= all tests
+	  LDLIBS_EXTRA= all tests bench
 	@scripts/fetch-model.sh
 	@BUILD=build/asan SHARED=$(SHARED) ASAN=1 tests/run.sh
 
