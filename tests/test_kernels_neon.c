@@ -183,6 +183,13 @@ static void test_quantize_neon(void) {
                        1.0009765625f * 1.00048828125f, 2049.0f, 2051.0f, -0.0f, 0.0f, 1.5f, 3.0e38f, 1e-40f };
     check_quantize(TH_F16, edge, 16, "edge");
     check_quantize(TH_BF16, edge, 16, "edge");
+    /* bf16 rounding ties (low 16 bits 0x8000: even mantissa stays, odd rounds up), a
+     * carry into the exponent, and NaNs (quieted, never rounded to infinity) */
+    static const uint32_t bits[8] = { 0x3f808000u, 0x3f818000u, 0xbf808000u, 0xbf818000u,
+                                      0x3fff8000u, 0x7f7f8000u, 0x7f800001u, 0xffc12345u };
+    float ties[8];
+    memcpy(ties, bits, sizeof ties);
+    check_quantize(TH_BF16, ties, 8, "ties");
     free(x);
 }
 
