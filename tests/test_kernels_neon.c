@@ -124,7 +124,7 @@ static void test_level_detection(void) {
 }
 
 /* Every weight type of the core issue has a NEON vec_dot, every activation type a NEON
- * quantizer, and the legacy types a NEON gemm (not the generic entries). */
+ * quantizer, and every block type a NEON gemm (not the generic entries). */
 static void test_table_filled(void) {
     NEED_NEON();
     for (int t = 0; t < N_WTYPES; t++)
@@ -132,7 +132,8 @@ static void test_table_filled(void) {
     static const uint32_t acts[] = { TH_Q8_0, TH_Q8_1, TH_Q8_K, TH_F16, TH_BF16 };
     for (size_t t = 0; t < sizeof acts / sizeof acts[0]; t++)
         CHECK(K->quantize[acts[t]] != generic_k.quantize[acts[t]], "quantize %s is generic", th_type_name(acts[t]));
-    static const uint32_t tiled[] = { TH_Q4_0, TH_Q4_1, TH_Q5_0, TH_Q5_1, TH_Q8_0, TH_IQ4_NL, TH_MXFP4 };
+    static const uint32_t tiled[] = { TH_Q4_0, TH_Q4_1, TH_Q5_0, TH_Q5_1, TH_Q8_0, TH_IQ4_NL, TH_MXFP4,
+                                      TH_Q2_K, TH_Q3_K, TH_Q4_K, TH_Q5_K, TH_Q6_K, TH_IQ4_XS };
     for (size_t t = 0; t < sizeof tiled / sizeof tiled[0]; t++)
         CHECK(K->gemm[tiled[t]] != generic_k.gemm[tiled[t]], "gemm %s is generic", th_type_name(tiled[t]));
 }

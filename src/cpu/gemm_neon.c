@@ -7,8 +7,8 @@
  * scales them. Activation rows are walked in chunks of 32 so that they stay in cache
  * while the weight rows of [r0, r1) pass; edge tiles repeat the last row/column
  * pointer and store only the valid outputs. A batch of one activation row goes to
- * the NEON vec_dot (matrix-vector). The K-quants and float types keep the table's
- * vec_dot loop (th_gemm_by_vec_dot). */
+ * the NEON vec_dot (matrix-vector). The K-quants are in gemm_kquant_neon.c; the
+ * float types keep the table's vec_dot loop (th_gemm_by_vec_dot). */
 #include "cpu/neon_legacy.h"
 
 /* One 4x4 tile over nblk blocks. w[i] / x[j]: row pointers; out[i][j] = dot(w_i, x_j).
@@ -105,4 +105,5 @@ void th_neon_fill_gemm(th_kernels *k) {
     k->gemm[TH_Q8_0] = gemm_q8_0;
     k->gemm[TH_IQ4_NL] = gemm_iq4_nl;
     k->gemm[TH_MXFP4] = gemm_mxfp4;
+    th_neon_fill_gemm_kquant(k);
 }

@@ -114,5 +114,7 @@ void th_neon_dot_iq4_xs(int64_t n, float *s, const void *w, const void *a);
 
 /* gemm_neon.c: fills k->gemm[] for the 32-element block types. */
 void th_neon_fill_gemm(th_kernels *k);
+/* gemm_kquant_neon.c: the K-quant and IQ4_XS gemm entries (called by th_neon_fill_gemm). */
+void th_neon_fill_gemm_kquant(th_kernels *k);
 
 #endif
