@@ -129,11 +129,11 @@ fuzz: deps
 	    -o build/fuzz/bin/$$n $$f build/fuzz/libtheseus.a $(LDLIBS) || exit 1; done
 
 # NEON kernels on an x86 host: cross-build what the kernel tests need (core, quant,
-# cpu minus the x86 files, no PCRE2/cJSON/utf8proc) with the aarch64 cross compiler,
+# cpu minus the x86 files, gguf for the fixture weights; no PCRE2/cJSON/utf8proc) with the aarch64 cross compiler,
 # statically linked so that qemu-aarch64 runs it without a sysroot (tests/t_neon.sh).
 AARCH64_CC  ?= aarch64-linux-gnu-gcc
 NEON_BUILD  := build/aarch64
-NEON_SRC    := $(filter-out %_avx2.c %_avx512.c, $(wildcard src/core/*.c src/quant/*.c src/cpu/*.c))
+NEON_SRC    := $(filter-out %_avx2.c %_avx512.c, $(wildcard src/core/*.c src/quant/*.c src/cpu/*.c src/gguf/*.c))
 NEON_OBJ    := $(NEON_SRC:%.c=$(NEON_BUILD)/%.o)
 NEON_CFLAGS := $(filter-out -fPIC,$(CFLAGS_BASE))
 

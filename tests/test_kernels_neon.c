@@ -13,6 +13,7 @@
  * CPU model without dotprod, with TH_EXPECT_LEVEL=generic). */
 #include "check.h"
 #include "cpu/kernels.h"
+#include "gguf/gguf.h"
 #include <stddef.h>
 #if defined(__aarch64__)
 #include <sys/auxv.h>
@@ -341,6 +342,68 @@ static void test_extremes_neon(void) {
     extreme = false;
 }
 
+/* ---------------------------------------------------------------- real weights */
+
+/* Weights quantized by llama.cpp (the tiny fixtures, one file per type, and the
+ * gpt-oss MXFP4 fixture): the first rows of every block-typed matrix times random
+ * activations, through the NEON gemm (5 activation rows) and vec_dot, against the
+ * reference (3-D expert tensors: the first rows of expert 0). Realistic scales and
+ * mins, and the K_M files' mix of types. */
+static void check_file_weights(const char *path, uint32_t want_type, int *types_seen) {
+    gguf_file *f = NULL;
+    if (gguf_open(path, &f) != TH_OK) { CHECK(0, "%s: %s", path, th_last_error()); return; }
+    int matrices = 0;
+    for (uint64_t t = 0; t < f->n_tensors; t++) {
+        const gguf_tensor *g = &f->tensors[t];
+        const th_type_info *ti = th_type_info_get(g->type);
+        if (g->n_dims < 2 || g->n_dims > 3 || !ti || ti->block == 1 || !ti->supported) continue;
+        const int64_t n = (int64_t)g->ne[0], rows = TH_MIN((int64_t)g->ne[1], 6);
+        const uint32_t at = ti->act_type;
+        const size_t ws = row_bytes(g->type, n), xs = row_bytes(at, n);
+        const int64_t nb = 5;
+        uint8_t *a = malloc(xs * nb);
+        float *x = malloc((size_t)n * sizeof *x), y[6 * 5];
+        for (int64_t b = 0; b < nb; b++) { random_acts(x, n); K->quantize[at](x, a + (size_t)b * xs, n); }
+        K->gemm[g->type](n, 0, rows, g->data, ws, nb, a, xs, y, rows);
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t b = 0; b < nb; b++) {
+                const void *wr = (const char *)g->data + (size_t)r * ws, *ar = a + (size_t)b * xs;
+                float ref = th_ref_vec_dot(g->type, n, wr, ar), dot = NAN;
+                K->vec_dot[g->type](n, &dot, wr, ar);
+                double tol = 1e-5 * dot_scale(g->type, wr, ar, n) + 1e-30;
+                CHECK(fabs((double)y[b * rows + r] - ref) <= tol && fabs((double)dot - ref) <= tol,
+                      "%s %.*s (%s) row %lld act %lld: gemm %.9g vec_dot %.9g ref %.9g tol %.3g", path,
+                      (int)g->name.len, g->name.ptr, ti->name, (long long)r, (long long)b, y[b * rows + r], dot, ref, tol);
+            }
+        types_seen[g->type]++;
+        matrices++;
+        free(a);
+        free(x);
+    }
+    CHECK(matrices > 0 && types_seen[want_type] > 0, "%s: no %s matrix found", path, th_type_name(want_type));
+    gguf_close(f);
+}
+
+static void test_fixture_weights_neon(void) {
+    NEED_NEON();
+    static const struct { const char *file; uint32_t type; } files[] = {
+        { "tiny/tiny-Q4_0.gguf", TH_Q4_0 }, { "tiny/tiny-Q4_1.gguf", TH_Q4_1 }, { "tiny/tiny-Q5_0.gguf", TH_Q5_0 },
+        { "tiny/tiny-Q5_1.gguf", TH_Q5_1 }, { "tiny/tiny-Q8_0.gguf", TH_Q8_0 }, { "tiny/tiny-Q2_K.gguf", TH_Q2_K },
+        { "tiny/tiny-Q3_K_M.gguf", TH_Q3_K }, { "tiny/tiny-Q4_K_M.gguf", TH_Q4_K }, { "tiny/tiny-Q5_K_M.gguf", TH_Q5_K },
+        { "tiny/tiny-Q6_K.gguf", TH_Q6_K }, { "tiny/tiny-IQ4_NL.gguf", TH_IQ4_NL }, { "tiny/tiny-IQ4_XS.gguf", TH_IQ4_XS },
+        { "arch/gpt-oss/model-Q8_0-MXFP4.gguf", TH_MXFP4 },
+    };
+    FILE *probe = fopen(fixture(files[0].file), "rb");
+    if (!probe) SKIP("fixtures not found (%s; set SHARED)", fixture(files[0].file));
+    fclose(probe);
+    int seen[TH_TYPE_COUNT] = { 0 };
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) check_file_weights(fixture(files[i].file), files[i].type, seen);
+    printf("  matrices checked per type:");
+    for (int t = 0; t < TH_TYPE_COUNT; t++)
+        if (seen[t]) printf(" %s %d", th_type_name(t), seen[t]);
+    printf("\n");
+}
+
 int main(int argc, char **argv) {
 #if !defined(__aarch64__)
     (void)argc; (void)argv;
@@ -357,5 +420,6 @@ int main(int argc, char **argv) {
     RUN(test_tolerance_catches_one_bad_element);
     RUN(test_gemm_neon);
     RUN(test_extremes_neon);
+    RUN(test_fixture_weights_neon);
     return CHECK_DONE();
 }
