@@ -1,5 +1,5 @@
-/* gemm_x8_avx2.c — AVX2 gemm for the unsigned-code legacy types Q4_0, Q4_1, Q5_0,
- * Q5_1 in tiles of 8 weight rows x 4 activation rows, with the weight rows
+/* gemm_x8_avx2.c — AVX2 gemm for the unsigned-code types Q4_0, Q4_1, Q5_0, Q5_1
+ * (and Q4_K, at the end of the file) in tiles of 8 weight rows x 4 activation rows, with the weight rows
  * interleaved on the fly so that no horizontal sums are needed:
  *   - the 8 rows' blocks are decoded to 32 unsigned bytes each and transposed as an
  *     8 x 8 matrix of 4-byte groups: register g holds elements 4g..4g+3 of all 8 rows;
@@ -108,13 +108,13 @@ X8_TILE(x8_q5_1, 24, 36, dec_q5_1, 1, 0, 4)
 
 typedef void (*x8_tile_fn)(int64_t nblk, const char *const w[8], const char *const x[4], __m256 out[4]);
 
-static void gemm_x8(x8_tile_fn tile, uint32_t type, int64_t n, int64_t r0, int64_t r1, const void *w, size_t ws,
+static void gemm_x8(x8_tile_fn tile, uint32_t type, int64_t block, int64_t n, int64_t r0, int64_t r1, const void *w, size_t ws,
                     int64_t nb, const void *x, size_t xs, float *y, int64_t ys) {
     if (nb < 2) {
         th_gemm_by_vec_dot(type, th_cpu_kernels(), n, r0, r1, w, ws, nb, x, xs, y, ys);
         return;
     }
-    const int64_t nblk = n / TH_QK;
+    const int64_t nblk = n / block;
     __m256 out[4];
     float tmp[8];
     for (int64_t c0 = 0; c0 < nb; c0 += 32) {          /* 32 activation rows stay in L2 */
@@ -142,14 +142,84 @@ static void gemm_x8(x8_tile_fn tile, uint32_t type, int64_t n, int64_t r0, int64
 #define X8_ENTRY(NAME, TILE, TYPE)                                                             \
     static void NAME(int64_t n, int64_t r0, int64_t r1, const void *w, size_t ws, int64_t nb,  \
                      const void *x, size_t xs, float *y, int64_t ys) {                          \
-        gemm_x8(TILE, TYPE, n, r0, r1, w, ws, nb, x, xs, y, ys);                               \
+        gemm_x8(TILE, TYPE, TH_QK, n, r0, r1, w, ws, nb, x, xs, y, ys);                               \
     }
 X8_ENTRY(gemm_q4_0, x8_q4_0, TH_Q4_0)
 X8_ENTRY(gemm_q4_1, x8_q4_1, TH_Q4_1)
 X8_ENTRY(gemm_q5_0, x8_q5_0, TH_Q5_0)
 X8_ENTRY(gemm_q5_1, x8_q5_1, TH_Q5_1)
 
+/* ---- Q4_K, 8 rows x 4 activation rows. Per super-block the 8 rows' sub-block scales
+ * are transposed like the codes (dword c of row r = its scale of chunk c, twice), so
+ * vpmaddwd applies each row's own scale; the mins are transposed to dword k = (min 2k,
+ * min 2k+1) per row and multiplied with the activation's 32-element sums. */
+
+static inline void q4k_mins_transposed(const __m128i mn[8], __m256i m[4]) {
+    __m256i v0 = _mm256_set_m128i(mn[4], mn[0]), v1 = _mm256_set_m128i(mn[5], mn[1]);
+    __m256i v2 = _mm256_set_m128i(mn[6], mn[2]), v3 = _mm256_set_m128i(mn[7], mn[3]);
+    __m256i t0 = _mm256_unpacklo_epi32(v0, v1), t1 = _mm256_unpackhi_epi32(v0, v1);
+    __m256i t2 = _mm256_unpacklo_epi32(v2, v3), t3 = _mm256_unpackhi_epi32(v2, v3);
+    m[0] = _mm256_unpacklo_epi64(t0, t2); /* lanes: rows 0..3 | rows 4..7 */
+    m[1] = _mm256_unpackhi_epi64(t0, t2);
+    m[2] = _mm256_unpacklo_epi64(t1, t3);
+    m[3] = _mm256_unpackhi_epi64(t1, t3);
+}
+
+static void x8_q4_K(int64_t nsb, const char *const w[8], const char *const x[4], __m256 out[4]) {
+    __m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps() };
+    const __m256i low4 = _mm256_set1_epi8(0x0f);
+    const th_block_q8_K *a[4];
+    for (int j = 0; j < 4; j++) a[j] = (const th_block_q8_K *)x[j];
+    for (int64_t i = 0; i < nsb; i++) {
+        const char *wb[8];
+        __m256i sc[8], mins[4];
+        __m128i mn[8];
+        for (int r = 0; r < 8; r++) {
+            wb[r] = w[r] + i * (int64_t)sizeof(th_block_q4_K);
+            avx2_k4_scales(((const th_block_q4_K *)wb[r])->scales, &sc[r], &mn[r]);
+        }
+        transpose8x8_epi32(sc);
+        q4k_mins_transposed(mn, mins);
+        __m256i sumi[4] = { _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256() };
+        for (int c = 0; c < 8; c++) {
+            __m256i g[8];
+            _Pragma("GCC unroll 8") for (int r = 0; r < 8; r++) {
+                __m256i q = _mm256_loadu_si256((const __m256i *)(((const th_block_q4_K *)wb[r])->qs + 32 * (c / 2)));
+                g[r] = _mm256_and_si256(c & 1 ? _mm256_srli_epi16(q, 4) : q, low4);
+            }
+            transpose8x8_epi32(g);
+            _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {
+                const int8_t *aq = a[j][i].qs + 32 * c;
+                __m256i p16 = _mm256_maddubs_epi16(g[0], bcast32(aq));
+                _Pragma("GCC unroll 8") for (int k = 1; k < 8; k++)
+                    p16 = _mm256_add_epi16(p16, _mm256_maddubs_epi16(g[k], bcast32(aq + 4 * k)));
+                sumi[j] = _mm256_add_epi32(sumi[j], _mm256_madd_epi16(p16, sc[c]));
+            }
+        }
+        const __m256 d = f16x8(wb, 0), dmin = f16x8(wb, 2);
+        _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {
+            const int16_t *bs = a[j][i].bsums;
+            /* the 8 sums of 32 activations, as i16; dword k = (sum 2k, sum 2k+1) */
+            const __m256i pairs = _mm256_castsi128_si256(_mm_hadd_epi16(_mm_loadu_si128((const __m128i *)bs),
+                                                                        _mm_loadu_si128((const __m128i *)(bs + 8))));
+            __m256i ms = _mm256_setzero_si256();
+            _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++)
+                ms = _mm256_add_epi32(ms, _mm256_madd_epi16(mins[k], _mm256_permutevar8x32_epi32(pairs, _mm256_set1_epi32(k))));
+            const __m256 da = _mm256_set1_ps(a[j][i].d);
+            acc[j] = _mm256_fmadd_ps(_mm256_mul_ps(d, da), _mm256_cvtepi32_ps(sumi[j]), acc[j]);
+            acc[j] = _mm256_fnmadd_ps(_mm256_mul_ps(dmin, da), _mm256_cvtepi32_ps(ms), acc[j]);
+        }
+    }
+    for (int j = 0; j < 4; j++) out[j] = acc[j];
+}
+
+static void gemm_q4_K(int64_t n, int64_t r0, int64_t r1, const void *w, size_t ws, int64_t nb, const void *x,
+                      size_t xs, float *y, int64_t ys) {
+    gemm_x8(x8_q4_K, TH_Q4_K, TH_QK_K, n, r0, r1, w, ws, nb, x, xs, y, ys);
+}
+
 void th_avx2_fill_gemm_x8(th_kernels *k) {
+    k->gemm[TH_Q4_K] = gemm_q4_K;
     k->gemm[TH_Q4_0] = gemm_q4_0;
     k->gemm[TH_Q4_1] = gemm_q4_1;
     k->gemm[TH_Q5_0] = gemm_q5_0;

@@ -4,8 +4,12 @@
  * Pipeline: lexer.c (source -> tokens, with Jinja's whitespace control,
  * trim_blocks and lstrip_blocks) -> parser.c (tokens -> AST) -> eval.c
  * (expressions) + exec.c (statements) using value.c (values, arena, Python
- * str/repr, JSON) and filters.c (filters, tests, methods, globals).
- * render.c holds th_chat_render().
+ * str/repr, JSON), strings.c (str/dict/list methods, % formatting) and
+ * filters.c (filters, tests, globals). render.c holds th_chat_render().
+ *
+ * Sandbox limits (each gives TH_ERR_FORMAT with a message): TT_MAX_DEPTH,
+ * TT_MAX_LOOP_ITERS, TT_MAX_WORK, TT_MAX_MEMORY, and opts->max_output, which
+ * also bounds every intermediate string.
  *
  * Memory: every allocation of one render comes from one arena (tctx) with a
  * byte limit; errors longjmp back to the render entry, which frees the arena.
@@ -52,7 +56,10 @@ typedef struct tval {
     } u;
 } tval;
 
-struct tlist { tval *v; size_t n, cap; bool is_tuple; };
+/* is_gen: the result of a filter that is a generator in Jinja (select, map, unique ...):
+ * always true, no len(), not reversible, not a sequence, not JSON. Iterating it again
+ * still gives its items (Jinja's would be exhausted). */
+struct tlist { tval *v; size_t n, cap; bool is_tuple, is_gen; };
 struct tdict { tval *key, *val; size_t n, cap; bool is_namespace; };
 
 typedef tval (*tbuiltin)(tctx *c, tval self, tval *args, size_t nargs,

@@ -118,7 +118,7 @@ tval tt_getitem(tctx *c, tval obj, tval key) {
     if (obj.k == V_DICT && !obj.u.d->is_namespace) {
         tval *v = td_get(c, obj.u.d, key);
         if (v) return *v;
-    } else if ((obj.k == V_LIST || obj.k == V_STR) && key.k == V_INT) {
+    } else if (((obj.k == V_LIST && !obj.u.l->is_gen) || obj.k == V_STR) && key.k == V_INT) {
         size_t idx;
         if (obj.k == V_LIST) {
             if (norm_index(key.u.i, obj.u.l->n, &idx)) return obj.u.l->v[idx];
@@ -185,6 +185,7 @@ static tval do_slice(tctx *c, tval obj, tval a, tval b, tval s) {
     int64_t start, step;
     size_t count;
     if (obj.k == V_UNDEF) tv_undef_fail(c, obj);
+    if (obj.k == V_LIST && obj.u.l->is_gen) tt_fail(c, "'generator' object is not subscriptable");
     if (obj.k == V_LIST) {
         slice_indices(c, a, b, s, obj.u.l->n, &start, &step, &count);
         tval r = tv_list(c, count);
@@ -233,7 +234,7 @@ static const char *op_name(int op) {
 }
 
 static _Noreturn void type_error(tctx *c, int op, tval a, tval b) {
-    if (op == '+' && (a.k == V_STR || a.k == V_LIST))
+    if (op == '+' && (a.k == V_STR || (a.k == V_LIST && !a.u.l->is_gen)))
         tt_fail(c, "can only concatenate %s (not \"%s\") to %s", tv_type_name(a), tv_type_name(b), tv_type_name(a));
     tt_fail(c, "unsupported operand type(s) for %s: '%s' and '%s'", op_name(op), tv_type_name(a), tv_type_name(b));
 }
@@ -323,7 +324,7 @@ tval tt_binop(tctx *c, int op, tval a, tval b) {
         p[n] = 0;
         return tv_str(p, n);
     }
-    if (op == '+' && a.k == V_LIST && b.k == V_LIST) {
+    if (op == '+' && a.k == V_LIST && b.k == V_LIST && !a.u.l->is_gen && !b.u.l->is_gen) {
         tval r = tv_list(c, a.u.l->n + b.u.l->n);
         if (a.u.l->n) memcpy(r.u.l->v, a.u.l->v, a.u.l->n * sizeof(tval));
         if (b.u.l->n) memcpy(r.u.l->v + a.u.l->n, b.u.l->v, b.u.l->n * sizeof(tval));

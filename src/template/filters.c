@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <locale.h>
 #include <time.h>
 
 tval tt_str_strip(tctx *c, tval s, tval chars, int which);
@@ -55,7 +56,7 @@ static size_t length_of(tctx *c, tval v) {
     switch (v.k) {
     case V_UNDEF: return 0;
     case V_STR: return tv_utf8_len(v.u.s.p, v.u.s.n);
-    case V_LIST: return v.u.l->n;
+    case V_LIST: if (v.u.l->is_gen) break; return v.u.l->n;
     case V_DICT: if (!v.u.d->is_namespace) return v.u.d->n; break;
     default: break;
     }
@@ -165,6 +166,7 @@ static tval do_select(tctx *c, tframe *f, tval seq, tval *args, size_t nargs, bo
         } else r = tv_truthy(v);
         if (r == keep) tl_push(c, out.u.l, items->v[i]);
     }
+    out.u.l->is_gen = true;
     return out;
 }
 
@@ -250,7 +252,9 @@ tval tt_filter(tctx *c, tframe *f, const char *name, tval v, tval *args, size_t 
         if (v.k == V_UNDEF) return tv_list(c, 0);
         if (v.k != V_DICT || v.u.d->is_namespace) tt_fail(c, "Can only get item pairs from a mapping.");
         bool found;
-        return tt_call(c, f, tt_method(c, v, "items", &found), NULL, 0, NULL, NULL, 0);
+        tval r = tt_call(c, f, tt_method(c, v, "items", &found), NULL, 0, NULL, NULL, 0);
+        r.u.l->is_gen = true;
+        return r;
     }
     if (!strcmp(name, "length") || !strcmp(name, "count")) return tv_int((int64_t)length_of(c, v));
     if (!strcmp(name, "trim")) return tt_str_strip(c, as_str(c, v), ARG(0, "chars", none), 3);
@@ -281,6 +285,7 @@ tval tt_filter(tctx *c, tframe *f, const char *name, tval v, tval *args, size_t 
         return b.p ? tb_str(&b) : empty_str();
     }
     if (!strcmp(name, "first") || !strcmp(name, "last")) {
+        if (name[0] == 'l' && v.k == V_LIST && v.u.l->is_gen) tt_fail(c, "'generator' object is not reversible");
         tlist *l = tv_iterate(c, v);
         if (!l->n) return tv_undef(c, "No %s item, sequence was empty.", name);
         return name[0] == 'f' ? l->v[0] : l->v[l->n - 1];
@@ -361,6 +366,7 @@ tval tt_filter(tctx *c, tframe *f, const char *name, tval v, tval *args, size_t 
             out.u.l->v[i] = r;
         }
         out.u.l->n = l->n;
+        out.u.l->is_gen = true;
         return out;
     }
     if (!strcmp(name, "unique")) {
@@ -371,6 +377,7 @@ tval tt_filter(tctx *c, tframe *f, const char *name, tval v, tval *args, size_t 
             for (size_t j = 0; j < out.u.l->n && !seen; j++) seen = tv_equal(c, out.u.l->v[j], l->v[i]);
             if (!seen) tl_push(c, out.u.l, l->v[i]);
         }
+        out.u.l->is_gen = true;
         return out;
     }
     if (!strcmp(name, "reverse")) {
@@ -452,7 +459,7 @@ bool tt_test(tctx *c, tframe *f, const char *name, tval v, tval *args, size_t na
     if (!strcmp(name, "string")) return v.k == V_STR;
     if (!strcmp(name, "mapping")) return v.k == V_DICT && !v.u.d->is_namespace;
     if (!strcmp(name, "iterable")) return v.k == V_UNDEF || v.k == V_STR || v.k == V_LIST || (v.k == V_DICT && !v.u.d->is_namespace);
-    if (!strcmp(name, "sequence")) return v.k == V_STR || v.k == V_LIST || (v.k == V_DICT && !v.u.d->is_namespace);
+    if (!strcmp(name, "sequence")) return v.k == V_STR || (v.k == V_LIST && !v.u.l->is_gen) || (v.k == V_DICT && !v.u.d->is_namespace);
     if (!strcmp(name, "callable")) return v.k == V_FUNC || v.k == V_UNDEF; /* Undefined has __call__ */
     if (!strcmp(name, "sameas")) {
         if (v.k != a0.k) return false;
@@ -538,7 +545,10 @@ static tval g_strftime(tctx *c, tval self, tval *args, size_t nargs, const char 
     }
     const char *fmt = tt_strdup(c, args[0].u.s.p, args[0].u.s.n);
     char buf[512];
-    size_t n = strftime(buf, sizeof buf, fmt, &tm);
+    /* month and day names in English whatever locale the host program set */
+    locale_t cl = newlocale(LC_ALL_MASK, "C", (locale_t)0);
+    size_t n = cl ? strftime_l(buf, sizeof buf, fmt, &tm, cl) : strftime(buf, sizeof buf, fmt, &tm);
+    if (cl) freelocale(cl);
     if (n == 0 && args[0].u.s.n) tt_fail(c, "strftime_now(): format too long or empty result");
     return tv_strdup(c, buf, n);
 }

@@ -127,6 +127,7 @@ tval tv_list(tctx *c, size_t cap) {
     v.u.l->n = 0;
     v.u.l->cap = cap;
     v.u.l->is_tuple = false;
+    v.u.l->is_gen = false;
     v.u.l->v = cap ? tt_alloc(c, cap * sizeof(tval)) : NULL;
     return v;
 }
@@ -200,7 +201,7 @@ const char *tv_type_name(tval v) {
     case V_INT: return "int";
     case V_FLOAT: return "float";
     case V_STR: return "str";
-    case V_LIST: return "list";
+    case V_LIST: return v.u.l->is_gen ? "generator" : v.u.l->is_tuple ? "tuple" : "list";
     case V_DICT: return v.u.d->is_namespace ? "Namespace" : "dict";
     case V_FUNC: return v.u.fn->macro ? "Macro" : "builtin_function_or_method";
     case V_LOOP: return "LoopContext";
@@ -215,7 +216,7 @@ bool tv_truthy(tval v) {
     case V_INT: return v.u.i != 0;
     case V_FLOAT: return v.u.f != 0.0;
     case V_STR: return v.u.s.n != 0;
-    case V_LIST: return v.u.l->n != 0;
+    case V_LIST: return v.u.l->is_gen || v.u.l->n != 0;
     case V_DICT: return v.u.d->is_namespace || v.u.d->n != 0;
     default: return true;
     }
@@ -335,6 +336,7 @@ static void repr_str(tctx *c, tbuf *b, const char *s, size_t n) {
 }
 
 static void append_seq(tctx *c, tbuf *b, tval v) {
+    if (v.k == V_LIST && v.u.l->is_gen) { tb_put(c, b, "<generator object>", 18); return; }
     if (v.k == V_LIST) {
         bool t = v.u.l->is_tuple;
         tb_putc(c, b, t ? '(' : '[');
@@ -602,6 +604,7 @@ void tv_to_json(tctx *c, tbuf *b, tval v, const tjson_opts *o, int level) {
         break;
     case V_LIST: case V_DICT: {
         bool is_list = v.k == V_LIST;
+        if (is_list && v.u.l->is_gen) tt_fail(c, "Object of type generator is not JSON serializable");
         if (!is_list && v.u.d->is_namespace) tt_fail(c, "Object of type Namespace is not JSON serializable");
         size_t n = is_list ? v.u.l->n : v.u.d->n;
         tb_putc(c, b, is_list ? '[' : '{');

@@ -37,14 +37,6 @@ int32_t th_vocab_token_to_piece(const th_vocab *v, th_token t, char *buf, int32_
 int64_t th_vocab_detokenize(const th_vocab *v, const th_token *tokens, size_t n, char *buf, size_t cap,
                             bool special);
 
-/* Streaming-safe output of decoded pieces: bytes go in as tokens are decoded;
- * only complete UTF-8 characters come out, an incomplete tail waits for the next
- * piece, and invalid bytes come out as U+FFFD, so a token boundary inside a
- * multi-byte character never yields broken text. Zero-initialize to start. */
-typedef struct th_utf8_stream { uint8_t pending[4]; uint8_t n_pending; } th_utf8_stream;
-/* Feed n bytes; writes the ready text to out (capacity >= 3 * (n + 4)); returns its length. */
-size_t th_utf8_stream_push(th_utf8_stream *st, const char *in, size_t n, char *out);
-/* End of stream: an unfinished character becomes U+FFFD (out >= 3 bytes). Resets st. */
-size_t th_utf8_stream_flush(th_utf8_stream *st, char *out);
+/* th_utf8_stream (streaming-safe output of pieces) is public: see theseus.h. */
 
 #endif
