@@ -6,7 +6,8 @@
  * - vec_dot and gemm: |neon - ref| <= 1e-5 * S, S = sum|w_i a_i| + max|w| * sum|a_i|
  *   (the integer block sums are exact in both; only the order of the float additions
  *   differs); gemm outputs are compared with th_ref_vec_dot, and nothing outside the
- *   requested rows may be written.
+ *   requested rows may be written;
+ * - the same for weights quantized by llama.cpp (the tiny fixtures and gpt-oss MXFP4).
  * On an x86 host (make tests) the binary prints one SKIP line; tests/t_neon.sh cross-builds this
  * file (make neon-test) and runs it under qemu-aarch64 -cpu max.
  * `test_kernels_neon level` runs only the level-detection test (t_neon.sh runs it on a
