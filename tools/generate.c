@@ -10,9 +10,7 @@ static double now_s(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* Bytes of buf[0..n) that end on a complete UTF-8 character (an incomplete
- * trailing sequence is held back; invalid bytes are passed through). */
-static size_t utf8_complete_prefix(const char *buf, size_t n) {
+size_t utf8_complete_prefix(const char *buf, size_t n) {
     for (size_t back = 1; back <= 4 && back <= n; back++) {
         unsigned char c = (unsigned char)buf[n - back];
         if ((c & 0xC0) == 0x80) continue;           /* continuation byte */
