@@ -148,6 +148,7 @@ static void slot_free(srv_sched *S, int i) {
     memset(sl, 0, sizeof *sl);
     sl->batch_idx = -1;
     atomic_fetch_sub(&g_metrics.active_seqs, 1);
+    atomic_store(&g_metrics.kv_used, th_kv_blocks_used(S->ctx));
 }
 
 /* Frees every slot of job j and drops the scheduler's reference. */
