@@ -178,6 +178,9 @@ static enum MHD_Result do_completion(struct MHD_Connection *c, srv_server *S, co
         return reply_error(c, http, msg);
     }
     atomic_fetch_add(&g_metrics.prompt_tokens, (unsigned long long)j->n_prompt);
+    /* the idle timeout guards the request phase (slow clients); while the job
+     * waits and runs we watch the socket ourselves. Restored in completed(). */
+    MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
     if (j->p.stream) return start_stream(c, S, j);
     uint64_t seen = 0;
     int fd = conn_fd(c);
@@ -316,7 +319,9 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
 
 static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode tc) {
     conn_state *cs = *con_cls;
+    srv_server *S = cls;
     if (!cs) return;
+    MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned)S->cfg->timeout_s);
     free(cs->body);
     free(cs);
     *con_cls = NULL;

@@ -38,6 +38,11 @@ struct srv_sched {
     slot *slots;
     int n_slots;
     int32_t slot_ctx, n_batch, n_vocab;
+    /* A batch of one token is padded with a throw-away token of this extra
+     * sequence: the CPU matmul takes a different kernel (vec_dot, another
+     * summation order) for one activation row than for several, so without the
+     * pad a request's greedy text would depend on whether others ran with it. */
+    int32_t pad_seq;
     th_token *b_tok;
     int32_t *b_seq;
     int8_t *b_logits;
@@ -322,6 +327,10 @@ static int32_t build_batch(srv_sched *S) {
         sl->n_fed += take;
         if (sl->n_fed == j->n_prompt) { S->b_logits[n - 1] = 1; sl->batch_idx = n - 1; }
     }
+    if (n == 1) {   /* see pad_seq */
+        S->b_tok[1] = S->b_tok[0]; S->b_seq[1] = S->pad_seq; S->b_logits[1] = 0;
+        n = 2;
+    }
     return n;
 }
 
@@ -340,6 +349,7 @@ static void step(srv_sched *S) {
     if (n == 0) return;
     th_batch b = { .n_tokens = n, .token = S->b_tok, .seq_id = S->b_seq, .logits = S->b_logits };
     th_status s = th_decode(S->ctx, &b);
+    th_kv_seq_clear(S->ctx, S->pad_seq);
     if (s) { fail_batch(S, s); return; }
     for (int i = 0; i < S->n_slots; i++) {
         slot *sl = &S->slots[i];
@@ -382,12 +392,13 @@ th_status sched_start(th_model *m, const srv_config *cfg, srv_sched **out) {
     if (S->slot_ctx < 2 * blk)
         return th_set_error(TH_ERR_ARG, "--ctx %d over --parallel %d leaves %d tokens a sequence; need at least %d",
                             cfg->ctx, cfg->parallel, S->slot_ctx, 2 * blk);
-    S->n_batch = cfg->batch > cfg->parallel ? cfg->batch : cfg->parallel + 1;
+    S->n_batch = cfg->batch > cfg->parallel + 1 ? cfg->batch : cfg->parallel + 2;
     th_context_params cp = th_context_default_params();
     /* each slot holds at most slot_ctx tokens; one spare block per slot covers a copied tail */
-    cp.n_ctx = (uint32_t)(S->slot_ctx * cfg->parallel + blk * cfg->parallel);
+    cp.n_ctx = (uint32_t)(S->slot_ctx * cfg->parallel + blk * (cfg->parallel + 1));
     cp.n_batch = (uint32_t)S->n_batch;
-    cp.n_seq_max = (uint32_t)cfg->parallel;
+    cp.n_seq_max = (uint32_t)cfg->parallel + 1;
+    S->pad_seq = cfg->parallel;
     cp.kv_block = blk;
     cp.n_threads = cfg->threads;
     th_status s = th_context_new(m, &cp, &S->ctx);
