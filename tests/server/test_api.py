@@ -79,29 +79,40 @@ def t_curl_stream():
     return f"{len(events)} events"
 
 
+def t_utf8_stream():
+    # emoji are split over byte tokens: chunks must carry whole characters only
+    kw = dict(model="x", prompt="Emoji list: \U0001F600 \U0001F603 \U0001F604", temperature=0, max_tokens=12)
+    whole = C.completions.create(**kw).choices[0].text
+    chunks = [c.choices[0].text for c in C.completions.create(stream=True, **kw) if c.choices and c.choices[0].text]
+    check("".join(chunks) == whole, f"{chunks} != {whole!r}")
+    check(all("\ufffd" not in c for c in chunks[:-1]), f"a character split across chunks: {chunks}")
+    check(any(ord(ch) > 0xFFFF for ch in whole), f"no emoji generated: {whole!r}")
+    return repr(whole)
+
+
 def t_stop():
-    ref = C.completions.create(model="x", prompt=STORY, temperature=0, max_tokens=16).choices[0].text
+    ref = C.completions.create(model="x", prompt=STORY, temperature=0, max_tokens=10).choices[0].text
     words = ref.split()
     check(len(words) >= 4, f"reference too short {ref!r}")
     stop = " " + words[2]
     cut = ref[:ref.index(stop)]
-    r = C.completions.create(model="x", prompt=STORY, temperature=0, max_tokens=16, stop=[stop, "zzzq"])
+    r = C.completions.create(model="x", prompt=STORY, temperature=0, max_tokens=10, stop=[stop, "zzzq"])
     check(r.choices[0].text == cut and r.choices[0].finish_reason == "stop", f"{r.choices[0]} want {cut!r}")
     streamed = "".join(c.choices[0].text for c in C.completions.create(
-        model="x", prompt=STORY, temperature=0, max_tokens=16, stop=stop, stream=True) if c.choices)
+        model="x", prompt=STORY, temperature=0, max_tokens=10, stop=stop, stream=True) if c.choices)
     check(streamed == cut, f"streamed {streamed!r} want {cut!r}")
     return f"stop={stop!r} -> {cut!r}"
 
 
 def t_n2():
-    alone = C.completions.create(model="x", prompt=STORY, temperature=0, max_tokens=8).choices[0].text
-    r = C.completions.create(model="x", prompt=STORY, temperature=0, max_tokens=8, n=2)
+    alone = C.completions.create(model="x", prompt=STORY, temperature=0, max_tokens=6).choices[0].text
+    r = C.completions.create(model="x", prompt=STORY, temperature=0, max_tokens=6, n=2)
     check(sorted(c.index for c in r.choices) == [0, 1], f"{r.choices}")
     check(all(c.text == alone for c in r.choices), f"greedy choices differ from n=1: {[c.text for c in r.choices]} vs {alone!r}")
-    check(r.usage.completion_tokens == 16, f"usage {r.usage}")
-    s = C.chat.completions.create(model="x", messages=FRANCE, temperature=1.0, seed=5, max_tokens=8, n=2)
-    check(len(s.choices) == 2 and 2 <= s.usage.completion_tokens <= 16, f"{s}")
-    st = list(C.completions.create(model="x", prompt=STORY, temperature=0, max_tokens=6, n=2, stream=True))
+    check(r.usage.completion_tokens == 12, f"usage {r.usage}")
+    s = C.chat.completions.create(model="x", messages=FRANCE, temperature=1.0, seed=5, max_tokens=4, n=2)
+    check(len(s.choices) == 2 and 2 <= s.usage.completion_tokens <= 8, f"{s}")
+    st = list(C.completions.create(model="x", prompt=STORY, temperature=0, max_tokens=4, n=2, stream=True))
     texts = ["".join(c.choices[0].text for c in st if c.choices and c.choices[0].index == i) for i in (0, 1)]
     check(texts[0] == texts[1] == alone[:len(texts[0])] and texts[0], f"streamed n=2 {texts}")
     return f"sampled: {[c.message.content for c in s.choices]}"
@@ -127,7 +138,7 @@ def t_logprobs():
 
 
 def t_seed():
-    kw = dict(model="x", prompt=STORY, temperature=1.0, max_tokens=12)
+    kw = dict(model="x", prompt=STORY, temperature=1.0, max_tokens=8)
     a = C.completions.create(seed=42, **kw).choices[0].text
     b = C.completions.create(seed=42, **kw).choices[0].text
     c = C.completions.create(seed=43, **kw).choices[0].text
@@ -184,7 +195,7 @@ def t_auth():
 
 
 for name, fn in [("models", t_models), ("chat", t_chat), ("completion_usage", t_completion_usage),
-                 ("chat_stream", t_chat_stream), ("curl_stream", t_curl_stream), ("stop", t_stop), ("n2", t_n2),
+                 ("chat_stream", t_chat_stream), ("curl_stream", t_curl_stream), ("utf8_stream", t_utf8_stream), ("stop", t_stop), ("n2", t_n2),
                  ("logprobs", t_logprobs), ("seed", t_seed), ("sampling_fields", t_sampling_fields),
                  ("tokenize_roundtrip", t_tokenize_roundtrip), ("metrics", t_metrics), ("auth", t_auth)]:
     run("server_" + name, fn)

@@ -32,10 +32,10 @@ def stream_text(prompt, max_tokens, out, i, start=None):
 
 
 def t_batching_equivalence():
-    alone = [C.completions.create(model="x", prompt=p, temperature=0, max_tokens=10).choices[0].text for p in PROMPTS]
+    alone = [C.completions.create(model="x", prompt=p, temperature=0, max_tokens=8).choices[0].text for p in PROMPTS]
     out = [None] * len(PROMPTS)
     start = threading.Barrier(len(PROMPTS))
-    th = [threading.Thread(target=stream_text, args=(p, 10, out, i, start)) for i, p in enumerate(PROMPTS)]
+    th = [threading.Thread(target=stream_text, args=(p, 8, out, i, start)) for i, p in enumerate(PROMPTS)]
     for t in th:
         t.start()
     for t in th:
