@@ -49,6 +49,22 @@ if [ -z "${SERVER_TESTS:-}" ] || [[ " $SERVER_TESTS " == *" busy "* ]]; then
         export THESEUS_SERVER_PORT=$port THESEUS_SERVER_KEY= THESEUS_SERVER_PID=$pid
         (cd tests/server && timeout 120 python3 test_busy.py)
         check_alive busy
+        # SIGTERM with a stream in flight: the stream ends with an error event and
+        # [DONE], the server exits 0 within 10 s
+        curl -sN --max-time 60 "http://127.0.0.1:$port/v1/completions" -H 'Content-Type: application/json' \
+            -d '{"prompt": "Tell me a long story.", "max_tokens": 500, "stream": true}' >"$tmp/inflight" 2>/dev/null &
+        cpid=$!
+        for _ in $(seq 1 100); do grep -q '"text"' "$tmp/inflight" 2>/dev/null && break; sleep 0.1; done
+        kill -TERM "$pid"
+        for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+        if kill -0 "$pid" 2>/dev/null; then echo "FAIL server_clean_shutdown (still running 10 s after SIGTERM)"
+        else
+            wait "$pid"; src=$?; pid=
+            wait "$cpid" 2>/dev/null
+            if [ "$src" -eq 0 ] && tail -c 200 "$tmp/inflight" | grep -q 'data: \[DONE\]' && grep -q '"error"' "$tmp/inflight"; then
+                echo "ok server_clean_shutdown (exit 0, the open stream ended with an error event and [DONE])"
+            else echo "FAIL server_clean_shutdown (exit $src)"; tail -c 400 "$tmp/inflight" | sed 's/^/    /'; fi
+        fi
     fi
 fi
 exit 0
