@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 static void usage(FILE *f) {
     fprintf(f, "usage: theseus serve -m MODEL [options]\n"
@@ -125,7 +126,8 @@ int cmd_serve(int argc, char **argv) {
     sigwait(&set, &sig);
     fprintf(stderr, "theseus serve: signal %d, shutting down\n", sig);
     atomic_store(&S.state, 2);
-    sched_stop(S.sched);
+    sched_stop(S.sched);   /* outstanding jobs fail: their clients get an error (and [DONE]) */
+    for (int i = 0; i < 50 && atomic_load(&S.inflight) > 0; i++) usleep(100 * 1000);
     http_stop(d);
     sched_free(S.sched);
     th_model_free(S.model);

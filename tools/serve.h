@@ -124,6 +124,7 @@ typedef struct srv_server {      /* what the HTTP layer needs */
     th_model *model;
     srv_sched *sched;
     atomic_int state;             /* 0 loading, 1 ok, 2 error */
+    atomic_int inflight;          /* completion requests not yet fully answered */
     char model_id[128];
 } srv_server;
 

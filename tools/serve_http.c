@@ -16,7 +16,7 @@
 typedef struct conn_state {
     char *body;
     size_t n, cap;
-    bool too_big, answered;
+    bool too_big, answered, counted;
 } conn_state;
 
 /* ---------------------------------------------------------------- replies */
@@ -170,6 +170,8 @@ static enum MHD_Result do_completion(struct MHD_Connection *c, srv_server *S, co
     int http = 400;
     char msg[512];
     atomic_fetch_add(&g_metrics.requests, 1);
+    atomic_fetch_add(&S->inflight, 1);   /* until completed() */
+    cs->counted = true;
     srv_job *j = req_parse_completion(S, cs->body, cs->n, chat, &http, msg, sizeof msg);
     if (!j) { atomic_fetch_add(&g_metrics.requests_failed, 1); return reply_error(c, http, msg); }
     if ((http = sched_submit(S->sched, j, msg, sizeof msg))) {
@@ -321,6 +323,7 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum 
     conn_state *cs = *con_cls;
     srv_server *S = cls;
     if (!cs) return;
+    if (cs->counted) atomic_fetch_sub(&S->inflight, 1);
     MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned)S->cfg->timeout_s);
     free(cs->body);
     free(cs);

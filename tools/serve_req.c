@@ -385,7 +385,8 @@ char *req_detokenize(srv_server *S, const char *body, size_t len, int *http) {
     size_t n = 0, cap = 0;
     bool ok = cJSON_IsArray(arr) || fail(&e, 400, "'tokens' must be an array of token ids");
     buf_append(&text, &n, &cap, "", 0);
-    cJSON_ArrayForEach(it, ok ? arr : (const cJSON *)NULL) {
+    const cJSON *list = ok ? arr : NULL;
+    cJSON_ArrayForEach(it, list) {
         double d = it->valuedouble;
         if (!cJSON_IsNumber(it) || d != floor(d) || d < 0 || d >= n_vocab) { ok = fail(&e, 400, "'tokens[%d]' is not a token id in [0, %d)", i, n_vocab); break; }
         char piece[256];
