@@ -184,8 +184,8 @@ static bool parse_params(srv_server *S, const cJSON *o, srv_params *p, perr *e) 
     const char *mt = p->chat && field(o, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
     i64 = -1; if (!get_int(o, mt, 1, slot_ctx, &i64, e)) return false; p->max_tokens = (int32_t)i64;
     if (field(o, "seed")) {
-        if (!get_int(o, "seed", -9.2e18, 1.8e19, &i64, e)) return false;
-        p->sp.seed = (uint64_t)field(o, "seed")->valuedouble;
+        if (!get_int(o, "seed", -9.2e18, 9.2e18, &i64, e)) return false;
+        p->sp.seed = (uint64_t)i64;
         p->seed_given = true;
     } else p->sp.seed = random_seed();
     if (!get_bool(o, "stream", &p->stream, e) || !get_bool(o, "echo", &p->echo, e)) return false;
