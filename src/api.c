@@ -42,7 +42,7 @@ const char *th_model_meta_str(const th_model *mc, const char *key) {
 th_token th_token_bos(const th_model *m) { return th_vocab_bos(m->vocab); }
 th_token th_token_eos(const th_model *m) { return th_vocab_eos(m->vocab); }
 bool th_token_is_eog(const th_model *m, th_token t) { return th_vocab_is_eog(m->vocab, t); }
-bool th_model_add_bos(const th_model *m) { return th_vocab_adds_bos(m->vocab); }
+bool th_model_add_bos(const th_model *m) { return th_vocab_add_bos(m->vocab); }
 
 th_status th_tokenize(const th_model *m, const char *text, size_t len, bool add_special, bool parse_special,
                       th_token *out, size_t cap, size_t *n_out) {
@@ -52,4 +52,8 @@ th_status th_tokenize(const th_model *m, const char *text, size_t len, bool add_
 
 int32_t th_token_to_piece(const th_model *m, th_token t, char *buf, int32_t cap, bool special) {
     return th_vocab_token_to_piece(m->vocab, t, buf, cap, special);
+}
+
+int64_t th_detokenize(const th_model *m, const th_token *tokens, size_t n, char *buf, size_t cap, bool special) {
+    return th_vocab_detokenize(m->vocab, tokens, n, buf, cap, special);
 }

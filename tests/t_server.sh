@@ -49,10 +49,11 @@ if [ -z "${SERVER_TESTS:-}" ] || [[ " $SERVER_TESTS " == *" busy "* ]]; then
         export THESEUS_SERVER_PORT=$port THESEUS_SERVER_KEY= THESEUS_SERVER_PID=$pid
         (cd tests/server && timeout 120 python3 test_busy.py)
         check_alive busy
-        # SIGTERM with a stream in flight: the stream ends with an error event and
-        # [DONE], the server exits 0 within 10 s
+        # SIGTERM with a stream in flight (end-of-text tokens biased away so it is
+        # still running): the stream ends with an error event and [DONE], the
+        # server exits 0 within 10 s
         curl -sN --max-time 60 "http://127.0.0.1:$port/v1/completions" -H 'Content-Type: application/json' \
-            -d '{"prompt": "Tell me a long story.", "max_tokens": 500, "stream": true}' >"$tmp/inflight" 2>/dev/null &
+            -d '{"prompt": "Tell me a long story.", "max_tokens": 500, "stream": true, "logit_bias": {"0": -100, "1": -100, "2": -100}}' >"$tmp/inflight" 2>/dev/null &
         cpid=$!
         for _ in $(seq 1 100); do grep -q '"text"' "$tmp/inflight" 2>/dev/null && break; sleep 0.1; done
         kill -TERM "$pid"

@@ -537,7 +537,7 @@ static void test_type_table(void) {
         float dot = th_ref_vec_dot(t, ti->block, zero, zero);
         CHECK(dot == 0, "%s: zero dot %g", ti->name, dot);
     }
-    CHECK(!th_ref_can_quantize(TH_Q4_K) && !th_ref_can_quantize(TH_IQ4_XS), "no K-quant quantizers yet");
+    CHECK(th_ref_can_quantize(TH_Q4_K) && th_ref_can_quantize(TH_IQ4_XS), "K-quant / IQ4_XS encoders (ref_kquant_encode.c)");
 }
 
 static void test_unsupported_types(void) {

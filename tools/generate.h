@@ -26,9 +26,4 @@ th_status generate(th_model *m, th_context *ctx, th_sampler *smp, gen_history *h
 
 void gen_print_stats(const gen_stats *st);
 
-/* Bytes of buf[0..n) that end on a complete UTF-8 character (an incomplete
- * trailing sequence is held back; invalid bytes are passed through). Shared
- * with the server's streaming. */
-size_t utf8_complete_prefix(const char *buf, size_t n);
-
 #endif

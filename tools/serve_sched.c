@@ -7,7 +7,6 @@
  * prefills its prompt once in a leader slot, then shares those KV blocks with
  * the other choices' slots (copy-on-write) before the first sample. */
 #include "serve.h"
-#include "generate.h"
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +22,7 @@ typedef struct slot {
     th_sampler *smp;
     th_token next;               /* sampled, to be decoded next step */
     double t_last;
+    th_utf8_stream u8;           /* holds a character split across tokens */
 } slot;
 
 struct srv_sched {
@@ -116,7 +116,8 @@ static bool choice_append(srv_choice *c, const char *s, size_t n) {
 }
 
 /* After appending: cut at the first stop string (returns true), else move
- * `ready` up to what can be sent: complete UTF-8 and no possible stop prefix. */
+ * `ready` up to what can be sent: nothing that may begin a stop string. (The
+ * text is whole UTF-8 characters: pieces pass through a th_utf8_stream.) */
 static bool choice_check_stop(srv_choice *c, const srv_params *p, size_t appended) {
     size_t from = c->n - appended;
     size_t cut = (size_t)-1;
@@ -138,9 +139,7 @@ static bool choice_check_stop(srv_choice *c, const srv_params *p, size_t appende
         for (size_t k = sl - 1; k > hold; k--)
             if (k <= c->n && !memcmp(c->text + c->n - k, p->stop[i], k)) { hold = k; break; }
     }
-    size_t r = utf8_complete_prefix(c->text, c->n);
-    if (c->n - hold < r) r = c->n - hold;
-    if (r > c->ready) c->ready = r;
+    if (c->n - hold > c->ready) c->ready = c->n - hold;
     return false;
 }
 
@@ -189,6 +188,7 @@ static th_status slot_setup(srv_sched *S, int i, srv_job *j, int choice) {
     sl->phase = choice == 0 ? SLOT_PREFILL : SLOT_FORK;
     sl->n_fed = 0;
     sl->batch_idx = -1;
+    sl->u8 = (th_utf8_stream){ 0 };
     th_kv_seq_clear(S->ctx, i);
     atomic_fetch_add(&g_metrics.active_seqs, 1);
     return s;
@@ -216,11 +216,15 @@ static void admit(srv_sched *S) {
 
 /* ---------------------------------------------------------------- sampling */
 
-static void slot_finish(srv_sched *S, int i, int reason) {
+/* flush: emit a character left unfinished (as U+FFFD); not after a stop string cut. */
+static void slot_finish(srv_sched *S, int i, int reason, bool flush) {
     slot *sl = &S->slots[i];
     srv_job *j = sl->job;
+    char tail[8];
+    size_t nt = flush ? th_utf8_stream_flush(&sl->u8, tail) : 0;
     pthread_mutex_lock(&j->mu);
     srv_choice *c = &j->choices[sl->choice];
+    if (nt) choice_append(c, tail, nt);
     c->finish = reason;
     c->ready = c->n;
     job_bump(j);
@@ -241,11 +245,11 @@ static void slot_sample(srv_sched *S, int i, const float *logits) {
     if (c->n_tokens == 0) { if (sl->choice == 0) metrics_observe_ttft(now - j->t_arrive); }
     else metrics_observe_token(now - sl->t_last);
     sl->t_last = now;
-    if (t < 0 || th_token_is_eog(S->m, t)) { slot_finish(S, i, FINISH_STOP); return; }
+    if (t < 0 || th_token_is_eog(S->m, t)) { slot_finish(S, i, FINISH_STOP, true); return; }
     th_sampler_accept(sl->smp, t);
-    char piece[256];
+    char piece[256], clean[3 * (sizeof piece + 4)];
     int32_t k = th_token_to_piece(S->m, t, piece, sizeof piece, false);
-    if (k < 0) k = 0;
+    size_t nc = th_utf8_stream_push(&sl->u8, piece, k > 0 ? (size_t)k : 0, clean);
     bool ok = true, stopped;
     pthread_mutex_lock(&j->mu);
     if (j->p.logprobs) {
@@ -262,16 +266,16 @@ static void slot_sample(srv_sched *S, int i, const float *logits) {
             if (L->n_top < 0) L->n_top = 0;
         }
     }
-    ok = ok && choice_append(c, piece, (size_t)k);
+    ok = ok && choice_append(c, clean, nc);
     c->n_tokens++;
-    stopped = ok && choice_check_stop(c, &j->p, (size_t)k);
+    stopped = ok && choice_check_stop(c, &j->p, nc);
     job_bump(j);
     pthread_mutex_unlock(&j->mu);
     atomic_fetch_add(&g_metrics.gen_tokens, 1);
     if (!ok) { job_fail_retire(S, j, 500, "out of memory"); return; }
-    if (stopped) { slot_finish(S, i, FINISH_STOP); return; }
+    if (stopped) { slot_finish(S, i, FINISH_STOP, false); return; }
     if (c->n_tokens >= j->p.max_tokens || th_kv_seq_len(S->ctx, i) + 1 >= S->slot_ctx) {
-        slot_finish(S, i, FINISH_LENGTH);
+        slot_finish(S, i, FINISH_LENGTH, true);
         return;
     }
     sl->next = t;

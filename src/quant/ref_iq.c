@@ -61,32 +61,6 @@ static int nearest_code(const int8_t values[16], float v) {
     return best;
 }
 
-/* IQ4_NL, round-to-nearest: the element of largest magnitude maps to code -127,
- * then the scale is refitted by least squares to the chosen codes. */
-void th_ref_q_iq4_nl(const float *src, void *dst, int64_t n) {
-    th_block_iq4_nl *b = dst;
-    for (int64_t i = 0; i < n / TH_QK; i++, src += TH_QK) {
-        float amax = 0.0f, max = 0.0f;
-        for (int j = 0; j < TH_QK; j++)
-            if (fabsf(src[j]) > amax) { amax = fabsf(src[j]); max = src[j]; }
-        int code[TH_QK] = {0};
-        float d = 0.0f;
-        if (amax > 0.0f) {
-            float id = (float)th_iq4nl_values[0] / max;
-            double sqx = 0.0, sqq = 0.0;
-            for (int j = 0; j < TH_QK; j++) {
-                code[j] = nearest_code(th_iq4nl_values, src[j] * id);
-                double q = th_iq4nl_values[code[j]];
-                sqx += q * src[j];
-                sqq += q * q;
-            }
-            d = (float)(sqx / sqq);
-        }
-        b[i].d = th_f32_to_f16(d);
-        for (int j = 0; j < 16; j++) b[i].qs[j] = (uint8_t)(code[j] | (code[j + 16] << 4));
-    }
-}
-
 /* MXFP4 as GGML encodes it: shared exponent e = floor(log2(amax)) - 2 + 127, so the
  * block's scale is 2^(e-127) and amax lands in [4, 8) of it (values above 6, the
  * largest e2m1 magnitude, are clipped to 6); each element takes the nearest code. */
