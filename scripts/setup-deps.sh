@@ -13,3 +13,8 @@ if [ -n "$missing" ]; then
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing >/dev/null
 fi
+# The server tests drive `theseus serve` with the official OpenAI client.
+if ! python3 -c 'import openai' >/dev/null 2>&1; then
+    echo "setup-deps: installing the Python package openai (server tests)"
+    python3 -m pip install -q openai || python3 -m pip install -q --break-system-packages openai
+fi

@@ -13,6 +13,7 @@ static const command commands[] = {
     { "template", cmd_template, "render a chat template" },
     { "quantize", cmd_quantize, "rewrite a GGUF with its weights in another type (Q4_K_M, Q8_0 ...)" },
     { "bench", cmd_bench, "measure prompt and generation speed (llama-bench-style table)" },
+    { "serve", cmd_serve, "OpenAI-compatible HTTP server with continuous batching" },
 };
 
 static void usage(FILE *f) {

@@ -1,0 +1,136 @@
+/* serve.c — `theseus serve`: an OpenAI-compatible HTTP server. Parses the
+ * command line, starts the HTTP daemon first (so /health answers "loading"),
+ * loads the model, starts the scheduler, then waits for SIGINT/SIGTERM and
+ * shuts down in order: scheduler (outstanding jobs fail cleanly), HTTP, model. */
+#include "serve.h"
+#include <netdb.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: theseus serve -m MODEL [options]\n"
+               "  -m, --model FILE       GGUF model\n"
+               "  --host ADDR            address to bind (default 127.0.0.1: loopback only)\n"
+               "  --port N               TCP port (default 8080)\n"
+               "  --parallel N           sequences decoded together (default 4)\n"
+               "  -c, --ctx N            KV cache tokens over all sequences (default 4096);\n"
+               "                         each sequence may hold ctx/parallel tokens\n"
+               "  -b, --batch N          tokens per forward pass (default 256); long prompts\n"
+               "                         are fed in chunks so running streams keep going\n"
+               "  -t, --threads N        threads (default: all cores)\n"
+               "  --queue N              requests that may wait for a slot (default 64); more get 503\n"
+               "  --api-key KEY          require Authorization: Bearer KEY (all but /health)\n"
+               "  --api-key-file FILE    the same, the key read from FILE's first line\n"
+               "  --alias NAME           model id reported by /v1/models (default: file name)\n"
+               "  --max-body BYTES       largest request body (default 8 MiB)\n"
+               "  --timeout S            close connections idle this long (default 60)\n"
+               "  -v, --verbose          log requests and load progress\n");
+}
+
+static char *read_key_file(const char *path) {
+    size_t len;
+    char *s = cli_read_file(path, &len);
+    if (!s) return NULL;
+    s[strcspn(s, "\r\n")] = 0;
+    return s;
+}
+
+/* Returns 0 ok, 1 help shown, 2 usage error. */
+static int parse_args(int argc, char **argv, srv_config *c, char **key_buf) {
+    *c = (srv_config){ .host = "127.0.0.1", .port = 8080, .parallel = 4, .ctx = 4096, .batch = 256,
+                       .queue = 64, .timeout_s = 60, .max_body = 8u << 20 };
+    const char *cmd = "serve";
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        long l;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 1; }
+        if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) { c->verbose = true; continue; }
+        if (!v) { fprintf(stderr, "theseus serve: unknown or incomplete option '%s'\n", a); return 2; }
+        i++;
+        if (!strcmp(a, "-m") || !strcmp(a, "--model")) c->model_path = v;
+        else if (!strcmp(a, "--host")) c->host = v;
+        else if (!strcmp(a, "--alias")) c->alias = v;
+        else if (!strcmp(a, "--api-key")) c->api_key = v;
+        else if (!strcmp(a, "--api-key-file")) {
+            if (!(*key_buf = read_key_file(v))) { fprintf(stderr, "theseus serve: cannot read the API key file '%s'\n", v); return 2; }
+            c->api_key = *key_buf;
+        }
+        else if (!strcmp(a, "--port")) { if (!cli_int(cmd, a, v, 0, 65535, &l)) return 2; c->port = (int)l; }
+        else if (!strcmp(a, "--parallel")) { if (!cli_int(cmd, a, v, 1, 256, &l)) return 2; c->parallel = (int)l; }
+        else if (!strcmp(a, "-c") || !strcmp(a, "--ctx")) { if (!cli_int(cmd, a, v, 64, 1 << 24, &l)) return 2; c->ctx = (int)l; }
+        else if (!strcmp(a, "-b") || !strcmp(a, "--batch")) { if (!cli_int(cmd, a, v, 1, 8192, &l)) return 2; c->batch = (int)l; }
+        else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) { if (!cli_int(cmd, a, v, 1, 1024, &l)) return 2; c->threads = (int)l; }
+        else if (!strcmp(a, "--queue")) { if (!cli_int(cmd, a, v, 1, 1 << 16, &l)) return 2; c->queue = (int)l; }
+        else if (!strcmp(a, "--timeout")) { if (!cli_int(cmd, a, v, 1, 86400, &l)) return 2; c->timeout_s = (int)l; }
+        else if (!strcmp(a, "--max-body")) { if (!cli_int(cmd, a, v, 1024, 1L << 32, &l)) return 2; c->max_body = (size_t)l; }
+        else { fprintf(stderr, "theseus serve: unknown option '%s'\n", a); return 2; }
+    }
+    if (!c->model_path) { usage(stderr); return 2; }
+    if (c->api_key && !*c->api_key) { fprintf(stderr, "theseus serve: the API key is empty\n"); return 2; }
+    return 0;
+}
+
+static void set_model_id(srv_server *S) {
+    const char *id = S->cfg->alias;
+    if (!id) {
+        id = strrchr(S->cfg->model_path, '/');
+        id = id ? id + 1 : S->cfg->model_path;
+    }
+    snprintf(S->model_id, sizeof S->model_id, "%s", id);
+}
+
+int cmd_serve(int argc, char **argv) {
+    srv_config cfg;
+    char *key_buf = NULL;
+    int rc = parse_args(argc, argv, &cfg, &key_buf);
+    if (rc) { free(key_buf); return rc == 1 ? 0 : rc; }
+
+    /* signals: handled by sigwait in this thread only; a broken pipe is an error code */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    srv_server S = { .cfg = &cfg };
+    atomic_init(&S.state, 0);
+    set_model_id(&S);
+    char port[16];
+    snprintf(port, sizeof port, "%d", cfg.port);
+    struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE }, *ai = NULL;
+    int gai = getaddrinfo(cfg.host, port, &hints, &ai);
+    if (gai) { fprintf(stderr, "theseus serve: cannot resolve --host '%s': %s\n", cfg.host, gai_strerror(gai)); free(key_buf); return 1; }
+    struct MHD_Daemon *d = http_start(&S, ai->ai_addr, ai->ai_family == AF_INET6);
+    freeaddrinfo(ai);
+    if (!d) { fprintf(stderr, "theseus serve: cannot listen on %s:%d (in use? not an address of this host?)\n", cfg.host, cfg.port); free(key_buf); return 1; }
+    fprintf(stderr, "theseus serve: listening on http://%s:%d (loading %s)\n", cfg.host, cfg.port, cfg.model_path);
+
+    th_model_params mp = th_model_default_params();
+    mp.verbose = cfg.verbose;
+    th_status s = th_model_load(cfg.model_path, &mp, &S.model);
+    if (!s) s = sched_start(S.model, &cfg, &S.sched);
+    if (s) {
+        fprintf(stderr, "theseus serve: %s; /health reports the error, completions get 503\n", th_last_error());
+        atomic_store(&S.state, 2);
+    } else {
+        atomic_store(&S.state, 1);
+        fprintf(stderr, "theseus serve: ready: %s, %d sequences of up to %d tokens\n", th_model_desc(S.model),
+                sched_parallel(S.sched), sched_slot_ctx(S.sched));
+    }
+
+    int sig = 0;
+    sigwait(&set, &sig);
+    fprintf(stderr, "theseus serve: signal %d, shutting down\n", sig);
+    atomic_store(&S.state, 2);
+    sched_stop(S.sched);   /* outstanding jobs fail: their clients get an error (and [DONE]) */
+    for (int i = 0; i < 50 && atomic_load(&S.inflight) > 0; i++) usleep(100 * 1000);
+    http_stop(d);
+    sched_free(S.sched);
+    th_model_free(S.model);
+    free(key_buf);
+    return 0;
+}

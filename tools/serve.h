@@ -1,0 +1,155 @@
+/* serve.h — shared types of `theseus serve`: the server configuration, a job
+ * (one HTTP completion request and its growing output, shared between an HTTP
+ * connection thread and the scheduler thread), the scheduler and the metrics.
+ *
+ *   serve.c        command line, start-up, shutdown
+ *   serve_http.c   libmicrohttpd handler: routing, body limits, auth, SSE
+ *   serve_req.c    JSON request parsing and validation into a job
+ *   serve_resp.c   JSON responses, stream chunks, errors
+ *   serve_sched.c  the scheduler thread (continuous batching)
+ *   serve_metrics.c counters, histograms, Prometheus text
+ */
+#ifndef TH_SERVE_H
+#define TH_SERVE_H
+
+#include "cli.h"
+#include <cJSON.h>
+#include <pthread.h>
+#include <stdatomic.h>
+
+/* Limits on what a request may ask for. */
+#define SRV_MAX_N            16        /* choices per request (also ≤ --parallel) */
+#define SRV_MAX_TOP_LOGPROBS 20
+#define SRV_MAX_STOP         4         /* stop strings, as OpenAI */
+#define SRV_MAX_STOP_LEN     256       /* bytes per stop string */
+#define SRV_MAX_BIAS         1024      /* logit_bias entries */
+
+typedef struct srv_config {
+    const char *model_path, *host, *api_key, *alias;
+    int port, parallel, ctx, batch, threads, queue, timeout_s;
+    size_t max_body;
+    bool verbose;
+} srv_config;
+
+/* ---------------------------------------------------------------- jobs */
+
+enum { JOB_QUEUED, JOB_RUNNING, JOB_DONE };
+enum { FINISH_NONE = 0, FINISH_STOP, FINISH_LENGTH };
+
+typedef struct srv_logprob {      /* one generated token's log-probabilities */
+    th_token token;
+    float logprob;
+    int32_t n_top;
+    th_token_logprob top[SRV_MAX_TOP_LOGPROBS];
+    uint32_t text_offset;         /* where the token's text starts in the choice's text */
+} srv_logprob;
+
+typedef struct srv_choice {
+    char *text;                   /* emitted text (stop strings cut off) */
+    size_t n, cap;
+    size_t ready;                 /* bytes of text safe to send (complete UTF-8, no stop prefix) */
+    srv_logprob *lp;              /* per generated token, when logprobs were asked */
+    size_t n_lp, cap_lp;
+    int32_t n_tokens;             /* sampled tokens (EOG excluded) */
+    int finish;                   /* FINISH_* */
+} srv_choice;
+
+typedef struct srv_params {       /* what the request asked for, validated */
+    bool chat, stream, include_usage, echo;
+    int32_t max_tokens, n, top_logprobs;
+    bool logprobs;
+    th_sampler_params sp;
+    bool seed_given;
+    int32_t n_stop;
+    char *stop[SRV_MAX_STOP];
+    int32_t n_bias;
+    th_token bias_tok[SRV_MAX_BIAS];
+    float bias_val[SRV_MAX_BIAS];
+} srv_params;
+
+typedef struct srv_job {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int refs;                     /* HTTP side + scheduler */
+    srv_params p;
+    th_token *prompt;
+    int32_t n_prompt;
+    char id[40];
+    int64_t created;
+    double t_arrive;              /* monotonic seconds */
+    /* written by the scheduler under mu */
+    int state;                    /* JOB_* */
+    int err_http;                 /* != 0: failed with this status */
+    char err_msg[256];
+    srv_choice *choices;          /* p.n of them */
+    uint64_t version;             /* bumped on every change (wakes waiters) */
+    atomic_bool cancelled;        /* set by the HTTP side */
+} srv_job;
+
+srv_job *job_new(void);
+void job_release(srv_job *j);    /* drops one reference; frees at zero */
+/* Scheduler side: mark the job failed (locks mu, wakes waiters). */
+void job_fail(srv_job *j, int http, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* ---------------------------------------------------------------- scheduler */
+
+typedef struct srv_sched srv_sched;
+
+th_status sched_start(th_model *m, const srv_config *cfg, srv_sched **out);
+/* Hands a job to the scheduler (takes a reference). Returns 0, or an HTTP
+ * status (503 when the queue is full or the server is stopping) with msg set. */
+int sched_submit(srv_sched *s, srv_job *j, char *msg, size_t cap);
+void sched_stop(srv_sched *s);    /* joins the thread, fails outstanding jobs; submits get 503 */
+void sched_free(srv_sched *s);
+int32_t sched_slot_ctx(const srv_sched *s);   /* tokens one sequence may hold */
+int32_t sched_parallel(const srv_sched *s);
+
+/* ---------------------------------------------------------------- metrics */
+
+typedef struct srv_metrics {
+    atomic_ullong requests, requests_failed, prompt_tokens, gen_tokens;
+    atomic_int queue_depth, active_seqs;
+    atomic_uint kv_used, kv_total;
+} srv_metrics;
+
+extern srv_metrics g_metrics;
+void metrics_observe_ttft(double seconds);
+void metrics_observe_token(double seconds);
+char *metrics_render(void);       /* malloc'd Prometheus text */
+
+/* ---------------------------------------------------------------- requests and responses */
+
+typedef struct srv_server {      /* what the HTTP layer needs */
+    const srv_config *cfg;
+    th_model *model;
+    srv_sched *sched;
+    atomic_int state;             /* 0 loading, 1 ok, 2 error */
+    atomic_int inflight;          /* completion requests not yet fully answered */
+    char model_id[128];
+} srv_server;
+
+/* Parses a /v1/chat/completions (chat = true) or /v1/completions body into a
+ * new job (prompt tokenized, limits checked). Returns NULL with *http and msg set. */
+srv_job *req_parse_completion(srv_server *S, const char *body, size_t len, bool chat, int *http, char *msg, size_t cap);
+
+/* Response bodies (malloc'd JSON text). */
+char *resp_error(int http, const char *msg);
+char *resp_completion(srv_server *S, srv_job *j);             /* whole response, job done */
+/* Stream chunk(s) for what choice c has ready beyond *sent bytes / *lp_sent tokens;
+ * appends "data: ...\n\n" events to *out. first: include the role delta. */
+bool resp_stream_delta(srv_server *S, srv_job *j, int c, size_t *sent, size_t *lp_sent, bool first, bool finish,
+                       char **out, size_t *n, size_t *cap);
+bool resp_stream_usage(srv_server *S, srv_job *j, char **out, size_t *n, size_t *cap);
+bool buf_append(char **b, size_t *n, size_t *cap, const char *s, size_t len);
+
+/* /tokenize and /detokenize bodies. */
+char *req_tokenize(srv_server *S, const char *body, size_t len, int *http);
+char *req_detokenize(srv_server *S, const char *body, size_t len, int *http);
+
+double srv_now(void);
+struct sockaddr;
+struct MHD_Daemon *http_start(srv_server *S, const struct sockaddr *addr, bool ipv6);
+void http_stop(struct MHD_Daemon *d);
+void srv_random_hex(char *out, size_t n_hex);
+
+#endif

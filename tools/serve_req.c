@@ -1,0 +1,407 @@
+/* serve_req.c — turns request bodies into validated work: completion and chat
+ * requests into jobs (every field type- and range-checked, every token id and
+ * logit_bias key bounds-checked, the chat template rendered, the prompt
+ * tokenized and measured against the context), and the /tokenize and
+ * /detokenize endpoints. Any problem is a 400 with a message naming the field. */
+#include "serve.h"
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef struct perr { int *http; char *msg; size_t cap; } perr;
+
+static bool fail(perr *e, int http, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static bool fail(perr *e, int http, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->msg, e->cap, fmt, ap);
+    va_end(ap);
+    *e->http = http;
+    return false;
+}
+
+/* Parses a whole body as one JSON object; trailing non-space is an error. */
+static cJSON *parse_object(const char *body, size_t len, perr *e) {
+    if (!body || len == 0) { fail(e, 400, "the request body is empty; expected a JSON object"); return NULL; }
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(body, len, &end, false);
+    if (!root) {
+        size_t at = end && end >= body ? (size_t)(end - body) : 0;
+        fail(e, 400, "the request body is not valid JSON (error near byte %zu; nesting deeper than %d is refused too)", at,
+             CJSON_NESTING_LIMIT);
+        return NULL;
+    }
+    for (const char *p = end; p && p < body + len; p++)
+        if (!isspace((unsigned char)*p)) { cJSON_Delete(root); fail(e, 400, "the request body has text after its JSON value"); return NULL; }
+    if (!cJSON_IsObject(root)) { cJSON_Delete(root); fail(e, 400, "the request body must be a JSON object"); return NULL; }
+    return root;
+}
+
+static const cJSON *field(const cJSON *o, const char *key) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    return v && !cJSON_IsNull(v) ? v : NULL;
+}
+
+static bool get_num(const cJSON *o, const char *key, double lo, double hi, double *out, perr *e) {
+    const cJSON *v = field(o, key);
+    if (!v) return true;
+    if (!cJSON_IsNumber(v)) return fail(e, 400, "'%s' must be a number", key);
+    double d = v->valuedouble;
+    if (!isfinite(d) || d < lo || d > hi) return fail(e, 400, "'%s' must be a finite number in [%g, %g]", key, lo, hi);
+    *out = d;
+    return true;
+}
+
+static bool get_int(const cJSON *o, const char *key, double lo, double hi, int64_t *out, perr *e) {
+    const cJSON *v = field(o, key);
+    if (!v) return true;
+    double d = v->valuedouble;
+    if (!cJSON_IsNumber(v) || !isfinite(d) || d != floor(d)) return fail(e, 400, "'%s' must be an integer", key);
+    if (d < lo || d > hi) return fail(e, 400, "'%s' is %.0f; it must be in [%.0f, %.0f]", key, d, lo, hi);
+    *out = (int64_t)d;
+    return true;
+}
+
+static bool get_bool(const cJSON *o, const char *key, bool *out, perr *e) {
+    const cJSON *v = field(o, key);
+    if (!v) return true;
+    if (!cJSON_IsBool(v)) return fail(e, 400, "'%s' must be true or false", key);
+    *out = cJSON_IsTrue(v);
+    return true;
+}
+
+/* ---------------------------------------------------------------- sampling fields */
+
+static bool parse_stop(const cJSON *o, srv_params *p, perr *e) {
+    const cJSON *v = field(o, "stop");
+    if (!v) return true;
+    if (cJSON_IsString(v)) {
+        if (!*v->valuestring) return true;
+        if (strlen(v->valuestring) > SRV_MAX_STOP_LEN) return fail(e, 400, "'stop' strings are limited to %d bytes", SRV_MAX_STOP_LEN);
+        p->stop[p->n_stop++] = strdup(v->valuestring);
+        return true;
+    }
+    if (!cJSON_IsArray(v)) return fail(e, 400, "'stop' must be a string or an array of strings");
+    if (cJSON_GetArraySize(v) > SRV_MAX_STOP) return fail(e, 400, "'stop' holds at most %d strings", SRV_MAX_STOP);
+    const cJSON *it;
+    cJSON_ArrayForEach(it, v) {
+        if (!cJSON_IsString(it)) return fail(e, 400, "'stop' must be a string or an array of strings");
+        if (strlen(it->valuestring) > SRV_MAX_STOP_LEN) return fail(e, 400, "'stop' strings are limited to %d bytes", SRV_MAX_STOP_LEN);
+        if (*it->valuestring) p->stop[p->n_stop++] = strdup(it->valuestring);
+    }
+    return true;
+}
+
+static bool parse_token_id(const char *s, int32_t n_vocab, th_token *out) {
+    if (!*s || strlen(s) > 10) return false;
+    for (const char *q = s; *q; q++) if (*q < '0' || *q > '9') return false;
+    long v = strtol(s, NULL, 10);
+    if (v < 0 || v >= n_vocab) return false;
+    *out = (th_token)v;
+    return true;
+}
+
+static bool parse_bias(const cJSON *o, srv_params *p, int32_t n_vocab, perr *e) {
+    const cJSON *v = field(o, "logit_bias");
+    if (!v) return true;
+    if (!cJSON_IsObject(v)) return fail(e, 400, "'logit_bias' must be an object mapping token ids to numbers");
+    if (cJSON_GetArraySize(v) > SRV_MAX_BIAS) return fail(e, 400, "'logit_bias' holds at most %d entries", SRV_MAX_BIAS);
+    const cJSON *it;
+    cJSON_ArrayForEach(it, v) {
+        th_token t;
+        if (!parse_token_id(it->string, n_vocab, &t))
+            return fail(e, 400, "'logit_bias' key '%.40s' is not a token id in [0, %d)", it->string, n_vocab);
+        if (!cJSON_IsNumber(it) || !isfinite(it->valuedouble) || fabs(it->valuedouble) > 100)
+            return fail(e, 400, "'logit_bias' value for token %d must be a number in [-100, 100]", t);
+        p->bias_tok[p->n_bias] = t;
+        p->bias_val[p->n_bias++] = (float)it->valuedouble;
+    }
+    return true;
+}
+
+static bool parse_logprobs(const cJSON *o, srv_params *p, perr *e) {
+    int64_t top = 0;
+    if (p->chat) {
+        if (!get_bool(o, "logprobs", &p->logprobs, e)) return false;
+        if (!get_int(o, "top_logprobs", 0, SRV_MAX_TOP_LOGPROBS, &top, e)) return false;
+        if (top > 0 && !p->logprobs) return fail(e, 400, "'top_logprobs' needs 'logprobs': true");
+    } else {
+        const cJSON *v = field(o, "logprobs");
+        if (v) {
+            if (!get_int(o, "logprobs", 0, SRV_MAX_TOP_LOGPROBS, &top, e)) return false;
+            p->logprobs = true;
+        }
+    }
+    p->top_logprobs = (int32_t)top;
+    return true;
+}
+
+static uint64_t random_seed(void) {
+    uint64_t s = 0;
+    FILE *f = fopen("/dev/urandom", "rb");
+    if (!f || fread(&s, sizeof s, 1, f) != 1) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        s = (uint64_t)ts.tv_nsec * 0x9E3779B97F4A7C15ull ^ (uint64_t)ts.tv_sec;
+    }
+    if (f) fclose(f);
+    return s;
+}
+
+void srv_random_hex(char *out, size_t n_hex) {
+    static const char hx[] = "0123456789abcdef";
+    uint64_t a = random_seed(), b = random_seed();
+    for (size_t i = 0; i < n_hex; i++) {
+        uint64_t *w = i < 16 ? &a : &b;
+        out[i] = hx[*w & 15];
+        *w >>= 4;
+    }
+    out[n_hex] = 0;
+}
+
+static bool parse_params(srv_server *S, const cJSON *o, srv_params *p, perr *e) {
+    int32_t n_vocab = th_model_n_vocab(S->model), slot_ctx = sched_slot_ctx(S->sched);
+    const cJSON *model = field(o, "model");
+    if (model && !cJSON_IsString(model)) return fail(e, 400, "'model' must be a string");
+    p->sp = th_sampler_default_params();
+    p->sp.temperature = 1.0f;
+    p->sp.top_p = 1.0f;
+    p->sp.penalty_last_n = -1;
+    double d;
+    int64_t i64 = -1;
+    d = 1.0; if (!get_num(o, "temperature", 0, 2, &d, e)) return false; p->sp.temperature = (float)d;
+    d = 1.0; if (!get_num(o, "top_p", 0, 1, &d, e)) return false; p->sp.top_p = (float)d;
+    d = 0.0; if (!get_num(o, "min_p", 0, 1, &d, e)) return false; p->sp.min_p = (float)d;
+    d = 0.0; if (!get_num(o, "presence_penalty", -2, 2, &d, e)) return false; p->sp.presence_penalty = (float)d;
+    d = 0.0; if (!get_num(o, "frequency_penalty", -2, 2, &d, e)) return false; p->sp.frequency_penalty = (float)d;
+    d = 1.0; if (!get_num(o, "repeat_penalty", 0, 10, &d, e)) return false; p->sp.repeat_penalty = (float)d;
+    i64 = 0; if (!get_int(o, "top_k", 0, n_vocab, &i64, e)) return false; p->sp.top_k = (int32_t)i64;
+    i64 = 1; if (!get_int(o, "n", 1, SRV_MAX_N, &i64, e)) return false; p->n = (int32_t)i64;
+    const char *mt = p->chat && field(o, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
+    i64 = -1; if (!get_int(o, mt, 1, slot_ctx, &i64, e)) return false; p->max_tokens = (int32_t)i64;
+    if (field(o, "seed")) {
+        if (!get_int(o, "seed", -9.2e18, 9.2e18, &i64, e)) return false;
+        p->sp.seed = (uint64_t)i64;
+        p->seed_given = true;
+    } else p->sp.seed = random_seed();
+    if (!get_bool(o, "stream", &p->stream, e) || !get_bool(o, "echo", &p->echo, e)) return false;
+    if (p->echo) return fail(e, 400, "'echo' is not supported");
+    const cJSON *so = field(o, "stream_options");
+    if (so && !cJSON_IsObject(so)) return fail(e, 400, "'stream_options' must be an object");
+    if (so && !get_bool(so, "include_usage", &p->include_usage, e)) return false;
+    return parse_stop(o, p, e) && parse_bias(o, p, n_vocab, e) && parse_logprobs(o, p, e);
+}
+
+/* ---------------------------------------------------------------- prompts */
+
+static bool tokenize_text(srv_server *S, const char *text, size_t len, bool add_special, bool parse_special,
+                          th_token **out, int32_t *n, perr *e) {
+    size_t cap = len + 8, got = 0;
+    th_token *t = malloc(cap * sizeof *t);
+    if (!t) return fail(e, 500, "out of memory");
+    th_status s = th_tokenize(S->model, text, len, add_special, parse_special, t, cap, &got);
+    if (s) { free(t); return fail(e, 400, "cannot tokenize the prompt: %s", th_last_error()); }
+    *out = t;
+    *n = (int32_t)got;
+    return true;
+}
+
+static bool parse_prompt(srv_server *S, const cJSON *o, srv_job *j, perr *e) {
+    const cJSON *v = field(o, "prompt");
+    if (cJSON_IsArray(v) && cJSON_GetArraySize(v) == 1 && cJSON_IsString(cJSON_GetArrayItem(v, 0))) v = cJSON_GetArrayItem(v, 0);
+    if (cJSON_IsString(v))
+        return tokenize_text(S, v->valuestring, strlen(v->valuestring), true, true, &j->prompt, &j->n_prompt, e);
+    if (!cJSON_IsArray(v)) return fail(e, 400, "'prompt' must be a string or an array of token ids");
+    int n = cJSON_GetArraySize(v), n_vocab = th_model_n_vocab(S->model);
+    if (n > sched_slot_ctx(S->sched)) return fail(e, 400, "the prompt has %d tokens; a sequence holds at most %d", n, sched_slot_ctx(S->sched));
+    j->prompt = malloc((size_t)(n > 0 ? n : 1) * sizeof *j->prompt);
+    if (!j->prompt) return fail(e, 500, "out of memory");
+    const cJSON *it;
+    cJSON_ArrayForEach(it, v) {
+        double d = it->valuedouble;
+        if (!cJSON_IsNumber(it) || d != floor(d) || d < 0 || d >= n_vocab)
+            return fail(e, 400, "'prompt' token %d is not a token id in [0, %d)", j->n_prompt, n_vocab);
+        j->prompt[j->n_prompt++] = (th_token)d;
+    }
+    return true;
+}
+
+/* Validated copy of the messages ({role, content} with text content only). */
+static cJSON *clean_messages(const cJSON *msgs, perr *e) {
+    if (!cJSON_IsArray(msgs) || cJSON_GetArraySize(msgs) == 0) { fail(e, 400, "'messages' must be a non-empty array"); return NULL; }
+    cJSON *out = cJSON_CreateArray();
+    const cJSON *m;
+    int i = 0;
+    cJSON_ArrayForEach(m, msgs) {
+        const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role"), *content = field(m, "content");
+        if (!cJSON_IsObject(m) || !cJSON_IsString(role)) { fail(e, 400, "'messages[%d]' must be an object with a string 'role'", i); goto bad; }
+        char *text = NULL;
+        if (!content) text = strdup("");
+        else if (cJSON_IsString(content)) text = strdup(content->valuestring);
+        else if (cJSON_IsArray(content)) {
+            size_t n = 0, cap = 0;
+            const cJSON *part;
+            cJSON_ArrayForEach(part, content) {
+                const cJSON *ty = cJSON_GetObjectItemCaseSensitive(part, "type"), *tx = cJSON_GetObjectItemCaseSensitive(part, "text");
+                if (!cJSON_IsString(ty) || strcmp(ty->valuestring, "text") || !cJSON_IsString(tx)) {
+                    free(text);
+                    fail(e, 400, "'messages[%d].content' parts must be {\"type\": \"text\", \"text\": ...}", i);
+                    goto bad;
+                }
+                buf_append(&text, &n, &cap, tx->valuestring, strlen(tx->valuestring));
+            }
+            if (!text) text = strdup("");
+        } else { fail(e, 400, "'messages[%d].content' must be a string, an array of text parts or null", i); goto bad; }
+        cJSON *c = cJSON_CreateObject();
+        cJSON_AddStringToObject(c, "role", role->valuestring);
+        cJSON_AddStringToObject(c, "content", text ? text : "");
+        cJSON_AddItemToArray(out, c);
+        free(text);
+        i++;
+    }
+    return out;
+bad:
+    cJSON_Delete(out);
+    return NULL;
+}
+
+static char *token_text(const th_model *m, th_token t) {
+    char buf[256];
+    int32_t k = t >= 0 ? th_token_to_piece(m, t, buf, sizeof buf, true) : 0;
+    return strndup(buf, k > 0 ? (size_t)k : 0);
+}
+
+static char *render_chatml(const cJSON *msgs) {
+    char *out = NULL;
+    size_t n = 0, cap = 0;
+    const cJSON *m;
+    cJSON_ArrayForEach(m, msgs) {
+        const char *r = cJSON_GetObjectItem(m, "role")->valuestring, *c = cJSON_GetObjectItem(m, "content")->valuestring;
+        buf_append(&out, &n, &cap, "<|im_start|>", 12); buf_append(&out, &n, &cap, r, strlen(r));
+        buf_append(&out, &n, &cap, "\n", 1); buf_append(&out, &n, &cap, c, strlen(c));
+        buf_append(&out, &n, &cap, "<|im_end|>\n", 11);
+    }
+    buf_append(&out, &n, &cap, "<|im_start|>assistant\n", 22);
+    return out;
+}
+
+static bool parse_messages(srv_server *S, const cJSON *o, srv_job *j, perr *e) {
+    cJSON *msgs = clean_messages(field(o, "messages"), e);
+    if (!msgs) return false;
+    const cJSON *ct = field(o, "chat_template");
+    if (ct && !cJSON_IsString(ct)) { cJSON_Delete(msgs); return fail(e, 400, "'chat_template' must be a string"); }
+    const char *tmpl = ct ? ct->valuestring : th_model_meta_str(S->model, "tokenizer.chat_template");
+    char *prompt = NULL;
+    if (tmpl) {
+        cJSON *root = cJSON_CreateObject();
+        cJSON_AddItemToObject(root, "messages", msgs);
+        char *json = cJSON_PrintUnformatted(root);
+        char *bos = token_text(S->model, th_token_bos(S->model)), *eos = token_text(S->model, th_token_eos(S->model));
+        th_chat_opts co = { .add_generation_prompt = true, .bos_token = bos, .eos_token = eos };
+        th_status s = json ? th_chat_render(tmpl, json, &co, &prompt) : TH_ERR_NOMEM;
+        free(json); free(bos); free(eos);
+        cJSON_Delete(root);
+        if (s) return fail(e, s == TH_ERR_NOMEM ? 500 : 400, "the chat template failed: %s", th_last_error());
+    } else {
+        prompt = render_chatml(msgs);
+        cJSON_Delete(msgs);
+        if (!prompt) return fail(e, 500, "out of memory");
+    }
+    bool ok = tokenize_text(S, prompt, strlen(prompt), true, true, &j->prompt, &j->n_prompt, e);
+    free(prompt);
+    th_token bos = th_token_bos(S->model);   /* a template writing BOS plus a vocab adding it: keep one */
+    if (ok && j->n_prompt >= 2 && j->prompt[0] == bos && j->prompt[1] == bos) {
+        memmove(j->prompt, j->prompt + 1, (size_t)(j->n_prompt - 1) * sizeof *j->prompt);
+        j->n_prompt--;
+    }
+    return ok;
+}
+
+srv_job *req_parse_completion(srv_server *S, const char *body, size_t len, bool chat, int *http, char *msg, size_t cap) {
+    perr e = { http, msg, cap };
+    cJSON *o = parse_object(body, len, &e);
+    if (!o) return NULL;
+    srv_job *j = job_new();
+    if (!j) { cJSON_Delete(o); fail(&e, 500, "out of memory"); return NULL; }
+    j->p.chat = chat;
+    bool ok = parse_params(S, o, &j->p, &e) && (chat ? parse_messages(S, o, j, &e) : parse_prompt(S, o, j, &e));
+    cJSON_Delete(o);
+    int32_t slot_ctx = sched_slot_ctx(S->sched);
+    if (ok && j->n_prompt == 0) ok = fail(&e, 400, "the prompt is empty");
+    if (ok && j->n_prompt >= slot_ctx)
+        ok = fail(&e, 400, "the prompt has %d tokens; the context of a sequence holds %d (prompt and completion together)",
+                  j->n_prompt, slot_ctx);
+    if (ok && j->p.n > sched_parallel(S->sched))
+        ok = fail(&e, 400, "'n' is %d but the server runs %d sequences at once (--parallel)", j->p.n, sched_parallel(S->sched));
+    if (ok && (j->p.max_tokens < 0 || j->p.max_tokens > slot_ctx - j->n_prompt)) j->p.max_tokens = slot_ctx - j->n_prompt;
+    if (ok && !(j->choices = calloc((size_t)j->p.n, sizeof *j->choices))) ok = fail(&e, 500, "out of memory");
+    if (!ok) { job_release(j); return NULL; }
+    j->created = (int64_t)time(NULL);
+    j->t_arrive = srv_now();
+    char hex[25];
+    srv_random_hex(hex, 24);
+    snprintf(j->id, sizeof j->id, "%s-%s", chat ? "chatcmpl" : "cmpl", hex);
+    return j;
+}
+
+/* ---------------------------------------------------------------- tokenize / detokenize */
+
+char *req_tokenize(srv_server *S, const char *body, size_t len, int *http) {
+    char msg[256];
+    perr e = { http, msg, sizeof msg };
+    cJSON *o = parse_object(body, len, &e);
+    if (!o) return resp_error(*http, msg);
+    const cJSON *c = field(o, "content");
+    bool add_special = false, parse_special = true;
+    th_token *t = NULL;
+    int32_t n = 0;
+    char *out = NULL;
+    if (!cJSON_IsString(c)) fail(&e, 400, "'content' must be a string");
+    else if (get_bool(o, "add_special", &add_special, &e) && get_bool(o, "parse_special", &parse_special, &e) &&
+             tokenize_text(S, c->valuestring, strlen(c->valuestring), add_special, parse_special, &t, &n, &e)) {
+        cJSON *r = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(r, "tokens");
+        for (int32_t i = 0; i < n; i++) cJSON_AddItemToArray(arr, cJSON_CreateNumber(t[i]));
+        out = cJSON_PrintUnformatted(r);
+        cJSON_Delete(r);
+        *http = 200;
+    }
+    free(t);
+    cJSON_Delete(o);
+    return out ? out : resp_error(*http, msg);
+}
+
+char *req_detokenize(srv_server *S, const char *body, size_t len, int *http) {
+    char msg[256];
+    perr e = { http, msg, sizeof msg };
+    cJSON *o = parse_object(body, len, &e);
+    if (!o) return resp_error(*http, msg);
+    const cJSON *arr = field(o, "tokens"), *it;
+    int n_vocab = th_model_n_vocab(S->model), i = 0;
+    char *text = NULL, *out = NULL;
+    size_t n = 0, cap = 0;
+    bool ok = cJSON_IsArray(arr) || fail(&e, 400, "'tokens' must be an array of token ids");
+    buf_append(&text, &n, &cap, "", 0);
+    const cJSON *list = ok ? arr : NULL;
+    cJSON_ArrayForEach(it, list) {
+        double d = it->valuedouble;
+        if (!cJSON_IsNumber(it) || d != floor(d) || d < 0 || d >= n_vocab) { ok = fail(&e, 400, "'tokens[%d]' is not a token id in [0, %d)", i, n_vocab); break; }
+        char piece[256];
+        int32_t k = th_token_to_piece(S->model, (th_token)d, piece, sizeof piece, true);
+        if (k > 0) buf_append(&text, &n, &cap, piece, (size_t)k);
+        i++;
+    }
+    if (ok) {
+        cJSON *r = cJSON_CreateObject();
+        cJSON_AddStringToObject(r, "content", text ? text : "");
+        out = cJSON_PrintUnformatted(r);
+        cJSON_Delete(r);
+        *http = 200;
+    }
+    free(text);
+    cJSON_Delete(o);
+    return out ? out : resp_error(*http, msg);
+}
