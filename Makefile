@@ -124,11 +124,11 @@ asan: deps
 FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
 fuzz: deps
 	@$(MAKE) --no-print-directory CC=clang BUILD=build/fuzz \
-	  OPT="-O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer" lib
+	  OPT="-O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer" lib
 	@mkdir -p build/fuzz/bin
 	@for f in $(FUZZ_SRC); do n=$$(basename $$f .c); \
 	  echo "  fuzz target $$n"; \
-	  clang -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -O1 -g -fsanitize=fuzzer,address,undefined \
+	  clang -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
 	    -o build/fuzz/bin/$$n $$f build/fuzz/libtheseus.a $(LDLIBS) || exit 1; done
 
 install: all

@@ -183,9 +183,26 @@ void th_sampler_free(th_sampler *s);
 th_status th_sampler_set_logit_bias(th_sampler *s, th_token t, float bias);
 /* Pick a token from n_vocab logits (not modified). */
 th_token th_sampler_sample(th_sampler *s, const float *logits);
-/* Record a token as part of the history (prompt or generated) for penalties. */
+/* Record a token as part of the history (prompt or generated) for penalties.
+ * Ids outside [0, n_vocab) are ignored. */
 void th_sampler_accept(th_sampler *s, th_token t);
+/* Forget the penalty history and restart the random stream from the seed
+ * (logit biases stay). */
 void th_sampler_reset(th_sampler *s);
+
+/* Log-probabilities behind the last th_sampler_sample (for OpenAI `logprobs`):
+ * log-softmax over all n_vocab logits after logit bias and penalties, before
+ * top-k/top-p/min-p and temperature. Writes the n_top most likely tokens into
+ * top (descending, ties to the lower id; only tokens with non-zero probability)
+ * and returns how many it wrote; *chosen_logprob (if not NULL) gets the
+ * log-probability of the token the last sample returned. Returns -1 with an
+ * error set if there was no sample since creation or reset. */
+typedef struct th_token_logprob {
+    th_token token;
+    float logprob;
+} th_token_logprob;
+int32_t th_sampler_last_logprobs(th_sampler *s, th_token_logprob *top, int32_t n_top,
+                                 float *chosen_logprob);
 
 /* ---------------------------------------------------------------- chat templates */
 

@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+static void put32_le(uint8_t *p, uint32_t v) { memcpy(p, &v, 4); }
 static uint64_t pad32(uint64_t x) { return (x + 31) / 32 * 32; }
 
 static uint64_t file_size(const char *path) {
@@ -294,7 +295,7 @@ static void check_small(const gguf_file *f, uint32_t alignment) {
     float x = 0;
     bool b = false;
     gguf_str str;
-    CHECK(f->version == 3 && f->n_tensors == 3 && f->alignment == alignment);
+    CHECK(f->n_tensors == 3 && f->alignment == alignment);
     CHECK(f->n_kv == 9u + (alignment != 32));
     CHECK(gguf_get_str(f, "general.architecture", &str) && str_is(str, "test"));
     CHECK(gguf_get_u32(f, "k.u32", &u) && u == 4000000000u);
@@ -338,11 +339,25 @@ static void test_writer_roundtrip(void) {
     th_status s = gguf_parse(buf, size, &f);
     CHECK(s == TH_OK, "%s", th_last_error());
     if (!s) {
+        CHECK(f->version == 3);
         check_small(f, 32);
         /* t.c (32 bytes) is last and ends the file exactly */
         CHECK(f->data_offset + f->tensors[2].offset + 32 == size);
         gguf_close(f);
     }
+    free(buf);
+}
+
+/* v2 has the same layout as v3 (64-bit counts; v3 only added big-endian files). */
+static void test_version2(void) {
+    uint64_t size;
+    uint8_t *buf = small_file(&size);
+    if (!buf) { CHECK(0); return; }
+    put32_le(buf + 4, 2);
+    gguf_file *f;
+    th_status s = gguf_parse(buf, size, &f);
+    CHECK(s == TH_OK, "%s", th_last_error());
+    if (!s) { CHECK(f->version == 2); check_small(f, 32); gguf_close(f); }
     free(buf);
 }
 
@@ -371,7 +386,9 @@ static void test_writer_alignment_and_file(void) {
     }
     free(mem);
     unlink(path);
-    CHECK(gguf_writer_to_file(small_writer(32), "/nonexistent/dir/x.gguf") == TH_ERR_IO); /* leaks one writer */
+    w = small_writer(32);
+    CHECK(gguf_writer_to_file(w, "/nonexistent/dir/x.gguf") == TH_ERR_IO && strstr(th_last_error(), "/nonexistent/dir/x.gguf"));
+    gguf_writer_free(w);
 }
 
 /* Copy every kv and tensor of a real file through the writer: same values, same bytes. */
@@ -730,13 +747,88 @@ static void test_bad_tensors(void) {
     free(m);
 }
 
-int main(void) {
+/* ---------------- fuzz seeds (test_gguf --write-seeds DIR) ---------------- */
+
+static bool save(const char *dir, const char *name, const uint8_t *b, uint64_t n) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *fp = fopen(path, "wb");
+    bool ok = fp && fwrite(b, 1, n, fp) == n;
+    if (fp) ok = fclose(fp) == 0 && ok;
+    if (!ok) fprintf(stderr, "cannot write %s\n", path);
+    return ok;
+}
+
+/* A real file's metadata with its arrays cut to 16 entries and every tensor shrunk to
+ * 2 rows of one block (names, types and n_dims kept): small but realistic. */
+static bool save_shrunk(const char *dir, const char *name, const char *rel) {
+    gguf_file *f;
+    if (gguf_open(fixture(rel), &f)) { fprintf(stderr, "%s\n", th_last_error()); return false; }
+    gguf_writer *w = gguf_writer_new(32);
+    static uint8_t zeros[4096];
+    for (uint64_t i = 0; i < f->n_kv; i++) {
+        gguf_kv kv = f->kv[i];
+        char key[256];
+        snprintf(key, sizeof key, "%.*s", (int)kv.key.len, kv.key.ptr);
+        if (kv.type == GGUF_ARRAY && kv.arr_type == GGUF_STRING && kv.arr_n > 16) {
+            const char *strs[16];
+            char tmp[16][64];
+            for (int k = 0; k < 16; k++) {
+                snprintf(tmp[k], sizeof tmp[k], "%.*s", (int)kv.arr_strs[k].len, kv.arr_strs[k].ptr);
+                strs[k] = tmp[k];
+            }
+            gguf_w_arr_str(w, key, strs, 16);
+        } else if (kv.type == GGUF_ARRAY && kv.arr_type != GGUF_ARRAY && kv.arr_n > 16) {
+            gguf_w_arr(w, key, kv.arr_type, kv.arr_data, 16);
+        } else {
+            gguf_w_copy_kv(w, &kv);
+        }
+    }
+    for (uint64_t i = 0; i < f->n_tensors; i++) {
+        const gguf_tensor *t = &f->tensors[i];
+        char tn[256];
+        snprintf(tn, sizeof tn, "%.*s", (int)t->name.len, t->name.ptr);
+        const th_type_info *ti = th_type_info_get(t->type);
+        uint64_t ne[4] = { ti->block < 32 ? 32 : ti->block, 2, 1, 1 }, nb;
+        th_row_bytes(t->type, ne[0], &nb);
+        gguf_w_tensor(w, tn, t->type, t->n_dims, ne, zeros, t->n_dims > 1 ? 2 * nb : nb);
+    }
+    uint8_t *b;
+    uint64_t n;
+    bool ok = gguf_writer_to_mem(w, &b, &n) == TH_OK && save(dir, name, b, n);
+    if (ok) free(b);
+    gguf_writer_free(w);
+    gguf_close(f);
+    return ok;
+}
+
+static int write_seeds(const char *dir) {
+    uint64_t n;
+    uint8_t *b = small_file(&n);
+    bool ok = b && save(dir, "small-align32.gguf", b, n);
+    free(b);
+    gguf_writer *w = small_writer(64);
+    ok = ok && gguf_writer_to_mem(w, &b, &n) == TH_OK && save(dir, "small-align64.gguf", b, n);
+    gguf_writer_free(w);
+    free(b);
+    b = nested_file(3, &n);
+    ok = ok && save(dir, "nested.gguf", b, n);
+    free(b);
+    ok = ok && save_shrunk(dir, "tiny-Q4_K_M-shrunk.gguf", "tiny/tiny-Q4_K_M.gguf");
+    ok = ok && save_shrunk(dir, "gpt-oss-mxfp4-shrunk.gguf", "arch/gpt-oss/model-Q8_0-MXFP4.gguf");
+    ok = ok && save_shrunk(dir, "vocab-spm-shrunk.gguf", "vocab/ggml-vocab-llama-spm.gguf");
+    return ok ? 0 : 1;
+}
+
+int main(int argc, char **argv) {
+    if (argc == 3 && strcmp(argv[1], "--write-seeds") == 0) return write_seeds(argv[2]);
     RUN(test_tiny_fixtures);
     RUN(test_tiny_f32_values);
     RUN(test_arch_fixtures);
     RUN(test_vocab_fixtures);
     RUN(test_open_errors);
     RUN(test_writer_roundtrip);
+    RUN(test_version2);
     RUN(test_writer_alignment_and_file);
     RUN(test_writer_copy_fixture);
     RUN(test_writer_errors);

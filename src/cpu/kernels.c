@@ -24,7 +24,7 @@ TYPES(REF_TRAMPOLINES)
 #define GEMM_BY_DOT(T) \
     static void ref_gemm_##T(int64_t n, int64_t r0, int64_t r1, const void *w, size_t ws, int64_t nb, \
                              const void *x, size_t xs, float *y, int64_t ys) { \
-        th_gemm_by_vec_dot(TH_##T, &table, n, r0, r1, w, ws, nb, x, xs, y, ys); }
+        th_gemm_by_vec_dot(TH_##T, th_cpu_kernels(), n, r0, r1, w, ws, nb, x, xs, y, ys); }
 TYPES(GEMM_BY_DOT)
 
 void th_gemm_by_vec_dot(uint32_t type, const th_kernels *k, int64_t n, int64_t r0, int64_t r1,

@@ -1,0 +1,60 @@
+/* dot_float_avx2.c — AVX2/FMA/F16C vec_dot for F32, F16 and BF16 weights (against
+ * activations of the same type), and the F16/BF16 activation converters.
+ * 32 elements per iteration in four f32 accumulators; any n (scalar tail). */
+#include "cpu/avx2_util.h"
+
+static inline __m256 load_f16x8(const uint16_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
+static inline __m256 load_bf16x8(const uint16_t *p) {
+    __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+}
+
+#define FLOAT_DOT(NAME, T, LOAD, SCALAR)                                                       \
+    void NAME(int64_t n, float *s, const void *vw, const void *va) {                          \
+        const T *w = vw, *a = va;                                                              \
+        __m256 c0 = _mm256_setzero_ps(), c1 = c0, c2 = c0, c3 = c0;                            \
+        int64_t i = 0;                                                                         \
+        for (; i + 32 <= n; i += 32) {                                                         \
+            c0 = _mm256_fmadd_ps(LOAD(w + i), LOAD(a + i), c0);                                \
+            c1 = _mm256_fmadd_ps(LOAD(w + i + 8), LOAD(a + i + 8), c1);                        \
+            c2 = _mm256_fmadd_ps(LOAD(w + i + 16), LOAD(a + i + 16), c2);                      \
+            c3 = _mm256_fmadd_ps(LOAD(w + i + 24), LOAD(a + i + 24), c3);                      \
+        }                                                                                      \
+        for (; i + 8 <= n; i += 8) c0 = _mm256_fmadd_ps(LOAD(w + i), LOAD(a + i), c0);        \
+        float sum = avx2_hsum_ps(_mm256_add_ps(_mm256_add_ps(c0, c1), _mm256_add_ps(c2, c3))); \
+        for (; i < n; i++) sum += SCALAR(w[i]) * SCALAR(a[i]);                                 \
+        *s = sum;                                                                              \
+    }
+
+#define ID(x) (x)
+FLOAT_DOT(th_avx2_dot_f32, float, _mm256_loadu_ps, ID)
+FLOAT_DOT(th_avx2_dot_f16, uint16_t, load_f16x8, avx2_f16)
+FLOAT_DOT(th_avx2_dot_bf16, uint16_t, load_bf16x8, th_bf16_to_f32)
+
+/* f32 -> f16, round to nearest even (F16C), same bits as th_f32_to_f16 except NaN payloads. */
+void th_avx2_quantize_f16(const float *x, void *vy, int64_t n) {
+    uint16_t *y = vy;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(y + i), _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+    for (; i < n; i++) y[i] = th_f32_to_f16(x[i]);
+}
+
+/* f32 -> bf16, round to nearest even; NaN stays a quiet NaN (as th_f32_to_bf16). */
+void th_avx2_quantize_bf16(const float *x, void *vy, int64_t n) {
+    uint16_t *y = vy;
+    const __m256i one = _mm256_set1_epi32(1), bias = _mm256_set1_epi32(0x7fff);
+    const __m256i absmask = _mm256_set1_epi32(0x7fffffff), inf = _mm256_set1_epi32(0x7f800000);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256i u = _mm256_castps_si256(_mm256_loadu_ps(x + i));
+        __m256i r = _mm256_add_epi32(u, _mm256_add_epi32(bias, _mm256_and_si256(_mm256_srli_epi32(u, 16), one)));
+        r = _mm256_srli_epi32(r, 16);
+        __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, absmask), inf);
+        __m256i qnan = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(64));
+        r = _mm256_blendv_epi8(r, qnan, nan);
+        __m128i packed = _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
+        _mm_storeu_si128((__m128i *)(y + i), packed);
+    }
+    for (; i < n; i++) y[i] = th_f32_to_bf16(x[i]);
+}

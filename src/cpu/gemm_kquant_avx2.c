@@ -1,0 +1,245 @@
+/* gemm_kquant_avx2.c — AVX2 gemm for the K-quants (Q2_K..Q6_K) and IQ4_XS against
+ * Q8_K activation rows. A tile is 1 weight row x 4 activation rows: each 32-element
+ * chunk of a super-block is decoded once (to unsigned bytes = value + offset, and a
+ * pair of 16-bit sub-block scales) and multiplied with the 4 activation rows.
+ * Offsets and mins are removed per super-block through the activations' bsums:
+ *   dot = d_a * (d * sum(scale * u * a) - dm * sum_k corr[k] * bsums[k])
+ * with (dm, corr) = (dmin, min) for Q2_K/Q4_K/Q5_K and (d, offset * scale) for
+ * Q3_K/Q6_K. All integer sums are exact; one f32 multiply-add per super-block. */
+#include "cpu/avx2_util.h"
+
+static inline __m256i load256(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
+static inline __m256i crumb(__m256i q, int j) { return _mm256_and_si256(_mm256_srli_epi16(q, 2 * j), _mm256_set1_epi8(3)); }
+static inline __m256i bit_to(__m256i v, int bit, int val) {
+    const __m256i m = _mm256_set1_epi8((char)(1 << bit));
+    return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(v, m), m), _mm256_set1_epi8((char)val));
+}
+
+/* Per super-block: scales, correction weights, and the two f32 factors. */
+typedef struct {
+    float d, dm;
+    int16_t sc[16];   /* scale of each 16-element group */
+    int16_t corr[16]; /* correction weight of each 16-element group (see the top) */
+} kq_head;
+
+/* Chunk c (elements 32c..32c+31) of super-block i against 4 activation rows. */
+static inline void kq_chunk(__m256i u, const kq_head *h, int c, const th_block_q8_K *const a[4], int64_t i,
+                            __m256i sumi[4]) {
+    const __m256i sp = avx2_scale_pair(h->sc[2 * c], h->sc[2 * c + 1]);
+    _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {
+        __m256i p = _mm256_maddubs_epi16(u, load256(a[j][i].qs + 32 * c));
+        sumi[j] = _mm256_add_epi32(sumi[j], _mm256_madd_epi16(p, sp));
+    }
+}
+
+/* Same for signed values (IQ4_XS): |u| times the activation with u's sign. */
+static inline void kq_chunk_signed(__m256i v, const kq_head *h, int c, const th_block_q8_K *const a[4], int64_t i,
+                                   __m256i sumi[4]) {
+    const __m256i sp = avx2_scale_pair(h->sc[2 * c], h->sc[2 * c + 1]);
+    const __m256i u = _mm256_sign_epi8(v, v);
+    _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {
+        __m256i p = _mm256_maddubs_epi16(u, _mm256_sign_epi8(load256(a[j][i].qs + 32 * c), v));
+        sumi[j] = _mm256_add_epi32(sumi[j], _mm256_madd_epi16(p, sp));
+    }
+}
+
+static inline void kq_finish(const kq_head *h, const th_block_q8_K *const a[4], int64_t i, __m256i sumi[4], __m256 acc[4]) {
+    const __m256i corr = load256(h->corr);
+    _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {
+        __m256 c = _mm256_cvtepi32_ps(_mm256_madd_epi16(corr, load256(a[j][i].bsums)));
+        acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(a[j][i].d * h->d), _mm256_cvtepi32_ps(sumi[j]), acc[j]);
+        acc[j] = _mm256_fnmadd_ps(_mm256_set1_ps(a[j][i].d * h->dm), c, acc[j]);
+        sumi[j] = _mm256_setzero_si256();
+    }
+}
+
+static void head_q2_K(const th_block_q2_K *b, kq_head *h) {
+    h->d = avx2_f16(b->d);
+    h->dm = avx2_f16(b->dmin);
+    for (int k = 0; k < 16; k++) { h->sc[k] = b->scales[k] & 15; h->corr[k] = b->scales[k] >> 4; }
+}
+static void head_q3_K(const th_block_q3_K *b, kq_head *h) {
+    int8_t sc[16];
+    avx2_q3k_scales(b->scales, sc);
+    h->d = h->dm = avx2_f16(b->d);
+    for (int k = 0; k < 16; k++) { h->sc[k] = sc[k]; h->corr[k] = (int16_t)(4 * sc[k]); }
+}
+static void head_k4(uint16_t d, uint16_t dmin, const uint8_t *scales, kq_head *h) {
+    uint8_t sc[8], mn[8];
+    avx2_kquant_scales(scales, sc, mn);
+    h->d = avx2_f16(d);
+    h->dm = avx2_f16(dmin);
+    for (int k = 0; k < 16; k++) { h->sc[k] = sc[k / 2]; h->corr[k] = mn[k / 2]; }
+}
+static void head_q6_K(const th_block_q6_K *b, kq_head *h) {
+    h->d = h->dm = avx2_f16(b->d);
+    for (int k = 0; k < 16; k++) { h->sc[k] = b->scales[k]; h->corr[k] = (int16_t)(32 * b->scales[k]); }
+}
+
+typedef void (*kq_tile_fn)(int64_t nsb, const uint8_t *w, const th_block_q8_K *const a[4], float out[4]);
+
+static void tile_q2_K(int64_t nsb, const uint8_t *w, const th_block_q8_K *const a[4], float out[4]) {
+    const th_block_q2_K *x = (const th_block_q2_K *)w;
+    __m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps() };
+    __m256i sumi[4] = { _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256() };
+    kq_head h;
+    for (int64_t i = 0; i < nsb; i++) {
+        head_q2_K(&x[i], &h);
+        for (int half = 0; half < 2; half++) {
+            __m256i q = load256(x[i].qs + 32 * half);
+            _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) kq_chunk(crumb(q, j), &h, 4 * half + j, a, i, sumi);
+        }
+        kq_finish(&h, a, i, sumi, acc);
+    }
+    for (int j = 0; j < 4; j++) out[j] = avx2_hsum_ps(acc[j]);
+}
+
+static void tile_q3_K(int64_t nsb, const uint8_t *w, const th_block_q8_K *const a[4], float out[4]) {
+    const th_block_q3_K *x = (const th_block_q3_K *)w;
+    __m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps() };
+    __m256i sumi[4] = { _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256() };
+    kq_head h;
+    for (int64_t i = 0; i < nsb; i++) {
+        head_q3_K(&x[i], &h);
+        __m256i hm = load256(x[i].hmask);
+        for (int half = 0; half < 2; half++) {
+            __m256i q = load256(x[i].qs + 32 * half);
+            _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++)
+                kq_chunk(_mm256_or_si256(crumb(q, j), bit_to(hm, 4 * half + j, 4)), &h, 4 * half + j, a, i, sumi);
+        }
+        kq_finish(&h, a, i, sumi, acc);
+    }
+    for (int j = 0; j < 4; j++) out[j] = avx2_hsum_ps(acc[j]);
+}
+
+static void tile_q4_K(int64_t nsb, const uint8_t *w, const th_block_q8_K *const a[4], float out[4]) {
+    const th_block_q4_K *x = (const th_block_q4_K *)w;
+    const __m256i low4 = _mm256_set1_epi8(0x0f);
+    __m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps() };
+    __m256i sumi[4] = { _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256() };
+    kq_head h;
+    for (int64_t i = 0; i < nsb; i++) {
+        head_k4(x[i].d, x[i].dmin, x[i].scales, &h);
+        _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {
+            __m256i q = load256(x[i].qs + 32 * j);
+            kq_chunk(_mm256_and_si256(q, low4), &h, 2 * j, a, i, sumi);
+            kq_chunk(_mm256_and_si256(_mm256_srli_epi16(q, 4), low4), &h, 2 * j + 1, a, i, sumi);
+        }
+        kq_finish(&h, a, i, sumi, acc);
+    }
+    for (int j = 0; j < 4; j++) out[j] = avx2_hsum_ps(acc[j]);
+}
+
+static void tile_q5_K(int64_t nsb, const uint8_t *w, const th_block_q8_K *const a[4], float out[4]) {
+    const th_block_q5_K *x = (const th_block_q5_K *)w;
+    const __m256i low4 = _mm256_set1_epi8(0x0f);
+    __m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps() };
+    __m256i sumi[4] = { _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256() };
+    kq_head h;
+    for (int64_t i = 0; i < nsb; i++) {
+        head_k4(x[i].d, x[i].dmin, x[i].scales, &h);
+        __m256i qh = load256(x[i].qh);
+        _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {
+            __m256i q = load256(x[i].qs + 32 * j);
+            kq_chunk(_mm256_or_si256(_mm256_and_si256(q, low4), bit_to(qh, 2 * j, 16)), &h, 2 * j, a, i, sumi);
+            kq_chunk(_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), low4), bit_to(qh, 2 * j + 1, 16)),
+                     &h, 2 * j + 1, a, i, sumi);
+        }
+        kq_finish(&h, a, i, sumi, acc);
+    }
+    for (int j = 0; j < 4; j++) out[j] = avx2_hsum_ps(acc[j]);
+}
+
+static void tile_q6_K(int64_t nsb, const uint8_t *w, const th_block_q8_K *const a[4], float out[4]) {
+    const th_block_q6_K *x = (const th_block_q6_K *)w;
+    const __m256i low4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30);
+    __m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps() };
+    __m256i sumi[4] = { _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256() };
+    kq_head h;
+    for (int64_t i = 0; i < nsb; i++) {
+        head_q6_K(&x[i], &h);
+        for (int half = 0; half < 2; half++) {
+            __m256i ql0 = load256(x[i].ql + 64 * half), ql1 = load256(x[i].ql + 64 * half + 32);
+            __m256i qh = load256(x[i].qh + 32 * half);
+            int c = 4 * half;
+            kq_chunk(_mm256_or_si256(_mm256_and_si256(ql0, low4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30)), &h, c, a, i, sumi);
+            kq_chunk(_mm256_or_si256(_mm256_and_si256(ql1, low4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30)), &h, c + 1, a, i, sumi);
+            kq_chunk(_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4), _mm256_and_si256(qh, m30)), &h, c + 2, a, i, sumi);
+            kq_chunk(_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4),
+                                     _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30)), &h, c + 3, a, i, sumi);
+        }
+        kq_finish(&h, a, i, sumi, acc);
+    }
+    for (int j = 0; j < 4; j++) out[j] = avx2_hsum_ps(acc[j]);
+}
+
+static const int8_t iq4nl_values[16] = { -127, -104, -83, -65, -49, -35, -22, -10,
+                                         1,    13,   25,  38,  53,  69,  89,  113 };
+
+static void tile_iq4_xs(int64_t nsb, const uint8_t *w, const th_block_q8_K *const a[4], float out[4]) {
+    const th_block_iq4_xs *x = (const th_block_iq4_xs *)w;
+    const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)iq4nl_values));
+    __m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps() };
+    __m256i sumi[4] = { _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256() };
+    kq_head h;
+    memset(h.corr, 0, sizeof h.corr);
+    h.dm = 0;
+    for (int64_t i = 0; i < nsb; i++) {
+        h.d = avx2_f16(x[i].d);
+        for (int ib = 0; ib < 8; ib++) {
+            int ls = ((x[i].scales_l[ib / 2] >> (4 * (ib % 2))) & 0x0f) | (((x[i].scales_h >> (2 * ib)) & 3) << 4);
+            h.sc[2 * ib] = h.sc[2 * ib + 1] = (int16_t)(ls - 32);
+        }
+        _Pragma("GCC unroll 8") for (int c = 0; c < 8; c++)
+            kq_chunk_signed(_mm256_shuffle_epi8(table, avx2_nibbles32(x[i].qs + 16 * c)), &h, c, a, i, sumi);
+        kq_finish(&h, a, i, sumi, acc);
+    }
+    for (int j = 0; j < 4; j++) out[j] = avx2_hsum_ps(acc[j]);
+}
+
+/* Activation rows in chunks of 32 (their Q8_K rows stay in L2 while every weight row
+ * of [r0, r1) passes), then rows one at a time, then activation rows 4 at a time (the
+ * last tile repeats its last row). */
+static void gemm_kq(kq_tile_fn tile, uint32_t type, int64_t n, int64_t r0, int64_t r1, const void *w, size_t ws,
+                    int64_t nb, const void *x, size_t xs, float *y, int64_t ys) {
+    if (nb < 2) {
+        th_gemm_by_vec_dot(type, th_cpu_kernels(), n, r0, r1, w, ws, nb, x, xs, y, ys);
+        return;
+    }
+    const int64_t nsb = n / TH_QK_K;
+    float out[4];
+    for (int64_t c0 = 0; c0 < nb; c0 += 32) {
+        const int64_t c1 = TH_MIN(nb, c0 + 32);
+        for (int64_t r = r0; r < r1; r++) {
+            const uint8_t *wr = (const uint8_t *)w + (size_t)r * ws;
+            for (int64_t c = c0; c < c1; c += 4) {
+                const int cn = (int)TH_MIN(4, c1 - c);
+                const th_block_q8_K *xp[4];
+                for (int j = 0; j < 4; j++) xp[j] = (const th_block_q8_K *)((const char *)x + (size_t)(c + TH_MIN(j, cn - 1)) * xs);
+                tile(nsb, wr, xp, out);
+                for (int j = 0; j < cn; j++) y[(c + j) * ys + r] = out[j];
+            }
+        }
+    }
+}
+
+#define KQ_ENTRY(NAME, TILE, TYPE)                                                             \
+    static void NAME(int64_t n, int64_t r0, int64_t r1, const void *w, size_t ws, int64_t nb,  \
+                     const void *x, size_t xs, float *y, int64_t ys) {                          \
+        gemm_kq(TILE, TYPE, n, r0, r1, w, ws, nb, x, xs, y, ys);                               \
+    }
+KQ_ENTRY(gemm_q2_K, tile_q2_K, TH_Q2_K)
+KQ_ENTRY(gemm_q3_K, tile_q3_K, TH_Q3_K)
+KQ_ENTRY(gemm_q4_K, tile_q4_K, TH_Q4_K)
+KQ_ENTRY(gemm_q5_K, tile_q5_K, TH_Q5_K)
+KQ_ENTRY(gemm_q6_K, tile_q6_K, TH_Q6_K)
+KQ_ENTRY(gemm_iq4_xs, tile_iq4_xs, TH_IQ4_XS)
+
+void th_avx2_fill_gemm_kquant(th_kernels *k) {
+    k->gemm[TH_Q2_K] = gemm_q2_K;
+    k->gemm[TH_Q3_K] = gemm_q3_K;
+    k->gemm[TH_Q4_K] = gemm_q4_K;
+    k->gemm[TH_Q5_K] = gemm_q5_K;
+    k->gemm[TH_Q6_K] = gemm_q6_K;
+    k->gemm[TH_IQ4_XS] = gemm_iq4_xs;
+}

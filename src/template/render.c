@@ -1,0 +1,68 @@
+/* render.c — th_chat_render(): parses the context JSON, builds the global
+ * scope (built-ins, the JSON object's keys, add_generation_prompt, bos_token,
+ * eos_token), lexes, parses and runs the template inside one arena, and
+ * turns any template error into TH_ERR_FORMAT with its message. */
+#include "template/chat_template.h"
+#include <cJSON.h>
+#include <stdlib.h>
+
+static th_status render(tctx *c, const char *tmpl, cJSON *json, const th_chat_opts *opts, char **out) {
+    tframe *builtins = tt_frame_new(c, NULL);
+    tt_install_globals(c, builtins);
+    tframe *root = tt_frame_new(c, builtins);
+    for (cJSON *e = json->child; e; e = e->next)
+        tt_frame_set(c, root, tt_strdup(c, e->string, strlen(e->string)), tv_from_json(c, e));
+    tt_frame_set(c, root, "add_generation_prompt", tv_bool(opts->add_generation_prompt));
+    const char *bos = opts->bos_token ? opts->bos_token : "", *eos = opts->eos_token ? opts->eos_token : "";
+    tt_frame_set(c, root, "bos_token", tv_strdup(c, bos, strlen(bos)));
+    tt_frame_set(c, root, "eos_token", tv_strdup(c, eos, strlen(eos)));
+
+    ttokens toks = { 0 };
+    tt_lex(c, tmpl, strlen(tmpl), &toks);
+    tnode *body = tt_parse(c, &toks);
+    tbuf result = { 0 };
+    c->out = &result;
+    tt_exec(c, root, body);
+    char *s = malloc(result.n + 1);
+    if (!s) return th_set_error(TH_ERR_NOMEM, "chat template: out of memory for %zu bytes of output", result.n);
+    if (result.n) memcpy(s, result.p, result.n);
+    s[result.n] = 0;
+    *out = s;
+    return TH_OK;
+}
+
+typedef struct { const char *tmpl; cJSON *json; const th_chat_opts *opts; char **out; } render_args;
+
+/* The only function with setjmp: a template error longjmps back here. */
+static th_status render_guarded(tctx *c, const render_args *a) {
+    if (setjmp(c->jmp) != 0) {
+        if (c->raised) return th_set_error(TH_ERR_FORMAT, "%s", c->err);
+        return th_set_error(TH_ERR_FORMAT, "chat template: %s", c->err);
+    }
+    return render(c, a->tmpl, a->json, a->opts, a->out);
+}
+
+th_status th_chat_render(const char *tmpl, const char *context_json, const th_chat_opts *opts, char **out) {
+    if (!tmpl || !context_json || !out) return th_set_error(TH_ERR_ARG, "th_chat_render: NULL argument");
+    *out = NULL;
+    static const th_chat_opts dflt = { 0 };
+    cJSON *json = cJSON_Parse(context_json);
+    if (!json) {
+        const char *at = cJSON_GetErrorPtr();
+        return th_set_error(TH_ERR_FORMAT, "chat template context: invalid JSON near '%.30s'", at ? at : "");
+    }
+    if (!cJSON_IsObject(json)) {
+        cJSON_Delete(json);
+        return th_set_error(TH_ERR_FORMAT, "chat template context: JSON must be an object {\"messages\": [...]}");
+    }
+    tctx *c = calloc(1, sizeof *c);
+    if (!c) { cJSON_Delete(json); return th_set_error(TH_ERR_NOMEM, "chat template: out of memory"); }
+    render_args a = { tmpl, json, opts ? opts : &dflt, out };
+    c->mem_limit = TT_MAX_MEMORY;
+    c->max_output = a.opts->max_output ? a.opts->max_output : TT_DEFAULT_OUTPUT;
+    th_status st = render_guarded(c, &a);
+    cJSON_Delete(json);
+    tt_arena_free(c);
+    free(c);
+    return st;
+}

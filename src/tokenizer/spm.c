@@ -1,0 +1,102 @@
+/* spm.c — SentencePiece-style tokenization of one text fragment (llama.cpp's
+ * llm_tokenizer_spm): spaces become U+2581, the text is split into UTF-8
+ * characters, and adjacent symbols are merged best score first (ties: leftmost)
+ * while the merged text is a token. Symbols left that are not tokens fall back
+ * to byte tokens <0xNN>. */
+#include "tokenizer/vocab_internal.h"
+#include "tokenizer/unicode.h"
+#include <string.h>
+
+typedef struct sym { int32_t prev, next; uint32_t off, n; } sym;
+typedef struct bigram { int32_t left, right; float score; uint32_t size; } bigram;
+
+/* Max-heap on (score, then smaller left). */
+static bool bg_before(const bigram *a, const bigram *b) {
+    return a->score > b->score || (a->score == b->score && a->left < b->left);
+}
+
+typedef struct heap { bigram *p; size_t n, cap; } heap;
+
+static bool heap_push(heap *h, bigram b) {
+    if (h->n == h->cap) {
+        size_t nc = h->cap ? h->cap * 2 : 256;
+        bigram *np = realloc(h->p, nc * sizeof *np);
+        if (!np) return false;
+        h->p = np; h->cap = nc;
+    }
+    size_t i = h->n++;
+    while (i && bg_before(&b, &h->p[(i - 1) / 2])) { h->p[i] = h->p[(i - 1) / 2]; i = (i - 1) / 2; }
+    h->p[i] = b;
+    return true;
+}
+
+static bigram heap_pop(heap *h) {
+    bigram top = h->p[0], last = h->p[--h->n];
+    size_t i = 0;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= h->n) break;
+        if (c + 1 < h->n && bg_before(&h->p[c + 1], &h->p[c])) c++;
+        if (!bg_before(&h->p[c], &last)) break;
+        h->p[i] = h->p[c];
+        i = c;
+    }
+    if (h->n) h->p[i] = last;
+    return top;
+}
+
+static bool try_bigram(const th_vocab *v, const char *text, const sym *s, int32_t l, int32_t r, heap *h) {
+    if (l < 0 || r < 0) return true;
+    uint32_t n = s[l].n + s[r].n;
+    int32_t id = th_vocab_find(v, text + s[l].off, n);
+    if (id < 0 || id >= v->n_tokens) return true;
+    return heap_push(h, (bigram){ l, r, v->score[id], n });
+}
+
+static void emit_symbol(const th_vocab *v, const char *text, const sym *s, th_ids *out) {
+    int32_t id = th_vocab_find(v, text + s->off, s->n);
+    if (id >= 0 && id < v->n_tokens) { th_ids_push(out, id); return; }
+    for (uint32_t j = 0; j < s->n; j++) {
+        th_token b = v->byte_token[(uint8_t)text[s->off + j]];
+        if (b < 0) b = v->unk;          /* llama.cpp would throw here */
+        if (b >= 0) th_ids_push(out, b);
+    }
+}
+
+th_status th_spm_tokenize(const th_vocab *v, const char *in, size_t len, th_ids *out) {
+    th_buf text = {0};
+    sym *s = NULL;
+    heap h = {0};
+    th_status st = TH_OK;
+    if (!len) return TH_OK;
+    for (size_t i = 0; i < len; i++) {            /* ' ' -> U+2581 */
+        if (in[i] == ' ') th_buf_add(&text, "\xE2\x96\x81", 3);
+        else th_buf_add(&text, in + i, 1);
+    }
+    if (text.oom || text.n > UINT32_MAX / 2 || !(s = malloc(text.n * sizeof *s))) goto oom;
+    int32_t n = 0;
+    for (size_t off = 0; off < text.n; n++) {
+        size_t l = TH_MIN(th_utf8_len((uint8_t)text.p[off]), text.n - off);
+        s[n] = (sym){ n - 1, off + l == text.n ? -1 : n + 1, (uint32_t)off, (uint32_t)l };
+        off += l;
+    }
+    for (int32_t i = 1; i < n; i++) if (!try_bigram(v, text.p, s, i - 1, i, &h)) goto oom;
+    while (h.n) {
+        bigram b = heap_pop(&h);
+        sym *l = &s[b.left], *r = &s[b.right];
+        if (l->n == 0 || r->n == 0 || l->n + r->n != b.size) continue;   /* stale */
+        l->n += r->n;
+        r->n = 0;
+        l->next = r->next;
+        if (r->next >= 0) s[r->next].prev = b.left;
+        if (!try_bigram(v, text.p, s, l->prev, b.left, &h) || !try_bigram(v, text.p, s, b.left, l->next, &h))
+            goto oom;
+    }
+    for (int32_t i = 0; i != -1; i = s[i].next) emit_symbol(v, text.p, &s[i], out);
+    goto done;
+oom:
+    st = th_set_error(TH_ERR_NOMEM, "tokenize: out of memory");
+done:
+    free(text.p); free(s); free(h.p);
+    return st;
+}

@@ -1,0 +1,289 @@
+/* test_kernels.c — every SIMD kernel of the CPU kernel table against the reference
+ * kernels of src/quant (th_ref_*), on random inputs of awkward sizes.
+ *
+ * - Activation quantizers (Q8_0, Q8_1, Q8_K, F16, BF16) must produce the reference's
+ *   bytes exactly, including ties and all-zero blocks.
+ * - vec_dot: the integer part of every block dot product is exact in both, so the only
+ *   difference is the order of the float additions (and where the block scale is
+ *   applied). We allow |simd - ref| <= 1e-5 * S, where S = sum|w_i a_i| + max|w| * sum|a_i|
+ *   (a bound on the magnitude of every partial sum, mins included). A float sum of k
+ *   terms errs by at most ~k * 6e-8 * S; k <= 160 here, and any decoding bug moves the
+ *   result by a sizeable fraction of S.
+ * - gemm: the tiled kernel against the vec_dot loop of the same level (same tolerance),
+ *   for odd row counts, odd batch sizes, a row sub-range, and no writes outside it.
+ * A level the CPU lacks is skipped. */
+#include "check.h"
+#include "cpu/kernels.h"
+#include <stddef.h>
+
+static uint64_t rng = 0x9e3779b97f4a7c15ULL;
+static uint32_t rnd(void) {
+    rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
+    return (uint32_t)(rng >> 16);
+}
+static float rndf(void) { return (float)((int32_t)rnd() % 1000000) / 1000000.0f; } /* (-1, 1) */
+
+static th_kernels avx2_k;
+static bool have_avx2;
+
+static bool cpu_has_avx2(void) {
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+           __builtin_cpu_supports("f16c") && __builtin_cpu_supports("bmi2");
+#else
+    return false;
+#endif
+}
+
+/* Weight types with a SIMD kernel, and where their f16 scale fields sit in a block. */
+typedef struct { uint32_t type; int d_off, m_off; } wtype;
+static const wtype wtypes[] = {
+    { TH_F32, -1, -1 },  { TH_F16, -1, -1 },  { TH_BF16, -1, -1 },
+    { TH_Q4_0, 0, -1 },  { TH_Q4_1, 0, 2 },   { TH_Q5_0, 0, -1 },  { TH_Q5_1, 0, 2 },
+    { TH_Q8_0, 0, -1 },  { TH_IQ4_NL, 0, -1 },
+    { TH_Q2_K, offsetof(th_block_q2_K, d), offsetof(th_block_q2_K, dmin) },
+    { TH_Q3_K, offsetof(th_block_q3_K, d), -1 },
+    { TH_Q4_K, 0, 2 },   { TH_Q5_K, 0, 2 },
+    { TH_Q6_K, offsetof(th_block_q6_K, d), -1 },
+    { TH_IQ4_XS, 0, -1 },
+};
+enum { N_WTYPES = sizeof wtypes / sizeof wtypes[0] };
+
+static size_t row_bytes(uint32_t type, int64_t n) {
+    uint64_t b = 0;
+    th_row_bytes(type, (uint64_t)n, &b);
+    return (size_t)b;
+}
+
+static void put_f16(uint8_t *p, float f) { uint16_t h = th_f32_to_f16(f); memcpy(p, &h, 2); }
+
+/* Random weights: floats for F32/F16/BF16; for block types random bytes (every bit
+ * pattern of codes, scales, high bits) with sane f16 d (either sign) and dmin/m. */
+static void random_weights(const wtype *wt, uint8_t *dst, int64_t rows, int64_t n) {
+    const th_type_info *ti = th_type_info_get(wt->type);
+    int64_t count = rows * n;
+    if (wt->type == TH_F32) { for (int64_t i = 0; i < count; i++) ((float *)dst)[i] = rndf(); return; }
+    if (wt->type == TH_F16) { for (int64_t i = 0; i < count; i++) ((uint16_t *)dst)[i] = th_f32_to_f16(rndf()); return; }
+    if (wt->type == TH_BF16) { for (int64_t i = 0; i < count; i++) ((uint16_t *)dst)[i] = th_f32_to_bf16(rndf()); return; }
+    int64_t nblocks = count / ti->block;
+    for (int64_t b = 0; b < nblocks; b++) {
+        uint8_t *blk = dst + b * ti->bytes;
+        for (uint32_t i = 0; i < ti->bytes; i++) blk[i] = (uint8_t)rnd();
+        put_f16(blk + wt->d_off, rndf() * 0.02f);
+        if (wt->m_off >= 0) put_f16(blk + wt->m_off, rndf() * 0.02f);
+    }
+}
+
+/* Random activations with a different magnitude per 32 elements. */
+static void random_acts(float *x, int64_t n) {
+    float scale = 1;
+    for (int64_t i = 0; i < n; i++) {
+        if (i % 32 == 0) scale = 0.1f + 4.0f * (rnd() % 1000) / 1000.0f;
+        x[i] = rndf() * scale;
+    }
+}
+
+/* The magnitude S of the tolerance (see the top of the file). */
+static double dot_scale(uint32_t type, const void *w, const void *act, int64_t n) {
+    float *fw = malloc((size_t)n * sizeof *fw), *fa = malloc((size_t)n * sizeof *fa);
+    th_ref_dequantize(type, w, fw, n);
+    th_ref_dequantize(th_type_info_get(type)->act_type, act, fa, n);
+    double s = 0, sa = 0, m = 0;
+    for (int64_t i = 0; i < n; i++) {
+        s += fabs((double)fw[i] * fa[i]);
+        sa += fabs(fa[i]);
+        if (fabs(fw[i]) > m) m = fabs(fw[i]);
+    }
+    free(fw);
+    free(fa);
+    return s + m * sa;
+}
+
+/* ---------------------------------------------------------------- quantizers */
+
+static void check_quantize(const th_kernels *k, uint32_t at, const float *x, int64_t n, const char *what) {
+    size_t bytes = row_bytes(at, n);
+    uint8_t *a = calloc(1, bytes + 1), *b = calloc(1, bytes + 1);
+    th_ref_quantize(at, x, a, n);
+    k->quantize[at](x, b, n);
+    size_t diff = 0;
+    while (diff < bytes && a[diff] == b[diff]) diff++;
+    CHECK(diff == bytes, "%s %s n=%lld: first differing byte %zu of %zu (ref %02x, %s %02x)", k->level,
+          th_type_name(at), (long long)n, diff, bytes, diff < bytes ? a[diff] : 0, k->level, diff < bytes ? b[diff] : 0);
+    CHECK(b[bytes] == 0, "%s %s %s wrote past the end", k->level, th_type_name(at), what);
+    free(a);
+    free(b);
+}
+
+static void test_quantize_avx2(void) {
+    if (!have_avx2) SKIP("CPU lacks AVX2/FMA/F16C/BMI2");
+    static const uint32_t acts[] = { TH_Q8_0, TH_Q8_1, TH_Q8_K, TH_F16, TH_BF16 };
+    static const int64_t sizes[] = { 256, 512, 4096, 256 * 7 };
+    float *x = malloc(4096 * sizeof *x);
+    for (size_t t = 0; t < sizeof acts / sizeof acts[0]; t++) {
+        for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+            random_acts(x, sizes[s]);
+            check_quantize(&avx2_k, acts[t], x, sizes[s], "random");
+        }
+        /* ties: x * 127/amax lands on k + 0.5 (amax = 127 makes the scale exactly 1) */
+        for (int i = 0; i < 256; i++) x[i] = (float)((i % 254) - 127) + (i % 3 == 0 ? 0.5f : 0.0f);
+        x[5] = 127.0f; x[37] = -127.0f; x[69] = 127.0f;
+        for (int b = 0; b < 8; b++) x[32 * b + 1] = (b & 1) ? 127.0f : -127.0f;
+        check_quantize(&avx2_k, acts[t], x, 256, "ties");
+        /* an all-zero block among others; largest magnitude negative and repeated */
+        for (int i = 0; i < 512; i++) x[i] = i < 256 ? 0.0f : rndf();
+        x[300] = -3.0f; x[301] = 3.0f; x[302] = -3.0f;
+        check_quantize(&avx2_k, acts[t], x, 512, "zeros");
+    }
+    /* F16/BF16 take any n: odd lengths exercise the scalar tails. */
+    static const int64_t odd[] = { 1, 7, 9, 33, 1001 };
+    for (size_t s = 0; s < sizeof odd / sizeof odd[0]; s++) {
+        random_acts(x, odd[s]);
+        check_quantize(&avx2_k, TH_F16, x, odd[s], "odd");
+        check_quantize(&avx2_k, TH_BF16, x, odd[s], "odd");
+    }
+    /* f16 edge values: overflow to inf, subnormals, rounding ties */
+    float edge[16] = { 65504.0f, 65520.0f, 1e6f, -1e6f, 6e-8f, 3e-8f, 1e-5f, -1e-7f,
+                       1.0009765625f * 1.00048828125f, 2049.0f, 2051.0f, -0.0f, 0.0f, 1.5f, 3.0e38f, 1e-40f };
+    check_quantize(&avx2_k, TH_F16, edge, 16, "edge");
+    check_quantize(&avx2_k, TH_BF16, edge, 16, "edge");
+    free(x);
+}
+
+/* ---------------------------------------------------------------- vec_dot */
+
+static int vec_dot_checked;
+static double worst_ratio; /* largest |simd - ref| / S seen (printed for the record) */
+
+static void check_vec_dot(const th_kernels *k, const wtype *wt, int64_t n) {
+    const uint32_t type = wt->type, at = th_type_info_get(type)->act_type;
+    uint8_t *w = malloc(row_bytes(type, n)), *a = malloc(row_bytes(at, n));
+    float *x = malloc((size_t)n * sizeof *x);
+    random_weights(wt, w, 1, n);
+    random_acts(x, n);
+    th_ref_quantize(at, x, a, n);
+    float ref = th_ref_vec_dot(type, n, w, a), got = NAN;
+    k->vec_dot[type](n, &got, w, a);
+    double tol = 1e-5 * dot_scale(type, w, a, n) + 1e-30;
+    if (fabs((double)got - ref) / tol * 1e-5 > worst_ratio) worst_ratio = fabs((double)got - ref) / tol * 1e-5;
+    CHECK(fabs((double)got - ref) <= tol, "%s vec_dot %s n=%lld: got %.9g ref %.9g (diff %.3g, tol %.3g)",
+          k->level, th_type_name(type), (long long)n, got, ref, fabs((double)got - ref), tol);
+    vec_dot_checked++;
+    free(w);
+    free(a);
+    free(x);
+}
+
+static void test_vec_dot_avx2(void) {
+    if (!have_avx2) SKIP("CPU lacks AVX2/FMA/F16C/BMI2");
+    static const int64_t nblocks[] = { 1, 2, 3, 5, 8, 17, 64, 16 };
+    for (int t = 0; t < N_WTYPES; t++) {
+        int64_t blk = th_type_info_get(wtypes[t].type)->block;
+        for (size_t s = 0; s < sizeof nblocks / sizeof nblocks[0]; s++)
+            for (int rep = 0; rep < 4; rep++) check_vec_dot(&avx2_k, &wtypes[t], nblocks[s] * (blk == 1 ? 32 : blk));
+        if (blk == 1) { /* float types: any n, scalar tails */
+            static const int64_t odd[] = { 1, 7, 8, 9, 31, 33, 1001, 4095 };
+            for (size_t s = 0; s < sizeof odd / sizeof odd[0]; s++) check_vec_dot(&avx2_k, &wtypes[t], odd[s]);
+        }
+    }
+    CHECK(vec_dot_checked > 400, "only %d vec_dot cases ran", vec_dot_checked);
+    printf("  %d cases, worst |avx2 - ref| / S = %.2g (tolerance 1e-5)\n", vec_dot_checked, worst_ratio);
+}
+
+/* The tolerance is tight enough that one wrong element in a row of 8 blocks fails:
+ * moving one Q4_0 code by 8 must change the dot by more than the tolerance. */
+static void test_tolerance_catches_one_bad_element(void) {
+    if (!have_avx2) SKIP("CPU lacks AVX2/FMA/F16C/BMI2");
+    const int64_t n = 8 * 32;
+    uint8_t *w = malloc(row_bytes(TH_Q4_0, n)), *a = malloc(row_bytes(TH_Q8_0, n));
+    float *x = malloc((size_t)n * sizeof *x);
+    random_weights(&wtypes[3], w, 1, n);
+    random_acts(x, n);
+    th_ref_quantize(TH_Q8_0, x, a, n);
+    float good;
+    avx2_k.vec_dot[TH_Q4_0](n, &good, w, a);
+    th_block_q4_0 *blk = (th_block_q4_0 *)w;
+    blk[5].qs[3] ^= 0x08; /* element 3 of block 5 moves by 8 codes */
+    th_block_q8_0 *ab = (th_block_q8_0 *)a;
+    if (ab[5].qs[3] == 0) ab[5].qs[3] = 1; /* (an activation of 0 would hide it) */
+    float ref = th_ref_vec_dot(TH_Q4_0, n, w, a);
+    double tol = 1e-5 * dot_scale(TH_Q4_0, w, a, n);
+    CHECK(fabs((double)good - ref) > tol, "one corrupted element changed the dot by %.3g, tol %.3g",
+          fabs((double)good - ref), tol);
+    free(w);
+    free(a);
+    free(x);
+}
+
+/* ---------------------------------------------------------------- gemm */
+
+static void check_gemm(const th_kernels *k, const wtype *wt, int64_t n, int64_t rows, int64_t r0, int64_t r1, int64_t nb) {
+    const uint32_t type = wt->type, at = th_type_info_get(type)->act_type;
+    const size_t ws = row_bytes(type, n), xs = row_bytes(at, n);
+    const int64_t ys = rows + 3;
+    uint8_t *w = malloc(ws * (size_t)rows), *a = malloc(xs * (size_t)nb);
+    float *x = malloc((size_t)n * sizeof *x);
+    float *y = malloc(sizeof *y * (size_t)(ys * nb)), *e = malloc(sizeof *e * (size_t)(ys * nb));
+    random_weights(wt, w, rows, n);
+    for (int64_t b = 0; b < nb; b++) { random_acts(x, n); k->quantize[at](x, a + (size_t)b * xs, n); }
+    for (int64_t i = 0; i < ys * nb; i++) y[i] = e[i] = -12345.0f;
+    k->gemm[type](n, r0, r1, w, ws, nb, a, xs, y, ys);
+    th_gemm_by_vec_dot(type, k, n, r0, r1, w, ws, nb, a, xs, e, ys);
+    int bad = 0;
+    for (int64_t b = 0; b < nb && bad < 3; b++)
+        for (int64_t r = 0; r < ys && bad < 3; r++) {
+            float got = y[b * ys + r], want = e[b * ys + r];
+            double tol = 0;
+            if (r >= r0 && r < r1)
+                tol = 1e-5 * dot_scale(type, w + (size_t)r * ws, a + (size_t)b * xs, n) + 1e-30;
+            if (!(fabs((double)got - want) <= tol)) {
+                bad++;
+                CHECK(0, "%s gemm %s n=%lld rows [%lld,%lld) nb=%lld: y[b=%lld][r=%lld] = %.9g, vec_dot %.9g",
+                      k->level, th_type_name(type), (long long)n, (long long)r0, (long long)r1, (long long)nb,
+                      (long long)b, (long long)r, got, want);
+            }
+        }
+    free(w); free(a); free(x); free(y); free(e);
+}
+
+static void test_gemm_avx2(void) {
+    if (!have_avx2) SKIP("CPU lacks AVX2/FMA/F16C/BMI2");
+    static const int64_t shapes[][4] = { /* rows, r0, r1, nb */
+        { 1, 0, 1, 1 }, { 4, 0, 4, 4 }, { 5, 0, 5, 3 }, { 13, 2, 11, 7 }, { 9, 1, 9, 2 }, { 8, 0, 8, 17 }, { 7, 3, 4, 5 },
+    };
+    for (int t = 0; t < N_WTYPES; t++) {
+        int64_t blk = th_type_info_get(wtypes[t].type)->block;
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+            for (int64_t nblk = 1; nblk <= 9; nblk += 4)
+                check_gemm(&avx2_k, &wtypes[t], nblk * (blk == 1 ? 32 : blk), shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3]);
+        if (blk == 1) /* float types take any n */
+            for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+                check_gemm(&avx2_k, &wtypes[t], 7, shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3]);
+                check_gemm(&avx2_k, &wtypes[t], 45, shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3]);
+            }
+    }
+}
+
+static void test_generic_gemm_matches_vec_dot(void) {
+    th_kernels g;
+    th_kernels_fill_generic(&g);
+    /* the generic table's gemm is a vec_dot loop; check the walk (sub-range, strides) */
+    check_gemm(&g, &wtypes[3], 64, 6, 1, 5, 3);
+    check_gemm(&g, &wtypes[11], 256, 3, 0, 3, 2);
+}
+
+int main(void) {
+    have_avx2 = cpu_has_avx2();
+    if (have_avx2) {
+        th_kernels_fill_generic(&avx2_k);
+        th_kernels_fill_avx2(&avx2_k);
+        avx2_k.level = "avx2";
+    }
+    RUN(test_quantize_avx2);
+    RUN(test_vec_dot_avx2);
+    RUN(test_tolerance_catches_one_bad_element);
+    RUN(test_gemm_avx2);
+    RUN(test_generic_gemm_matches_vec_dot);
+    return CHECK_DONE();
+}
