@@ -33,12 +33,12 @@ static bool have_gpu(void) {
 /* ------------------------------------------------------------------ helpers */
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
-static float frand(void) { /* uniform in [-1, 1) */
+__attribute__((unused)) static float frand(void) { /* uniform in [-1, 1) */
     rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
     return (float)((rng >> 40) * (1.0 / 8388608.0)) - 1.0f;
 }
 
-static double rel_l2(const float *a, const double *ref, size_t n) {
+__attribute__((unused)) static double rel_l2(const float *a, const double *ref, size_t n) {
     double num = 0, den = 0;
     for (size_t i = 0; i < n; i++) {
         if (a[i] != a[i]) return INFINITY;

@@ -133,6 +133,8 @@ const char *th_cu_test_attention(int n_head, int n_kv, int hd, int hdv, int len,
                                  float softcap, bool kv_f16, int block, int force_split, float *out);
 /* Device-to-device copy bandwidth in GB/s (bytes read + written) over `bytes`. */
 double th_cu_copy_bandwidth(size_t bytes);
+/* fp16 × fp16 → fp32 cuBLAS GEMM of n×n×n on random data, TFLOP/s (median-free: 10 after 3 warm-ups). */
+double th_cu_gemm_tflops(int n);
 
 #ifdef __cplusplus
 }

@@ -156,3 +156,43 @@ done:
     cudaGetLastError();
     return gbs;
 }
+
+double th_cu_gemm_tflops(int n) {
+    size_t e = (size_t)n * n;
+    uint16_t *h = malloc(e * 2);
+    void *a = NULL, *b = NULL, *c = NULL;
+    cublasHandle_t hd = NULL;
+    cudaEvent_t e0 = NULL, e1 = NULL;
+    double tf = 0;
+    if (!h) return 0;
+    uint64_t s = 88172645463325252ull;
+    for (size_t i = 0; i < e; i++) { /* random fp16 in ±[0.25, 1) */
+        s ^= s << 13; s ^= s >> 7; s ^= s << 17;
+        h[i] = (uint16_t)((s & 0x83ff) | (((s >> 16) & 1 ? 13 : 14) << 10));
+    }
+    if (cudaMalloc(&a, e * 2) || cudaMalloc(&b, e * 2) || cudaMalloc(&c, e * 4)) goto done;
+    cudaMemcpy(a, h, e * 2, cudaMemcpyHostToDevice);
+    cudaMemcpy(b, h, e * 2, cudaMemcpyHostToDevice);
+    if (cublasCreate(&hd) != CUBLAS_STATUS_SUCCESS) goto done;
+    const float one = 1.0f, zero = 0.0f;
+    cudaEventCreate(&e0);
+    cudaEventCreate(&e1);
+    for (int r = 0; r < 13; r++) {
+        if (r == 3) cudaEventRecord(e0, 0);
+        cublasGemmEx(hd, CUBLAS_OP_T, CUBLAS_OP_N, n, n, n, &one, a, CUDA_R_16F, n, b, CUDA_R_16F, n, &zero, c,
+                     CUDA_R_32F, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    }
+    cudaEventRecord(e1, 0);
+    cudaEventSynchronize(e1);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, e0, e1);
+    if (ms > 0) tf = 2.0 * n * (double)n * n * 10 / (ms * 1e-3) / 1e12;
+done:
+    if (hd) cublasDestroy(hd);
+    if (e0) cudaEventDestroy(e0);
+    if (e1) cudaEventDestroy(e1);
+    cudaFree(a); cudaFree(b); cudaFree(c);
+    free(h);
+    cudaGetLastError();
+    return tf;
+}
