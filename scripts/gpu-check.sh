@@ -34,7 +34,7 @@ if has bench; then
     echo "== benchmarks"
     B="$BUILD/bench/gpu/bench_gpu"
     "$B" ceilings | tee "$OUT/bench.txt"
-    if has quick; then runs="135m:q4_0:tg 8b:q4_0:tg"; else
+    if has quick; then runs="135m:q4_0:all 8b:q4_0:all"; else
         runs="135m:q4_0:all 135m:q8_0:tg 135m:f16:tg 8b:q4_0:all 8b:q8_0:all 8b:f16:all"; fi
     for r in $runs; do
         IFS=: read -r shape type mode <<<"$r"
