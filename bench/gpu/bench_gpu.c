@@ -219,6 +219,10 @@ int main(int argc, char **argv) {
         printf("%-5s %-5s tg128  %8.1f tok/s  %6.0f GB/s  (%.0f%% of copy)\n", sh->name, th_type_name(type), r,
                r * wbytes / 1e9, 100.0 * r * wbytes / 1e9 / bw);
     }
+    if (!strcmp(what, "prof")) { /* a few decode steps for a profiler: warm-up, then 3 steps */
+        tg(c, 4, 1);
+        tg(c, 3, 1);
+    }
     if (all || !strcmp(what, "pp")) {
         pp(c, 512, 1);
         double r = pp(c, 512, 3);

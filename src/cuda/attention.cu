@@ -5,7 +5,7 @@
 // softmax (scores: one thread per position; output: one thread per value
 // dimension, reading V rows coalesced), and a second kernel merges the splits.
 // Optional sliding window and score softcap, as in the CPU reference.
-#include "cuda/common.cuh"
+#include "cuda/q8.cuh"
 #include <math.h>
 
 namespace {
@@ -34,6 +34,7 @@ __device__ __forceinline__ float dot_q(const float *q, const char *k, int hd) {
     float s = 0.0f;
     if (F16) {
         if ((hd & 7) == 0) {
+#pragma unroll 4
             for (int i = 0; i < hd; i += 8) {
                 uint4 v = *(const uint4 *)(k + 2 * i);
                 const __half2 *h = (const __half2 *)&v;
@@ -48,6 +49,7 @@ __device__ __forceinline__ float dot_q(const float *q, const char *k, int hd) {
         }
     } else {
         if ((hd & 3) == 0) {
+#pragma unroll 4
             for (int i = 0; i < hd; i += 4) {
                 float4 v = *(const float4 *)(k + 4 * i);
                 s += q[i] * v.x + q[i + 1] * v.y + q[i + 2] * v.z + q[i + 3] * v.w;
@@ -59,10 +61,37 @@ __device__ __forceinline__ float dot_q(const float *q, const char *k, int hd) {
     return s;
 }
 
+// sum over the tile's positions of p_j · V_j[d], eight loads in flight
+template <bool F16>
+__device__ __forceinline__ float v_sum(const char *const *vrow, const float *p, int nt, int d) {
+    float a = 0.0f;
+    int j = 0;
+    for (; j + 8 <= nt; j += 8) {
+        float v[8];
+#pragma unroll
+        for (int u = 0; u < 8; u++)
+            v[u] = F16 ? __half2float(((const __half *)vrow[j + u])[d]) : ((const float *)vrow[j + u])[d];
+#pragma unroll
+        for (int u = 0; u < 8; u++) a += p[j + u] * v[u];
+    }
+    for (; j < nt; j++) a += p[j] * (F16 ? __half2float(((const __half *)vrow[j])[d]) : ((const float *)vrow[j])[d]);
+    return a;
+}
+
+// q8 copy of one head's output row (hdv a multiple of 32): warp w quantizes dims 32w.. (and +TILE).
+__device__ __forceinline__ void head_q8(const float *o, int hdv, int64_t base, const th_cu_q8 &oq) {
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    for (int d0 = warp * 32; d0 < hdv; d0 += blockDim.x) {
+        float v = o[d0 + lane];
+        q8_store_block(v, lane, oq, base + d0, (base + d0) / 32);
+    }
+}
+
 template <bool F16>
 __global__ void __launch_bounds__(TILE) attn_split(const float *qkv, int64_t stride, const int32_t *pos,
                                                    const int32_t *seq, th_cu_attn a, th_cu_kv kv, int32_t layer,
-                                                   float *out, int64_t os) {
+                                                   float *out, int64_t os, th_cu_q8 oq, bool q8) {
+    pdl_begin();
     __shared__ float s_q[MAX_HD];
     __shared__ float s_p[TILE];
     __shared__ const char *s_v[TILE];
@@ -101,19 +130,8 @@ __global__ void __launch_bounds__(TILE) attn_split(const float *qkv, int64_t str
         __syncthreads();
         l = l * corr + tile_sum;
         int nt = min(TILE, end - t0);
-        float a0 = 0.0f, a1 = 0.0f;
-        if (tid < hdv) {
-            for (int jj = 0; jj < nt; jj++) {
-                const char *v = s_v[jj];
-                a0 += s_p[jj] * (F16 ? __half2float(((const __half *)v)[tid]) : ((const float *)v)[tid]);
-            }
-        }
-        if (tid + TILE < hdv) {
-            for (int jj = 0; jj < nt; jj++) {
-                const char *v = s_v[jj];
-                a1 += s_p[jj] * (F16 ? __half2float(((const __half *)v)[tid + TILE]) : ((const float *)v)[tid + TILE]);
-            }
-        }
+        float a0 = tid < hdv ? v_sum<F16>(s_v, s_p, nt, tid) : 0.0f;
+        float a1 = tid + TILE < hdv ? v_sum<F16>(s_v, s_p, nt, tid + TILE) : 0.0f;
         acc0 = acc0 * corr + a0;
         acc1 = acc1 * corr + a1;
         m = m_new;
@@ -124,6 +142,7 @@ __global__ void __launch_bounds__(TILE) attn_split(const float *qkv, int64_t str
         float *o = out + (int64_t)t * os + (int64_t)h * hdv;
         if (tid < hdv) o[tid] = acc0 * inv;
         if (tid + TILE < hdv) o[tid + TILE] = acc1 * inv;
+        if (q8) { __syncthreads(); head_q8(o, hdv, (int64_t)t * os + (int64_t)h * hdv, oq); }
     } else {
         float *pp = a.partial + (((int64_t)t * a.n_head + h) * a.n_split + sp) * (hdv + 2);
         if (tid == 0) { pp[0] = m; pp[1] = l; }
@@ -132,7 +151,8 @@ __global__ void __launch_bounds__(TILE) attn_split(const float *qkv, int64_t str
     }
 }
 
-__global__ void attn_merge(const int32_t *pos, th_cu_attn a, float *out, int64_t os) {
+__global__ void attn_merge(const int32_t *pos, th_cu_attn a, float *out, int64_t os, th_cu_q8 oq, bool q8) {
+    pdl_begin();
     const int h = blockIdx.x, t = blockIdx.y, hdv = a.head_dim_v;
     int32_t lo, len;
     span(a, pos[t], lo, len);
@@ -148,33 +168,37 @@ __global__ void attn_merge(const int32_t *pos, th_cu_attn a, float *out, int64_t
         for (int s = 0; s < ns; s++) acc += expf(pp[s * (hdv + 2)] - M) * pp[s * (hdv + 2) + 2 + d];
         out[(int64_t)t * os + (int64_t)h * hdv + d] = acc * inv;
     }
+    if (q8) { __syncthreads(); head_q8(out + (int64_t)t * os + (int64_t)h * hdv, hdv, (int64_t)t * os + (int64_t)h * hdv, oq); }
 }
 
 }  // namespace
 
 extern "C" void th_cu_attn_plan(int n, int32_t n_head, int32_t hdv, int64_t max_len, size_t partial_cap,
-                                int sm_count, int32_t *n_split, int32_t *chunk) {
+                                int sm_count, int32_t max_chunk, int32_t *n_split, int32_t *chunk) {
     if (max_len < 1) max_len = 1;
-    int64_t tiles = (max_len + TILE - 1) / TILE;
+    int64_t pieces = (max_len + 31) / 32;
     int64_t pairs = (int64_t)n * n_head;
     int64_t want = (4 * (int64_t)sm_count + pairs - 1) / pairs;
+    if (max_chunk > 0) want = want > (max_len + max_chunk - 1) / max_chunk ? want : (max_len + max_chunk - 1) / max_chunk;
     int64_t cap = (int64_t)(partial_cap / ((size_t)pairs * (size_t)(hdv + 2)));
-    int64_t s = tiles < want ? tiles : want;
+    int64_t s = pieces < want ? pieces : want;
     if (s > cap) s = cap;
     if (s < 1) s = 1;
     int64_t c = (max_len + s - 1) / s;
-    c = (c + TILE - 1) / TILE * TILE;
+    c = (c + 31) / 32 * 32;
     *chunk = (int32_t)c;
     *n_split = (int32_t)((max_len + c - 1) / c);
 }
 
 extern "C" void th_cu_attention(const float *qkv, int64_t stride, int n, const int32_t *pos, const int32_t *seq,
                                 const th_cu_attn *a, const th_cu_kv *kv, int32_t layer, float *out, int64_t os,
-                                cudaStream_t st) {
+                                const th_cu_q8 *oq, cudaStream_t st) {
     if (n <= 0) return;
     dim3 grid((unsigned)a->n_split, (unsigned)a->n_head, (unsigned)n);
-    if (kv->f16) attn_split<true><<<grid, TILE, 0, st>>>(qkv, stride, pos, seq, *a, *kv, layer, out, os);
-    else attn_split<false><<<grid, TILE, 0, st>>>(qkv, stride, pos, seq, *a, *kv, layer, out, os);
+    bool q8 = oq && a->head_dim_v % 32 == 0;
+    th_cu_q8 q = oq ? *oq : th_cu_q8{};
+    if (kv->f16) launch_k(attn_split<true>, grid, dim3(TILE), st, qkv, stride, pos, seq, *a, *kv, layer, out, os, q, q8 && a->n_split == 1);
+    else launch_k(attn_split<false>, grid, dim3(TILE), st, qkv, stride, pos, seq, *a, *kv, layer, out, os, q, q8 && a->n_split == 1);
     if (a->n_split > 1)
-        attn_merge<<<dim3((unsigned)a->n_head, (unsigned)n), 128, 0, st>>>(pos, *a, out, os);
+        launch_k(attn_merge, dim3((unsigned)a->n_head, (unsigned)n), dim3(128), st, pos, *a, out, os, q, q8);
 }

@@ -77,6 +77,8 @@ void th_cu_quantize_q8(const float *x, int64_t x_stride, int n, int64_t K, const
 void th_cu_add_bias(float *y, int64_t stride, const float *b, int64_t width, int n, cudaStream_t st);
 void th_cu_add_rows(float *y, const float *x, int64_t stride, int64_t width, int n, cudaStream_t st);
 void th_cu_softcap(float *x, int64_t count, float cap, cudaStream_t st);
+/* Launch kernels with programmatic dependent launch (default on). */
+void th_cu_set_pdl(bool on);
 
 /* ---- rope + KV store (rope.cu) ---- */
 typedef struct th_cu_kv {
@@ -106,19 +108,20 @@ typedef struct th_cu_attn {
     int32_t n_head, n_head_kv, head_dim, head_dim_v;
     float scale, softcap;
     int32_t window;            /* 0 = full causal */
-    int32_t n_split, chunk;    /* positions split into n_split chunks of `chunk` (a multiple of 128) */
+    int32_t n_split, chunk;    /* positions split into n_split chunks of `chunk` (a multiple of 32) */
     float *partial;            /* n × n_head × n_split × (head_dim_v + 2) floats when n_split > 1 */
 } th_cu_attn;
 
 /* out[t][h*hdv ..] = softmax(q·K^T·scale) · V for each token and head; q at
- * qkv + t*stride + h*hd. */
+ * qkv + t*stride + h*hd. With oq (and hdv a multiple of 32) also the q8 form of
+ * out (rows of out_stride elements). */
 void th_cu_attention(const float *qkv, int64_t stride, int n, const int32_t *pos, const int32_t *seq,
                      const th_cu_attn *a, const th_cu_kv *kv, int32_t layer, float *out,
-                     int64_t out_stride, cudaStream_t st);
+                     int64_t out_stride, const th_cu_q8 *oq, cudaStream_t st);
 /* Split count and chunk for n tokens attending over at most max_len positions,
- * with `partial_cap` floats of partial storage. */
+ * with `partial_cap` floats of partial storage; max_chunk caps the chunk (0: none). */
 void th_cu_attn_plan(int n, int32_t n_head, int32_t hdv, int64_t max_len, size_t partial_cap, int sm_count,
-                     int32_t *n_split, int32_t *chunk);
+                     int32_t max_chunk, int32_t *n_split, int32_t *chunk);
 
 /* ---- test and benchmark entry points (testapi.c) ---- */
 /* Build a device matrix from host GGUF rows (repacked when force_gguf is false

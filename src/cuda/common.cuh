@@ -165,6 +165,33 @@ static __device__ __forceinline__ void dq32_mat(const th_cu_mat &w, int64_t r, i
     dq32(w.type, (const uint8_t *)w.data + (size_t)r * w.row_bytes, g, out);
 }
 
-#define TH_CU_LAUNCH_CHECK() ((void)0)
+// Programmatic dependent launch (Hopper): every kernel is launched allowed to
+// start while its predecessor finishes; at entry it lets its own successor
+// launch, then waits until the predecessor has completed and its writes are
+// visible (griddepcontrol.wait waits for full completion, so the early trigger
+// is safe). The launch latency of the next kernel hides behind this one.
+static __device__ __forceinline__ void pdl_begin() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+extern "C" bool th_cu_pdl;  // set by th_cu_set_pdl (misc.cu)
+
+template <typename... KArgs, typename... Args>
+static inline void launch_k(void (*kernel)(KArgs...), dim3 grid, dim3 block, cudaStream_t st, Args... args) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = 0;
+    cfg.stream = st;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = th_cu_pdl ? 1 : 0;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    cudaLaunchKernelEx(&cfg, kernel, static_cast<KArgs>(args)...);
+}
 
 #endif

@@ -7,6 +7,7 @@ namespace {
 // One thread per 32-group; grid.y walks the rows.
 __global__ void dequant_rows(th_cu_mat w, const int32_t *rows, int64_t row0, void *out, int64_t os, bool f16,
                              float scale) {
+    pdl_begin();
     int64_t g = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     int64_t i = blockIdx.y + (int64_t)gridDim.y * blockIdx.z;
     if (g >= w.K / 32) return;
@@ -27,6 +28,7 @@ __global__ void dequant_rows(th_cu_mat w, const int32_t *rows, int64_t row0, voi
 // Float types whose K is not a multiple of 32: one thread per element.
 __global__ void dequant_rows_float(th_cu_mat w, const int32_t *rows, int64_t row0, void *out, int64_t os, bool f16,
                                    float scale) {
+    pdl_begin();
     int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     int64_t i = blockIdx.y + (int64_t)gridDim.y * blockIdx.z;
     if (e >= w.K) return;
@@ -56,10 +58,10 @@ extern "C" void th_cu_dequant_rows(const th_cu_mat *w, const int32_t *rows, int6
     bool is_float = w->type == TH_F32 || w->type == TH_F16 || w->type == TH_BF16;
     if (is_float && w->K % 32) {
         dim3 grid((unsigned)((w->K + 127) / 128), gy, gz);
-        dequant_rows_float<<<grid, 128, 0, st>>>(*w, rows, row0, out, os, f16, scale);
+        launch_k(dequant_rows_float, dim3(grid), dim3(128), st, *w, rows, row0, out, os, f16, scale);
     } else {
         int64_t groups = w->K / 32;
         dim3 grid((unsigned)((groups + 63) / 64), gy, gz);
-        dequant_rows<<<grid, 64, 0, st>>>(*w, rows, row0, out, os, f16, scale);
+        launch_k(dequant_rows, dim3(grid), dim3(64), st, *w, rows, row0, out, os, f16, scale);
     }
 }

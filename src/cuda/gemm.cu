@@ -10,6 +10,7 @@
 namespace {
 
 __global__ void to_half(const float *x, int64_t xs, int64_t K, int n, __half *o) {
+    pdl_begin();
     int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= K * n) return;
     int64_t t = i / K, k = i % K;
@@ -17,6 +18,7 @@ __global__ void to_half(const float *x, int64_t xs, int64_t K, int n, __half *o)
 }
 
 __global__ void to_bf16(const float *x, int64_t xs, int64_t K, int n, __nv_bfloat16 *o) {
+    pdl_begin();
     int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= K * n) return;
     int64_t t = i / K, k = i % K;
@@ -38,12 +40,12 @@ extern "C" bool th_cu_gemm(void *cublas, const th_cu_mat *w, const float *x, int
     int64_t total = (int64_t)K * n;
     unsigned blocks = (unsigned)((total + 255) / 256);
     if (w->type == TH_BF16 && w->layout == TH_CU_GGUF) {
-        to_bf16<<<blocks, 256, 0, st>>>(x, xs, K, n, (__nv_bfloat16 *)xbuf);
+        launch_k(to_bf16, dim3(blocks), dim3(256), st, x, xs, K, n, (__nv_bfloat16 *)xbuf);
         return cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, (int)w->rows, n, K, &one, w->data, CUDA_R_16BF,
                             (int)(w->row_bytes / 2), xbuf, CUDA_R_16BF, K, &beta, y, CUDA_R_32F, (int)ys,
                             CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) == CUBLAS_STATUS_SUCCESS;
     }
-    to_half<<<blocks, 256, 0, st>>>(x, xs, K, n, (__half *)xbuf);
+    launch_k(to_half, dim3(blocks), dim3(256), st, x, xs, K, n, (__half *)xbuf);
     if (w->type == TH_F16 && w->layout == TH_CU_GGUF) {
         return cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, (int)w->rows, n, K, &one, w->data, CUDA_R_16F,
                             (int)(w->row_bytes / 2), xbuf, CUDA_R_16F, K, &beta, y, CUDA_R_32F, (int)ys,

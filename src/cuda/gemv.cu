@@ -26,6 +26,7 @@ __device__ __forceinline__ void store_rows(float (&acc)[NT], int lane, int64_t r
 // ---- Q4_0 split: 16 bytes of quants = one 32-block per lane-step ----
 template <int NT>
 __global__ void __launch_bounds__(WARPS * 32) gemv_q4_0(th_cu_mat w, th_cu_q8 xq, float *y, int64_t ys, bool accum) {
+    pdl_begin();
     int lane = threadIdx.x & 31;
     int64_t row = (int64_t)blockIdx.x * WARPS + (threadIdx.x >> 5);
     if (row >= w.rows) return;
@@ -58,6 +59,7 @@ __global__ void __launch_bounds__(WARPS * 32) gemv_q4_0(th_cu_mat w, th_cu_q8 xq
 // ---- Q8_0 split: 32 bytes of quants (two 16-byte loads) per 32-block ----
 template <int NT>
 __global__ void __launch_bounds__(WARPS * 32) gemv_q8_0(th_cu_mat w, th_cu_q8 xq, float *y, int64_t ys, bool accum) {
+    pdl_begin();
     int lane = threadIdx.x & 31;
     int64_t row = (int64_t)blockIdx.x * WARPS + (threadIdx.x >> 5);
     if (row >= w.rows) return;
@@ -116,6 +118,7 @@ __device__ __forceinline__ float load1(const uint8_t *row, int64_t i) {
 
 template <uint32_t TYPE, int NT>
 __global__ void __launch_bounds__(WARPS * 32) gemv_float(th_cu_mat w, const float *x, int64_t xs, float *y, int64_t ys, bool accum) {
+    pdl_begin();
     int lane = threadIdx.x & 31;
     int64_t row = (int64_t)blockIdx.x * WARPS + (threadIdx.x >> 5);
     if (row >= w.rows) return;
@@ -149,6 +152,7 @@ __global__ void __launch_bounds__(WARPS * 32) gemv_float(th_cu_mat w, const floa
 // ---- any type: decode 32 weights per lane-step ----
 template <int NT>
 __global__ void __launch_bounds__(WARPS * 32) gemv_generic(th_cu_mat w, const float *x, int64_t xs, float *y, int64_t ys, bool accum) {
+    pdl_begin();
     int lane = threadIdx.x & 31;
     int64_t row = (int64_t)blockIdx.x * WARPS + (threadIdx.x >> 5);
     if (row >= w.rows) return;
@@ -175,14 +179,14 @@ void launch(const th_cu_mat *w, const float *x, int64_t xs, const th_cu_q8 *xq, 
             cudaStream_t st) {
     dim3 grid((unsigned)((w->rows + WARPS - 1) / WARPS)), block(WARPS * 32);
     if (w->layout == TH_CU_SPLIT && xq) {
-        if (w->type == TH_Q4_0) { gemv_q4_0<NT><<<grid, block, 0, st>>>(*w, *xq, y, ys, accum); return; }
-        if (w->type == TH_Q8_0) { gemv_q8_0<NT><<<grid, block, 0, st>>>(*w, *xq, y, ys, accum); return; }
+        if (w->type == TH_Q4_0) { launch_k(gemv_q4_0<NT>, dim3(grid), dim3(block), st, *w, *xq, y, ys, accum); return; }
+        if (w->type == TH_Q8_0) { launch_k(gemv_q8_0<NT>, dim3(grid), dim3(block), st, *w, *xq, y, ys, accum); return; }
     }
     switch (w->type) {
-    case TH_F32: gemv_float<TH_F32, NT><<<grid, block, 0, st>>>(*w, x, xs, y, ys, accum); return;
-    case TH_F16: gemv_float<TH_F16, NT><<<grid, block, 0, st>>>(*w, x, xs, y, ys, accum); return;
-    case TH_BF16: gemv_float<TH_BF16, NT><<<grid, block, 0, st>>>(*w, x, xs, y, ys, accum); return;
-    default: gemv_generic<NT><<<grid, block, 0, st>>>(*w, x, xs, y, ys, accum); return;
+    case TH_F32: launch_k(gemv_float<TH_F32, NT>, dim3(grid), dim3(block), st, *w, x, xs, y, ys, accum); return;
+    case TH_F16: launch_k(gemv_float<TH_F16, NT>, dim3(grid), dim3(block), st, *w, x, xs, y, ys, accum); return;
+    case TH_BF16: launch_k(gemv_float<TH_BF16, NT>, dim3(grid), dim3(block), st, *w, x, xs, y, ys, accum); return;
+    default: launch_k(gemv_generic<NT>, dim3(grid), dim3(block), st, *w, x, xs, y, ys, accum); return;
     }
 }
 

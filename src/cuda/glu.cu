@@ -14,6 +14,7 @@ __device__ __forceinline__ float act_fn(float g, int act) {
 }
 
 __global__ void glu(const float *gu, int64_t gs, int64_t F, int act, float *out, int64_t os, th_cu_q8 oq, bool q8) {
+    pdl_begin();
     int64_t t = blockIdx.y;
     const float *g = gu + t * gs, *u = g + F;
     float *o = out + t * os;
@@ -37,5 +38,5 @@ extern "C" void th_cu_glu(const float *gu, int64_t gs, int64_t F, int n, int act
                           const th_cu_q8 *oq, cudaStream_t st) {
     if (n <= 0) return;
     dim3 grid((unsigned)((F + 255) / 256), (unsigned)n);
-    glu<<<grid, 256, 0, st>>>(gu, gs, F, act, out, os, oq ? *oq : th_cu_q8{}, oq != nullptr && F % 32 == 0);
+    launch_k(glu, dim3(grid), dim3(256), st, gu, gs, F, act, out, os, oq ? *oq : th_cu_q8{}, oq != nullptr && F % 32 == 0);
 }

@@ -83,7 +83,7 @@ static th_status alloc_scratch(th_gpu *g) {
     g->wbuf_bytes = TH_MAX(g->wbuf_bytes, (size_t)g->max_k * 2);
     const th_hparams *hp = &g->m->hp;
     int64_t cap_len = (int64_t)g->n_blocks * g->block;
-    size_t need = (size_t)TH_MAX(g->graph_max, 1) * (size_t)hp->n_head * (size_t)((cap_len + 127) / 128) * (size_t)(hp->head_dim_v + 2);
+    size_t need = (size_t)TH_MAX(g->graph_max, 1) * (size_t)hp->n_head * (size_t)((cap_len + 63) / 64) * (size_t)(hp->head_dim_v + 2);
     g->partial_cap = TH_MAX(TH_MIN(need, (size_t)32 << 20), (size_t)1 << 20);
     size_t out_rows = TH_MIN(B, (size_t)64);
     struct { void **p; size_t bytes; const char *what; } a[] = {
@@ -152,6 +152,7 @@ th_status th_gpu_init(const th_model *m, uint32_t n_batch, uint32_t n_blocks, in
     g->n_batch = n_batch;
     g->gemm_min = TH_MAX(1, env_int("TH_GPU_GEMM_MIN", 33));
     g->use_graphs = env_int("TH_GPU_NO_GRAPH", 0) == 0;
+    th_cu_set_pdl(env_int("TH_GPU_NO_PDL", 0) == 0);
     g->graph_max = TH_MIN(TH_MIN(g->gemm_min - 1, (int)n_batch), 64);
     if (g->graph_max < 1) g->use_graphs = false;
     g->block = block;
@@ -244,8 +245,9 @@ static th_status layer(th_gpu *g, fwd *f, int il) {
                      .freq_factors = g->rope_freqs, .q_norm = D->q_norm, .k_norm = D->k_norm };
     th_cu_rope_store(g->qkv, g->qkv_w, n, f->pos, f->seq, &r, &f->kv, il, st);
     f->at.window = D->window;
-    th_cu_attention(g->qkv, g->qkv_w, n, f->pos, f->seq, &f->at, &f->kv, il, g->att, g->att_w, st);
-    if (!f->gemm && mat_q8(&D->wo)) th_cu_quantize_q8(g->att, g->att_w, n, g->att_w, &g->q8, st);
+    q8 = !f->gemm && mat_q8(&D->wo);
+    th_cu_attention(g->qkv, g->qkv_w, n, f->pos, f->seq, &f->at, &f->kv, il, g->att, g->att_w, q8 ? &g->q8 : NULL, st);
+    if (q8 && hp->head_dim_v % 32) th_cu_quantize_q8(g->att, g->att_w, n, g->att_w, &g->q8, st);
     bool direct = !D->bo && !D->post_attn_norm;
     if ((s = mm(g, f, &D->wo, g->att, g->att_w, n, direct ? g->x : g->tmp, E, direct))) return s;
     if (!direct) {
@@ -354,7 +356,8 @@ th_status th_gpu_forward(th_gpu *g, const th_gpu_batch *b) {
                          .partial = g->partial };
     /* a graph is replayed at every length, so it plans for the longest sequence */
     int64_t plan_len = graph ? (int64_t)g->n_blocks * g->block : max_len;
-    th_cu_attn_plan(n, hp->n_head, hp->head_dim_v, plan_len, g->partial_cap, g->sm_count, &f.at.n_split, &f.at.chunk);
+    th_cu_attn_plan(n, hp->n_head, hp->head_dim_v, plan_len, g->partial_cap, g->sm_count, graph ? 64 : 0,
+                    &f.at.n_split, &f.at.chunk);
     th_status s = graph ? run_graph(g, &f) : enqueue(g, &f, b->logits);
     cudaError_t e = cudaStreamSynchronize(g->st);
     if (s) return s;

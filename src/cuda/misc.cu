@@ -4,16 +4,19 @@
 namespace {
 
 __global__ void add_bias(float *y, int64_t stride, const float *b, int64_t width) {
+    pdl_begin();
     int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < width) y[blockIdx.y * stride + i] += b[i];
 }
 
 __global__ void add_rows(float *y, const float *x, int64_t stride, int64_t width) {
+    pdl_begin();
     int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < width) y[blockIdx.y * stride + i] += x[blockIdx.y * stride + i];
 }
 
 __global__ void softcap(float *x, int64_t count, float cap) {
+    pdl_begin();
     int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < count) x[i] = cap * tanhf(x[i] / cap);
 }
@@ -22,15 +25,20 @@ __global__ void softcap(float *x, int64_t count, float cap) {
 
 extern "C" void th_cu_add_bias(float *y, int64_t stride, const float *b, int64_t width, int n, cudaStream_t st) {
     if (n <= 0) return;
-    add_bias<<<dim3((unsigned)((width + 255) / 256), (unsigned)n), 256, 0, st>>>(y, stride, b, width);
+    launch_k(add_bias, dim3(dim3((unsigned)((width + 255) / 256), (unsigned)n)), dim3(256), st, y, stride, b, width);
 }
 
 extern "C" void th_cu_add_rows(float *y, const float *x, int64_t stride, int64_t width, int n, cudaStream_t st) {
     if (n <= 0) return;
-    add_rows<<<dim3((unsigned)((width + 255) / 256), (unsigned)n), 256, 0, st>>>(y, x, stride, width);
+    launch_k(add_rows, dim3(dim3((unsigned)((width + 255) / 256), (unsigned)n)), dim3(256), st, y, x, stride, width);
 }
 
 extern "C" void th_cu_softcap(float *x, int64_t count, float cap, cudaStream_t st) {
     if (count <= 0) return;
-    softcap<<<(unsigned)((count + 255) / 256), 256, 0, st>>>(x, count, cap);
+    launch_k(softcap, dim3((unsigned)((count + 255) / 256)), dim3(256), st, x, count, cap);
+}
+
+extern "C" {
+bool th_cu_pdl = true;
+void th_cu_set_pdl(bool on) { th_cu_pdl = on; }
 }

@@ -8,6 +8,7 @@ constexpr int THREADS = 256;
 
 __global__ void __launch_bounds__(THREADS) rmsnorm(const float *x, int64_t xs, const int32_t *rows, const float *w,
                                                    float eps, int64_t K, float *y, int64_t ys, th_cu_q8 yq, bool q8) {
+    pdl_begin();
     __shared__ float red[THREADS / 32];
     __shared__ float s_scale;
     int64_t r = blockIdx.x;
@@ -45,5 +46,5 @@ extern "C" void th_cu_rmsnorm(const float *x, int64_t xs, const int32_t *rows, c
                               int64_t K, float *y, int64_t ys, const th_cu_q8 *yq, cudaStream_t st) {
     if (n <= 0) return;
     th_cu_q8 q = yq ? *yq : th_cu_q8{};
-    rmsnorm<<<n, THREADS, 0, st>>>(x, xs, rows, w, eps, K, y, ys, q, yq != nullptr && K % 32 == 0);
+    launch_k(rmsnorm, dim3(n), dim3(THREADS), st, x, xs, rows, w, eps, K, y, ys, q, yq != nullptr && K % 32 == 0);
 }

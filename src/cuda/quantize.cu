@@ -4,6 +4,7 @@
 namespace {
 
 __global__ void quantize_q8(const float *x, int64_t xs, int64_t K, th_cu_q8 o) {
+    pdl_begin();
     int64_t t = blockIdx.y;
     int lane = threadIdx.x & 31;
     int64_t g = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
@@ -17,5 +18,5 @@ __global__ void quantize_q8(const float *x, int64_t xs, int64_t K, th_cu_q8 o) {
 extern "C" void th_cu_quantize_q8(const float *x, int64_t xs, int n, int64_t K, const th_cu_q8 *o, cudaStream_t st) {
     if (n <= 0 || K % 32) return;
     dim3 grid((unsigned)((K / 32 + 7) / 8), (unsigned)n);
-    quantize_q8<<<grid, 256, 0, st>>>(x, xs, K, *o);
+    launch_k(quantize_q8, dim3(grid), dim3(256), st, x, xs, K, *o);
 }

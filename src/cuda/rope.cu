@@ -46,6 +46,7 @@ __device__ void store_vec(char *dst, const float *src, int n, bool f16, int lane
 
 __global__ void rope_store(float *qkv, int64_t stride, const int32_t *pos, const int32_t *seq, th_cu_rope r,
                            th_cu_kv kv, int32_t layer) {
+    pdl_begin();
     int t = blockIdx.x, warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
     int32_t p = pos[t], s = seq[t];
     float *row = qkv + (int64_t)t * stride;
@@ -76,5 +77,5 @@ extern "C" void th_cu_rope_store(float *qkv, int64_t stride, int n, const int32_
     if (n <= 0) return;
     int heads = r->n_head + 2 * r->n_head_kv;
     int threads = heads >= 8 ? 256 : 32 * heads;
-    rope_store<<<n, threads, 0, st>>>(qkv, stride, pos, seq, *r, *kv, layer);
+    launch_k(rope_store, dim3(n), dim3(threads), st, qkv, stride, pos, seq, *r, *kv, layer);
 }

@@ -114,14 +114,14 @@ const char *th_cu_test_attention(int n_head, int n_kv, int hd, int hdv, int len,
                     .table = dtab, .max_blocks = nblk };
     th_cu_attn a = { .n_head = n_head, .n_head_kv = n_kv, .head_dim = hd, .head_dim_v = hdv,
                      .scale = 1.0f / sqrtf((float)hd), .softcap = softcap, .window = window };
-    size_t cap = (size_t)n * n_head * (size_t)((len + 127) / 128) * (size_t)(hdv + 2);
+    size_t cap = (size_t)n * n_head * (size_t)((len + 31) / 32) * (size_t)(hdv + 2);
     TRY(cudaMalloc((void **)&dpart, cap * 4));
     a.partial = dpart;
     int sm = 132;
     cudaDeviceGetAttribute(&sm, cudaDevAttrMultiProcessorCount, 0);
-    if (force_split) th_cu_attn_plan(n, n_head, hdv, len, cap, 1 << 20, &a.n_split, &a.chunk);
-    else th_cu_attn_plan(n, n_head, hdv, pos0 + n, cap, sm, &a.n_split, &a.chunk);
-    th_cu_attention(dq, (int64_t)n_head * hd, n, dpos, dseq, &a, &kv, 0, dout, (int64_t)n_head * hdv, 0);
+    if (force_split) th_cu_attn_plan(n, n_head, hdv, len, cap, 1 << 20, 32, &a.n_split, &a.chunk);
+    else th_cu_attn_plan(n, n_head, hdv, pos0 + n, cap, sm, 0, &a.n_split, &a.chunk);
+    th_cu_attention(dq, (int64_t)n_head * hd, n, dpos, dseq, &a, &kv, 0, dout, (int64_t)n_head * hdv, NULL, 0);
     TRY(cudaGetLastError());
     TRY(cudaDeviceSynchronize());
     TRY(cudaMemcpy(out, dout, (size_t)n * n_head * hdv * 4, cudaMemcpyDeviceToHost));
