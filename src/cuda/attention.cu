@@ -3,7 +3,8 @@
 // blocks (grid = splits × heads × tokens), so one decode token still fills the
 // GPU; each block walks its chunk in tiles of 128 positions with an online
 // softmax (scores: one thread per position; output: one thread per value
-// dimension, reading V rows coalesced), and a second kernel merges the splits.
+// dimension, reading V rows coalesced); the last block of a (token, head) to
+// finish merges the splits (an atomic counter per pair, reset after use).
 // Optional sliding window and score softcap, as in the CPU reference.
 #include "cuda/q8.cuh"
 #include <math.h>
@@ -87,6 +88,21 @@ __device__ __forceinline__ void head_q8(const float *o, int hdv, int64_t base, c
     }
 }
 
+// Combine the ns partial states (m, l, unnormalized acc) of one (token, head).
+// Reads through L2 (__ldcg): other blocks wrote them during this launch.
+__device__ void merge_splits(const float *pp, int ns, int hdv, float *o) {
+    float M = -INFINITY;
+    for (int s = 0; s < ns; s++) M = fmaxf(M, __ldcg(pp + s * (hdv + 2)));
+    float L = 0.0f;
+    for (int s = 0; s < ns; s++) L += expf(__ldcg(pp + s * (hdv + 2)) - M) * __ldcg(pp + s * (hdv + 2) + 1);
+    float inv = L > 0.0f ? 1.0f / L : 0.0f;
+    for (int d = threadIdx.x; d < hdv; d += blockDim.x) {
+        float acc = 0.0f;
+        for (int s = 0; s < ns; s++) acc += expf(__ldcg(pp + s * (hdv + 2)) - M) * __ldcg(pp + s * (hdv + 2) + 2 + d);
+        o[d] = acc * inv;
+    }
+}
+
 template <bool F16>
 __global__ void __launch_bounds__(TILE) attn_split(const float *qkv, int64_t stride, const int32_t *pos,
                                                    const int32_t *seq, th_cu_attn a, th_cu_kv kv, int32_t layer,
@@ -137,38 +153,31 @@ __global__ void __launch_bounds__(TILE) attn_split(const float *qkv, int64_t str
         m = m_new;
         __syncthreads();
     }
-    if (a.n_split == 1) {
+    const int ns = (int)((len + a.chunk - 1) / a.chunk);  // non-empty splits of this (token, head)
+    float *o = out + (int64_t)t * os + (int64_t)h * hdv;
+    if (ns == 1) {
         float inv = l > 0.0f ? 1.0f / l : 0.0f;
-        float *o = out + (int64_t)t * os + (int64_t)h * hdv;
         if (tid < hdv) o[tid] = acc0 * inv;
         if (tid + TILE < hdv) o[tid + TILE] = acc1 * inv;
         if (q8) { __syncthreads(); head_q8(o, hdv, (int64_t)t * os + (int64_t)h * hdv, oq); }
-    } else {
-        float *pp = a.partial + (((int64_t)t * a.n_head + h) * a.n_split + sp) * (hdv + 2);
-        if (tid == 0) { pp[0] = m; pp[1] = l; }
-        if (tid < hdv) pp[2 + tid] = acc0;
-        if (tid + TILE < hdv) pp[2 + tid + TILE] = acc1;
+        return;
     }
-}
-
-__global__ void attn_merge(const int32_t *pos, th_cu_attn a, float *out, int64_t os, th_cu_q8 oq, bool q8) {
-    pdl_begin();
-    const int h = blockIdx.x, t = blockIdx.y, hdv = a.head_dim_v;
-    int32_t lo, len;
-    span(a, pos[t], lo, len);
-    int ns = (int)((len + a.chunk - 1) / a.chunk);
-    const float *pp = a.partial + ((int64_t)t * a.n_head + h) * a.n_split * (hdv + 2);
-    float M = -INFINITY;
-    for (int s = 0; s < ns; s++) M = fmaxf(M, pp[s * (hdv + 2)]);
-    float L = 0.0f;
-    for (int s = 0; s < ns; s++) L += expf(pp[s * (hdv + 2)] - M) * pp[s * (hdv + 2) + 1];
-    float inv = L > 0.0f ? 1.0f / L : 0.0f;
-    for (int d = threadIdx.x; d < hdv; d += blockDim.x) {
-        float acc = 0.0f;
-        for (int s = 0; s < ns; s++) acc += expf(pp[s * (hdv + 2)] - M) * pp[s * (hdv + 2) + 2 + d];
-        out[(int64_t)t * os + (int64_t)h * hdv + d] = acc * inv;
-    }
-    if (q8) { __syncthreads(); head_q8(out + (int64_t)t * os + (int64_t)h * hdv, hdv, (int64_t)t * os + (int64_t)h * hdv, oq); }
+    // several splits: publish this one's state; the last block to finish merges them all
+    float *pp = a.partial + (((int64_t)t * a.n_head + h) * a.n_split + sp) * (hdv + 2);
+    if (tid == 0) { pp[0] = m; pp[1] = l; }
+    if (tid < hdv) pp[2 + tid] = acc0;
+    if (tid + TILE < hdv) pp[2 + tid + TILE] = acc1;
+    __threadfence();
+    __syncthreads();
+    __shared__ int s_last;
+    int *cnt = a.counter + (int64_t)t * a.n_head + h;
+    if (tid == 0) s_last = atomicAdd(cnt, 1) == ns - 1;
+    __syncthreads();
+    if (!s_last) return;
+    __threadfence();
+    if (tid == 0) *cnt = 0;  // ready for the next launch
+    merge_splits(a.partial + ((int64_t)t * a.n_head + h) * a.n_split * (hdv + 2), ns, hdv, o);
+    if (q8) { __syncthreads(); head_q8(o, hdv, (int64_t)t * os + (int64_t)h * hdv, oq); }
 }
 
 }  // namespace
@@ -197,8 +206,6 @@ extern "C" void th_cu_attention(const float *qkv, int64_t stride, int n, const i
     dim3 grid((unsigned)a->n_split, (unsigned)a->n_head, (unsigned)n);
     bool q8 = oq && a->head_dim_v % 32 == 0;
     th_cu_q8 q = oq ? *oq : th_cu_q8{};
-    if (kv->f16) launch_k(attn_split<true>, grid, dim3(TILE), st, qkv, stride, pos, seq, *a, *kv, layer, out, os, q, q8 && a->n_split == 1);
-    else launch_k(attn_split<false>, grid, dim3(TILE), st, qkv, stride, pos, seq, *a, *kv, layer, out, os, q, q8 && a->n_split == 1);
-    if (a->n_split > 1)
-        launch_k(attn_merge, dim3((unsigned)a->n_head, (unsigned)n), dim3(128), st, pos, *a, out, os, q, q8);
+    if (kv->f16) launch_k(attn_split<true>, grid, dim3(TILE), st, qkv, stride, pos, seq, *a, *kv, layer, out, os, q, q8);
+    else launch_k(attn_split<false>, grid, dim3(TILE), st, qkv, stride, pos, seq, *a, *kv, layer, out, os, q, q8);
 }

@@ -92,6 +92,7 @@ static th_status alloc_scratch(th_gpu *g) {
         { (void **)&g->att, B * g->att_w * 4, "attention scratch" }, { (void **)&g->gu, B * g->gu_w * 4, "FFN scratch" },
         { (void **)&g->ff, B * g->F * 4, "FFN scratch" }, { (void **)&g->hout, out_rows * g->E * 4, "output scratch" },
         { (void **)&g->logits, out_rows * g->V * 4, "logits" }, { (void **)&g->partial, g->partial_cap * 4, "attention partials" },
+        { (void **)&g->counter, B * (size_t)hp->n_head * 4, "attention counters" },
         { (void **)&g->q8.q, B * g->max_k, "quantized activations" }, { (void **)&g->q8.d, B * (g->max_k / 32 + 1) * 4, "quantized activations" },
         { (void **)&g->q8.s, B * (g->max_k / 32 + 1) * 4, "quantized activations" }, { &g->wbuf, g->wbuf_bytes, "GEMM weight tiles" },
         { &g->xbuf, B * g->max_k * 2, "GEMM activations" }, { (void **)&g->d_meta, g->meta_count * 4, "batch metadata" },
@@ -165,6 +166,7 @@ th_status th_gpu_init(const th_model *m, uint32_t n_batch, uint32_t n_blocks, in
         th_gpu_free(g);
         return s;
     }
+    if ((e = cudaMemset(g->counter, 0, (size_t)n_batch * hp->n_head * 4))) { th_gpu_free(g); return th_cu_fail(e, "scratch set-up"); }
     *out = g;
     return TH_OK;
 }
@@ -353,7 +355,7 @@ th_status th_gpu_forward(th_gpu *g, const th_gpu_batch *b) {
                        .k_dim = g->k_w, .v_dim = g->v_w, .table = d + 4 * g->n_batch, .max_blocks = g->n_blocks };
     f.at = (th_cu_attn){ .n_head = hp->n_head, .n_head_kv = hp->n_head_kv, .head_dim = hp->head_dim,
                          .head_dim_v = hp->head_dim_v, .scale = hp->attn_scale, .softcap = hp->attn_softcap,
-                         .partial = g->partial };
+                         .partial = g->partial, .counter = g->counter };
     /* a graph is replayed at every length, so it plans for the longest sequence */
     int64_t plan_len = graph ? (int64_t)g->n_blocks * g->block : max_len;
     th_cu_attn_plan(n, hp->n_head, hp->head_dim_v, plan_len, g->partial_cap, g->sm_count, graph ? 64 : 0,

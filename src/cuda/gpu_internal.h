@@ -53,6 +53,7 @@ struct th_gpu {
     bool kv_f16;
     /* scratch (device) */
     float *x, *h, *qkv, *att, *tmp, *gu, *ff, *hout, *logits, *partial;
+    int32_t *counter;
     size_t partial_cap;
     th_cu_q8 q8;
     void *wbuf, *xbuf;

@@ -47,12 +47,12 @@ __device__ void store_vec(char *dst, const float *src, int n, bool f16, int lane
 __global__ void rope_store(float *qkv, int64_t stride, const int32_t *pos, const int32_t *seq, th_cu_rope r,
                            th_cu_kv kv, int32_t layer) {
     pdl_begin();
-    int t = blockIdx.x, warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
+    int t = blockIdx.y, warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
     int32_t p = pos[t], s = seq[t];
     float *row = qkv + (int64_t)t * stride;
     const int64_t q_w = (int64_t)r.n_head * r.head_dim, k_w = (int64_t)r.n_head_kv * r.head_dim;
     int total = r.n_head + 2 * r.n_head_kv;
-    for (int h = warp; h < total; h += nw) {
+    for (int h = blockIdx.x * nw + warp; h < total; h += nw * gridDim.x) {
         if (h < r.n_head) {
             norm_rope_head(row + (int64_t)h * r.head_dim, r.q_norm, r, p, lane);
         } else if (h < r.n_head + r.n_head_kv) {
@@ -75,7 +75,6 @@ __global__ void rope_store(float *qkv, int64_t stride, const int32_t *pos, const
 extern "C" void th_cu_rope_store(float *qkv, int64_t stride, int n, const int32_t *pos, const int32_t *seq,
                                  const th_cu_rope *r, const th_cu_kv *kv, int32_t layer, cudaStream_t st) {
     if (n <= 0) return;
-    int heads = r->n_head + 2 * r->n_head_kv;
-    int threads = heads >= 8 ? 256 : 32 * heads;
-    launch_k(rope_store, dim3(n), dim3(threads), st, qkv, stride, pos, seq, *r, *kv, layer);
+    int heads = r->n_head + 2 * r->n_head_kv;  // one warp per head, four heads a block
+    launch_k(rope_store, dim3((unsigned)((heads + 3) / 4), (unsigned)n), dim3(128), st, qkv, stride, pos, seq, *r, *kv, layer);
 }

@@ -115,8 +115,10 @@ const char *th_cu_test_attention(int n_head, int n_kv, int hd, int hdv, int len,
     th_cu_attn a = { .n_head = n_head, .n_head_kv = n_kv, .head_dim = hd, .head_dim_v = hdv,
                      .scale = 1.0f / sqrtf((float)hd), .softcap = softcap, .window = window };
     size_t cap = (size_t)n * n_head * (size_t)((len + 31) / 32) * (size_t)(hdv + 2);
-    TRY(cudaMalloc((void **)&dpart, cap * 4));
+    TRY(cudaMalloc((void **)&dpart, cap * 4 + (size_t)n * n_head * 4));
+    TRY(cudaMemset(dpart, 0, cap * 4 + (size_t)n * n_head * 4));
     a.partial = dpart;
+    a.counter = (int32_t *)(dpart + cap);
     int sm = 132;
     cudaDeviceGetAttribute(&sm, cudaDevAttrMultiProcessorCount, 0);
     if (force_split) th_cu_attn_plan(n, n_head, hdv, len, cap, 1 << 20, 32, &a.n_split, &a.chunk);
