@@ -9,134 +9,149 @@
 
 namespace {
 
-constexpr int WARPS = 4;  // warps per block
-constexpr int U = 4;      // 16-byte loads in flight per lane
+constexpr int WARPS = 4;  // warps per block of the generic kernel
+constexpr int U = 4;      // 16-byte steps in flight per lane and row
 
-// Row bookkeeping when WPR warps share a row (WPR in 1, 2, 4): the block holds
-// WARPS / WPR rows; warp `sub` of a row takes every WPR-th 32-lane step.
-template <int WPR>
+// Block shape of the fast kernels: NW warps, each owning RPW consecutive rows
+// (several rows a warp: more loads in flight, and the activation vector is
+// read from L2 once per NW*RPW rows instead of once per row).
+template <int NW, int RPW>
 struct RowMap {
-    int lane, sub;
-    int64_t row;
+    int lane;
+    int64_t row0;
     __device__ RowMap() {
-        int warp = threadIdx.x >> 5;
         lane = threadIdx.x & 31;
-        sub = warp % WPR;
-        row = (int64_t)blockIdx.x * (WARPS / WPR) + warp / WPR;
+        row0 = ((int64_t)blockIdx.x * NW + (threadIdx.x >> 5)) * RPW;
     }
 };
 
-// Sum the NT accumulators over the warp (and over the WPR warps of a row), store.
-template <int NT, int WPR>
-__device__ __forceinline__ void finish(float (&acc)[NT], const RowMap<WPR> &m, int64_t rows, float *y, int64_t ys,
-                                       bool accum) {
-    __shared__ float part[WARPS][NT];
+// Sum the accumulators over the warp and store rows row0..row0+RPW-1.
+template <int NT, int RPW>
+__device__ __forceinline__ void finish(float (&acc)[RPW][NT], int lane, int64_t row0, int64_t rows, float *y,
+                                       int64_t ys, bool accum) {
 #pragma unroll
-    for (int t = 0; t < NT; t++) acc[t] = warp_sum(acc[t]);
-    if (WPR > 1) {
-        int warp = threadIdx.x >> 5;
-        if (m.lane == 0)
+    for (int r = 0; r < RPW; r++)
 #pragma unroll
-            for (int t = 0; t < NT; t++) part[warp][t] = acc[t];
-        __syncthreads();
-        if (m.sub != 0 || m.row >= rows) return;
+        for (int t = 0; t < NT; t++) acc[r][t] = warp_sum(acc[r][t]);
 #pragma unroll
-        for (int t = 0; t < NT; t++) {
-            float s = 0.0f;
+    for (int r = 0; r < RPW; r++) {
+        if (row0 + r >= rows) return;
 #pragma unroll
-            for (int k = 0; k < WPR; k++) s += part[warp + k][t];
-            acc[t] = s;
-        }
+        for (int t = 0; t < NT; t++)
+            if (lane == t) {
+                float *p = y + t * ys + row0 + r;
+                *p = accum ? *p + acc[r][t] : acc[r][t];
+            }
     }
-    if (m.row >= rows) return;
-#pragma unroll
-    for (int t = 0; t < NT; t++)
-        if (m.lane == t) {
-            float *p = y + t * ys + m.row;
-            *p = accum ? *p + acc[t] : acc[t];
-        }
 }
 
 // ---- Q4_0 split: 16 bytes of quants = one 32-block per lane-step ----
-template <int NT, int WPR>
-__global__ void __launch_bounds__(WARPS * 32) gemv_q4_0(th_cu_mat w, th_cu_q8 xq, float *y, int64_t ys, bool accum) {
+template <int NT, int NW, int RPW>
+__global__ void __launch_bounds__(NW * 32) gemv_q4_0(th_cu_mat w, th_cu_q8 xq, float *y, int64_t ys, bool accum) {
     pdl_begin();
-    RowMap<WPR> m;
-    float acc[NT];
+    RowMap<NW, RPW> m;
+    float acc[RPW][NT];
 #pragma unroll
-    for (int t = 0; t < NT; t++) acc[t] = 0.0f;
-    if (m.row < w.rows) {
-        const int64_t nb = w.K / 32, stride = 32 * WPR;
-        const uint4 *wq = (const uint4 *)((const uint8_t *)w.data + m.row * (w.K / 2));
-        const __half *wd = (const __half *)w.scales + m.row * nb;
-        for (int64_t b0 = m.sub * 32 + m.lane; b0 < nb; b0 += stride * U) {
-            uint4 v[U];
-            float d[U];
+    for (int r = 0; r < RPW; r++)
+#pragma unroll
+        for (int t = 0; t < NT; t++) acc[r][t] = 0.0f;
+    const int64_t nb = w.K / 32;
+    const int nr = (int)min((int64_t)RPW, w.rows - m.row0);
+    if (nr > 0) {
+        const uint4 *wq = (const uint4 *)((const uint8_t *)w.data + m.row0 * (w.K / 2));
+        const __half *wd = (const __half *)w.scales + m.row0 * nb;
+        for (int64_t b0 = m.lane; b0 < nb; b0 += 32 * U) {
+            uint4 v[RPW][U];
+            float d[RPW][U];
 #pragma unroll
             for (int u = 0; u < U; u++) {
-                int64_t b = b0 + u * stride;
-                if (b < nb) { v[u] = __ldg(wq + b); d[u] = __half2float(wd[b]); }
+                int64_t b = b0 + u * 32;
+#pragma unroll
+                for (int r = 0; r < RPW; r++)
+                    if (b < nb && r < nr) { v[r][u] = __ldg(wq + r * nb + b); d[r][u] = __half2float(wd[r * nb + b]); }
             }
 #pragma unroll
             for (int u = 0; u < U; u++) {
-                int64_t b = b0 + u * stride;
+                int64_t b = b0 + u * 32;
                 if (b >= nb) break;
-                int lo0 = v[u].x & 0x0f0f0f0f, lo1 = v[u].y & 0x0f0f0f0f, lo2 = v[u].z & 0x0f0f0f0f, lo3 = v[u].w & 0x0f0f0f0f;
-                int hi0 = (v[u].x >> 4) & 0x0f0f0f0f, hi1 = (v[u].y >> 4) & 0x0f0f0f0f;
-                int hi2 = (v[u].z >> 4) & 0x0f0f0f0f, hi3 = (v[u].w >> 4) & 0x0f0f0f0f;
 #pragma unroll
                 for (int t = 0; t < NT; t++) {
                     const int4 *xa = (const int4 *)(xq.q + t * w.K + b * 32);
-                    int4 a0 = xa[0], a1 = xa[1];
-                    int s = __dp4a(lo0, a0.x, 0);
-                    s = __dp4a(lo1, a0.y, s); s = __dp4a(lo2, a0.z, s); s = __dp4a(lo3, a0.w, s);
-                    s = __dp4a(hi0, a1.x, s); s = __dp4a(hi1, a1.y, s); s = __dp4a(hi2, a1.z, s); s = __dp4a(hi3, a1.w, s);
-                    int64_t xb = t * nb + b;
-                    acc[t] += d[u] * xq.d[xb] * (float)(s - 8 * xq.s[xb]);
+                    int4 a0 = __ldg(xa), a1 = __ldg(xa + 1);
+                    float xd = __ldg(xq.d + t * nb + b);
+                    int xs8 = 8 * __ldg(xq.s + t * nb + b);
+#pragma unroll
+                    for (int r = 0; r < RPW; r++) {
+                        if (r >= nr) break;
+                        uint4 q = v[r][u];
+                        int s = __dp4a((int)(q.x & 0x0f0f0f0f), a0.x, 0);
+                        s = __dp4a((int)(q.y & 0x0f0f0f0f), a0.y, s);
+                        s = __dp4a((int)(q.z & 0x0f0f0f0f), a0.z, s);
+                        s = __dp4a((int)(q.w & 0x0f0f0f0f), a0.w, s);
+                        s = __dp4a((int)((q.x >> 4) & 0x0f0f0f0f), a1.x, s);
+                        s = __dp4a((int)((q.y >> 4) & 0x0f0f0f0f), a1.y, s);
+                        s = __dp4a((int)((q.z >> 4) & 0x0f0f0f0f), a1.z, s);
+                        s = __dp4a((int)((q.w >> 4) & 0x0f0f0f0f), a1.w, s);
+                        acc[r][t] += d[r][u] * xd * (float)(s - xs8);
+                    }
                 }
             }
         }
     }
-    finish<NT, WPR>(acc, m, w.rows, y, ys, accum);
+    finish<NT, RPW>(acc, m.lane, m.row0, w.rows, y, ys, accum);
 }
 
 // ---- Q8_0 split: 32 bytes of quants (two 16-byte loads) per 32-block ----
-template <int NT, int WPR>
-__global__ void __launch_bounds__(WARPS * 32) gemv_q8_0(th_cu_mat w, th_cu_q8 xq, float *y, int64_t ys, bool accum) {
+template <int NT, int NW, int RPW>
+__global__ void __launch_bounds__(NW * 32) gemv_q8_0(th_cu_mat w, th_cu_q8 xq, float *y, int64_t ys, bool accum) {
     pdl_begin();
-    RowMap<WPR> m;
-    float acc[NT];
+    RowMap<NW, RPW> m;
+    float acc[RPW][NT];
 #pragma unroll
-    for (int t = 0; t < NT; t++) acc[t] = 0.0f;
-    if (m.row < w.rows) {
-        const int64_t nb = w.K / 32, stride = 32 * WPR;
-        const int4 *wq = (const int4 *)((const int8_t *)w.data + m.row * w.K);
-        const __half *wd = (const __half *)w.scales + m.row * nb;
-        for (int64_t b0 = m.sub * 32 + m.lane; b0 < nb; b0 += stride * U) {
-            int4 v0[U], v1[U];
-            float d[U];
+    for (int r = 0; r < RPW; r++)
+#pragma unroll
+        for (int t = 0; t < NT; t++) acc[r][t] = 0.0f;
+    const int64_t nb = w.K / 32;
+    const int nr = (int)min((int64_t)RPW, w.rows - m.row0);
+    if (nr > 0) {
+        const int4 *wq = (const int4 *)((const int8_t *)w.data + m.row0 * w.K);
+        const __half *wd = (const __half *)w.scales + m.row0 * nb;
+        for (int64_t b0 = m.lane; b0 < nb; b0 += 32 * U) {
+            int4 v0[RPW][U], v1[RPW][U];
+            float d[RPW][U];
 #pragma unroll
             for (int u = 0; u < U; u++) {
-                int64_t b = b0 + u * stride;
-                if (b < nb) { v0[u] = __ldg(wq + 2 * b); v1[u] = __ldg(wq + 2 * b + 1); d[u] = __half2float(wd[b]); }
+                int64_t b = b0 + u * 32;
+#pragma unroll
+                for (int r = 0; r < RPW; r++)
+                    if (b < nb && r < nr) {
+                        v0[r][u] = __ldg(wq + 2 * (r * nb + b));
+                        v1[r][u] = __ldg(wq + 2 * (r * nb + b) + 1);
+                        d[r][u] = __half2float(wd[r * nb + b]);
+                    }
             }
 #pragma unroll
             for (int u = 0; u < U; u++) {
-                int64_t b = b0 + u * stride;
+                int64_t b = b0 + u * 32;
                 if (b >= nb) break;
 #pragma unroll
                 for (int t = 0; t < NT; t++) {
                     const int4 *xa = (const int4 *)(xq.q + t * w.K + b * 32);
-                    int4 a0 = xa[0], a1 = xa[1];
-                    int s = __dp4a(v0[u].x, a0.x, 0);
-                    s = __dp4a(v0[u].y, a0.y, s); s = __dp4a(v0[u].z, a0.z, s); s = __dp4a(v0[u].w, a0.w, s);
-                    s = __dp4a(v1[u].x, a1.x, s); s = __dp4a(v1[u].y, a1.y, s); s = __dp4a(v1[u].z, a1.z, s); s = __dp4a(v1[u].w, a1.w, s);
-                    acc[t] += d[u] * xq.d[t * nb + b] * (float)s;
+                    int4 a0 = __ldg(xa), a1 = __ldg(xa + 1);
+                    float xd = __ldg(xq.d + t * nb + b);
+#pragma unroll
+                    for (int r = 0; r < RPW; r++) {
+                        if (r >= nr) break;
+                        int s = __dp4a(v0[r][u].x, a0.x, 0);
+                        s = __dp4a(v0[r][u].y, a0.y, s); s = __dp4a(v0[r][u].z, a0.z, s); s = __dp4a(v0[r][u].w, a0.w, s);
+                        s = __dp4a(v1[r][u].x, a1.x, s); s = __dp4a(v1[r][u].y, a1.y, s); s = __dp4a(v1[r][u].z, a1.z, s); s = __dp4a(v1[r][u].w, a1.w, s);
+                        acc[r][t] += d[r][u] * xd * (float)s;
+                    }
                 }
             }
         }
     }
-    finish<NT, WPR>(acc, m, w.rows, y, ys, accum);
+    finish<NT, RPW>(acc, m.lane, m.row0, w.rows, y, ys, accum);
 }
 
 // ---- F32 / F16 / BF16: 8 weights per lane-step ----
@@ -167,64 +182,73 @@ __device__ __forceinline__ float load1(const uint8_t *row, int64_t i) {
     return bf2f(((const uint16_t *)row)[i]);
 }
 
-template <uint32_t TYPE, int NT, int WPR>
-__global__ void __launch_bounds__(WARPS * 32) gemv_float(th_cu_mat w, const float *x, int64_t xs, float *y, int64_t ys, bool accum) {
+template <uint32_t TYPE, int NT, int NW, int RPW>
+__global__ void __launch_bounds__(NW * 32) gemv_float(th_cu_mat w, const float *x, int64_t xs, float *y, int64_t ys, bool accum) {
     pdl_begin();
-    RowMap<WPR> m;
+    RowMap<NW, RPW> m;
     constexpr int V = TYPE == TH_F32 ? 2 : 1;  // 16-byte loads per 8 weights
-    float acc[NT];
+    float acc[RPW][NT];
 #pragma unroll
-    for (int t = 0; t < NT; t++) acc[t] = 0.0f;
-    if (m.row < w.rows) {
-        const uint8_t *wr = (const uint8_t *)w.data + m.row * w.row_bytes;
+    for (int r = 0; r < RPW; r++)
+#pragma unroll
+        for (int t = 0; t < NT; t++) acc[r][t] = 0.0f;
+    const int nr = (int)min((int64_t)RPW, w.rows - m.row0);
+    if (nr > 0) {
+        const uint8_t *wr = (const uint8_t *)w.data + m.row0 * w.row_bytes;
         const bool vec = (w.K % 8) == 0 && (w.row_bytes % 16) == 0 && (xs % 4) == 0;
         if (vec) {
-            const int64_t n8 = w.K / 8, stride = 32 * WPR;
+            const int64_t n8 = w.K / 8, rs = (int64_t)(w.row_bytes / 16);
             const uint4 *wp = (const uint4 *)wr;
-            for (int64_t c0 = m.sub * 32 + m.lane; c0 < n8; c0 += stride * U) {
-                uint4 v[U][V];
+            for (int64_t c0 = m.lane; c0 < n8; c0 += 32 * U) {
+                uint4 v[RPW][U][V];
 #pragma unroll
                 for (int u = 0; u < U; u++) {
-                    int64_t c = c0 + u * stride;
-                    if (c < n8)
+                    int64_t c = c0 + u * 32;
 #pragma unroll
-                        for (int k = 0; k < V; k++) v[u][k] = __ldg(wp + c * V + k);
+                    for (int r = 0; r < RPW; r++)
+                        if (c < n8 && r < nr)
+#pragma unroll
+                            for (int k = 0; k < V; k++) v[r][u][k] = __ldg(wp + r * rs + c * V + k);
                 }
 #pragma unroll
                 for (int u = 0; u < U; u++) {
-                    int64_t c = c0 + u * stride;
+                    int64_t c = c0 + u * 32;
                     if (c >= n8) break;
-                    float f[8];
-                    to8<TYPE>(v[u], f);
 #pragma unroll
                     for (int t = 0; t < NT; t++) {
                         const float4 *xp = (const float4 *)(x + t * xs + c * 8);
-                        float4 a = xp[0], b = xp[1];
-                        acc[t] += f[0] * a.x + f[1] * a.y + f[2] * a.z + f[3] * a.w + f[4] * b.x + f[5] * b.y + f[6] * b.z + f[7] * b.w;
+                        float4 a = __ldg(xp), b = __ldg(xp + 1);
+#pragma unroll
+                        for (int r = 0; r < RPW; r++) {
+                            if (r >= nr) break;
+                            float f[8];
+                            to8<TYPE>(v[r][u], f);
+                            acc[r][t] += f[0] * a.x + f[1] * a.y + f[2] * a.z + f[3] * a.w + f[4] * b.x + f[5] * b.y + f[6] * b.z + f[7] * b.w;
+                        }
                     }
                 }
             }
         } else {
-            for (int64_t i = m.sub * 32 + m.lane; i < w.K; i += 32 * WPR) {
-                float f = load1<TYPE>(wr, i);
+            for (int r = 0; r < nr; r++)
+                for (int64_t i = m.lane; i < w.K; i += 32) {
+                    float f = load1<TYPE>(wr + r * w.row_bytes, i);
 #pragma unroll
-                for (int t = 0; t < NT; t++) acc[t] += f * x[t * xs + i];
-            }
+                    for (int t = 0; t < NT; t++) acc[r][t] += f * x[t * xs + i];
+                }
         }
     }
-    finish<NT, WPR>(acc, m, w.rows, y, ys, accum);
+    finish<NT, RPW>(acc, m.lane, m.row0, w.rows, y, ys, accum);
 }
 
 // ---- any type: decode 32 weights per lane-step ----
 template <int NT>
 __global__ void __launch_bounds__(WARPS * 32) gemv_generic(th_cu_mat w, const float *x, int64_t xs, float *y, int64_t ys, bool accum) {
     pdl_begin();
-    RowMap<1> m;
-    const int lane = m.lane;
-    const int64_t row = m.row;
-    float acc[NT];
+    const int lane = threadIdx.x & 31;
+    const int64_t row = (int64_t)blockIdx.x * WARPS + (threadIdx.x >> 5);
+    float acc[1][NT];
 #pragma unroll
-    for (int t = 0; t < NT; t++) acc[t] = 0.0f;
+    for (int t = 0; t < NT; t++) acc[0][t] = 0.0f;
     for (int64_t g = lane; row < w.rows && g < w.K / 32; g += 32) {
         float f[32];
         dq32_mat(w, row, g, f);
@@ -234,10 +258,10 @@ __global__ void __launch_bounds__(WARPS * 32) gemv_generic(th_cu_mat w, const fl
             float s = 0.0f;
 #pragma unroll
             for (int j = 0; j < 32; j++) s += f[j] * xp[j];
-            acc[t] += s;
+            acc[0][t] += s;
         }
     }
-    finish<NT, 1>(acc, m, w.rows, y, ys, accum);
+    finish<NT, 1>(acc, lane, row, w.rows, y, ys, accum);
 }
 
 int sm_count() {
@@ -250,27 +274,18 @@ int sm_count() {
     return n;
 }
 
-// Warps per row: enough warps in flight to cover the memory latency (about two
-// resident waves), but at least two 16-byte steps per lane.
-int pick_wpr(int64_t rows, int64_t steps) {
-    int64_t target = 64LL * sm_count();
-    int wpr = 1;
-    while (wpr < 4 && rows * wpr < target && steps >= 64LL * wpr * 2) wpr *= 2;
-    return wpr;
-}
-
-template <int NT, int WPR>
+template <int NT, int NW, int RPW>
 void launch_w(const th_cu_mat *w, const float *x, int64_t xs, const th_cu_q8 *xq, float *y, int64_t ys, bool accum,
               cudaStream_t st) {
-    dim3 grid((unsigned)((w->rows + WARPS / WPR - 1) / (WARPS / WPR))), block(WARPS * 32);
+    dim3 grid((unsigned)((w->rows + NW * RPW - 1) / (NW * RPW))), block(NW * 32);
     if (w->layout == TH_CU_SPLIT && xq) {
-        if (w->type == TH_Q4_0) { launch_k(gemv_q4_0<NT, WPR>, grid, block, st, *w, *xq, y, ys, accum); return; }
-        if (w->type == TH_Q8_0) { launch_k(gemv_q8_0<NT, WPR>, grid, block, st, *w, *xq, y, ys, accum); return; }
+        if (w->type == TH_Q4_0) { launch_k(gemv_q4_0<NT, NW, RPW>, grid, block, st, *w, *xq, y, ys, accum); return; }
+        if (w->type == TH_Q8_0) { launch_k(gemv_q8_0<NT, NW, RPW>, grid, block, st, *w, *xq, y, ys, accum); return; }
     }
     switch (w->type) {
-    case TH_F32: launch_k(gemv_float<TH_F32, NT, WPR>, grid, block, st, *w, x, xs, y, ys, accum); return;
-    case TH_F16: launch_k(gemv_float<TH_F16, NT, WPR>, grid, block, st, *w, x, xs, y, ys, accum); return;
-    case TH_BF16: launch_k(gemv_float<TH_BF16, NT, WPR>, grid, block, st, *w, x, xs, y, ys, accum); return;
+    case TH_F32: launch_k(gemv_float<TH_F32, NT, NW, RPW>, grid, block, st, *w, x, xs, y, ys, accum); return;
+    case TH_F16: launch_k(gemv_float<TH_F16, NT, NW, RPW>, grid, block, st, *w, x, xs, y, ys, accum); return;
+    case TH_BF16: launch_k(gemv_float<TH_BF16, NT, NW, RPW>, grid, block, st, *w, x, xs, y, ys, accum); return;
     default: break;
     }
 }
@@ -284,12 +299,9 @@ void launch(const th_cu_mat *w, const float *x, int64_t xs, const th_cu_q8 *xq, 
         launch_k(gemv_generic<NT>, grid, block, st, *w, x, xs, y, ys, accum);
         return;
     }
-    int64_t steps = w->layout == TH_CU_SPLIT ? w->K / 32 : w->K / 8;
-    switch (pick_wpr(w->rows, steps)) {
-    case 1: launch_w<NT, 1>(w, x, xs, xq, y, ys, accum, st); break;
-    case 2: launch_w<NT, 2>(w, x, xs, xq, y, ys, accum, st); break;
-    default: launch_w<NT, 4>(w, x, xs, xq, y, ys, accum, st); break;
-    }
+    // many rows: 8 warps × 2 rows a block; few rows (small models): a warp per row, 4 a block
+    if (w->rows >= 16LL * sm_count() && NT <= 4) launch_w<NT, 8, 2>(w, x, xs, xq, y, ys, accum, st);
+    else launch_w<NT, 4, 1>(w, x, xs, xq, y, ys, accum, st);
 }
 
 }  // namespace
