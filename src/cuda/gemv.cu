@@ -6,6 +6,7 @@
 //   F32, F16, BF16: fp32 math on 16-byte vector loads.
 //   every other type: decode 32 weights at a time (common.cuh) and fp32 math.
 #include "cuda/common.cuh"
+#include <stdlib.h>
 
 namespace {
 
@@ -46,7 +47,21 @@ __device__ __forceinline__ void finish(float (&acc)[RPW][NT], int lane, int64_t 
 }
 
 // ---- Q4_0 split: 16 bytes of quants = one 32-block per lane-step ----
-template <int NT, int NW, int RPW>
+// PF: software pipelining — the next U steps' loads are issued before the
+// current ones are consumed.
+template <int RPW>
+__device__ __forceinline__ void q4_load(const uint4 *wq, const __half *wd, int64_t nb, int nr, int64_t b0,
+                                        uint4 (&v)[RPW][U], float (&d)[RPW][U]) {
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+        int64_t b = b0 + u * 32;
+#pragma unroll
+        for (int r = 0; r < RPW; r++)
+            if (b < nb && r < nr) { v[r][u] = __ldg(wq + r * nb + b); d[r][u] = __half2float(wd[r * nb + b]); }
+    }
+}
+
+template <int NT, int NW, int RPW, bool PF>
 __global__ void __launch_bounds__(NW * 32) gemv_q4_0(th_cu_mat w, th_cu_q8 xq, float *y, int64_t ys, bool accum) {
     pdl_begin();
     RowMap<NW, RPW> m;
@@ -60,16 +75,13 @@ __global__ void __launch_bounds__(NW * 32) gemv_q4_0(th_cu_mat w, th_cu_q8 xq, f
     if (nr > 0) {
         const uint4 *wq = (const uint4 *)((const uint8_t *)w.data + m.row0 * (w.K / 2));
         const __half *wd = (const __half *)w.scales + m.row0 * nb;
+        uint4 v[RPW][U];
+        float d[RPW][U];
+        q4_load<RPW>(wq, wd, nb, nr, m.lane, v, d);
         for (int64_t b0 = m.lane; b0 < nb; b0 += 32 * U) {
-            uint4 v[RPW][U];
-            float d[RPW][U];
-#pragma unroll
-            for (int u = 0; u < U; u++) {
-                int64_t b = b0 + u * 32;
-#pragma unroll
-                for (int r = 0; r < RPW; r++)
-                    if (b < nb && r < nr) { v[r][u] = __ldg(wq + r * nb + b); d[r][u] = __half2float(wd[r * nb + b]); }
-            }
+            uint4 vn[RPW][U];
+            float dn[RPW][U];
+            if (PF) q4_load<RPW>(wq, wd, nb, nr, b0 + 32 * U, vn, dn);
 #pragma unroll
             for (int u = 0; u < U; u++) {
                 int64_t b = b0 + u * 32;
@@ -95,6 +107,14 @@ __global__ void __launch_bounds__(NW * 32) gemv_q4_0(th_cu_mat w, th_cu_q8 xq, f
                         acc[r][t] += d[r][u] * xd * (float)(s - xs8);
                     }
                 }
+            }
+            if (PF) {
+#pragma unroll
+                for (int u = 0; u < U; u++)
+#pragma unroll
+                    for (int r = 0; r < RPW; r++) { v[r][u] = vn[r][u]; d[r][u] = dn[r][u]; }
+            } else {
+                q4_load<RPW>(wq, wd, nb, nr, b0 + 32 * U, v, d);
             }
         }
     }
@@ -274,12 +294,22 @@ int sm_count() {
     return n;
 }
 
+int gemv_variant() {  // TH_GPU_GEMV: 0 = warp per row, 1 = + prefetch, 2 = 8 warps × 2 rows (measurement aid)
+    static int v = -1;
+    if (v < 0) { const char *e = getenv("TH_GPU_GEMV"); v = e ? atoi(e) : 1; }
+    return v;
+}
+
 template <int NT, int NW, int RPW>
 void launch_w(const th_cu_mat *w, const float *x, int64_t xs, const th_cu_q8 *xq, float *y, int64_t ys, bool accum,
               cudaStream_t st) {
     dim3 grid((unsigned)((w->rows + NW * RPW - 1) / (NW * RPW))), block(NW * 32);
     if (w->layout == TH_CU_SPLIT && xq) {
-        if (w->type == TH_Q4_0) { launch_k(gemv_q4_0<NT, NW, RPW>, grid, block, st, *w, *xq, y, ys, accum); return; }
+        if (w->type == TH_Q4_0) {
+            if (gemv_variant() == 1) launch_k(gemv_q4_0<NT, NW, RPW, true>, grid, block, st, *w, *xq, y, ys, accum);
+            else launch_k(gemv_q4_0<NT, NW, RPW, false>, grid, block, st, *w, *xq, y, ys, accum);
+            return;
+        }
         if (w->type == TH_Q8_0) { launch_k(gemv_q8_0<NT, NW, RPW>, grid, block, st, *w, *xq, y, ys, accum); return; }
     }
     switch (w->type) {
@@ -300,7 +330,7 @@ void launch(const th_cu_mat *w, const float *x, int64_t xs, const th_cu_q8 *xq, 
         return;
     }
     // many rows: 8 warps × 2 rows a block; few rows (small models): a warp per row, 4 a block
-    if (w->rows >= 16LL * sm_count() && NT <= 4) launch_w<NT, 8, 2>(w, x, xs, xq, y, ys, accum, st);
+    if (gemv_variant() == 2 && w->rows >= 16LL * sm_count() && NT <= 4) launch_w<NT, 8, 2>(w, x, xs, xq, y, ys, accum, st);
     else launch_w<NT, 4, 1>(w, x, xs, xq, y, ys, accum, st);
 }
 
