@@ -49,11 +49,11 @@ __device__ __forceinline__ void finish(float (&acc)[RPW][NT], int lane, int64_t 
 // ---- Q4_0 split: 16 bytes of quants = one 32-block per lane-step ----
 // PF: software pipelining — the next U steps' loads are issued before the
 // current ones are consumed.
-template <int RPW>
+template <int RPW, int UU>
 __device__ __forceinline__ void q4_load(const uint4 *wq, const __half *wd, int64_t nb, int nr, int64_t b0,
-                                        uint4 (&v)[RPW][U], float (&d)[RPW][U]) {
+                                        uint4 (&v)[RPW][UU], float (&d)[RPW][UU]) {
 #pragma unroll
-    for (int u = 0; u < U; u++) {
+    for (int u = 0; u < UU; u++) {
         int64_t b = b0 + u * 32;
 #pragma unroll
         for (int r = 0; r < RPW; r++)
@@ -61,7 +61,7 @@ __device__ __forceinline__ void q4_load(const uint4 *wq, const __half *wd, int64
     }
 }
 
-template <int NT, int NW, int RPW, bool PF>
+template <int NT, int NW, int RPW, bool PF, int UU>
 __global__ void __launch_bounds__(NW * 32) gemv_q4_0(th_cu_mat w, th_cu_q8 xq, float *y, int64_t ys, bool accum) {
     pdl_begin();
     RowMap<NW, RPW> m;
@@ -75,15 +75,15 @@ __global__ void __launch_bounds__(NW * 32) gemv_q4_0(th_cu_mat w, th_cu_q8 xq, f
     if (nr > 0) {
         const uint4 *wq = (const uint4 *)((const uint8_t *)w.data + m.row0 * (w.K / 2));
         const __half *wd = (const __half *)w.scales + m.row0 * nb;
-        uint4 v[RPW][U];
-        float d[RPW][U];
-        q4_load<RPW>(wq, wd, nb, nr, m.lane, v, d);
-        for (int64_t b0 = m.lane; b0 < nb; b0 += 32 * U) {
-            uint4 vn[RPW][U];
-            float dn[RPW][U];
-            if (PF) q4_load<RPW>(wq, wd, nb, nr, b0 + 32 * U, vn, dn);
+        uint4 v[RPW][UU];
+        float d[RPW][UU];
+        q4_load<RPW, UU>(wq, wd, nb, nr, m.lane, v, d);
+        for (int64_t b0 = m.lane; b0 < nb; b0 += 32 * UU) {
+            uint4 vn[RPW][UU];
+            float dn[RPW][UU];
+            if (PF) q4_load<RPW, UU>(wq, wd, nb, nr, b0 + 32 * UU, vn, dn);
 #pragma unroll
-            for (int u = 0; u < U; u++) {
+            for (int u = 0; u < UU; u++) {
                 int64_t b = b0 + u * 32;
                 if (b >= nb) break;
 #pragma unroll
@@ -110,11 +110,11 @@ __global__ void __launch_bounds__(NW * 32) gemv_q4_0(th_cu_mat w, th_cu_q8 xq, f
             }
             if (PF) {
 #pragma unroll
-                for (int u = 0; u < U; u++)
+                for (int u = 0; u < UU; u++)
 #pragma unroll
                     for (int r = 0; r < RPW; r++) { v[r][u] = vn[r][u]; d[r][u] = dn[r][u]; }
             } else {
-                q4_load<RPW>(wq, wd, nb, nr, b0 + 32 * U, v, d);
+                q4_load<RPW, UU>(wq, wd, nb, nr, b0 + 32 * UU, v, d);
             }
         }
     }
@@ -294,9 +294,13 @@ int sm_count() {
     return n;
 }
 
-int gemv_variant() {  // TH_GPU_GEMV: 0 = warp per row, 1 = + prefetch, 2 = 8 warps × 2 rows (measurement aid)
+// TH_GPU_GEMV (measurement aid): 0 = warp per row (default; Q4_0 rows of >= 8192
+// weights with 8 loads in flight), 1 = + software prefetch, 2 = 8 warps × 2 rows
+// a block, 3 = 4 loads in flight always. Measured on the H200 (8B Q4_0 tg128):
+// 0 was fastest of 0-2.
+int gemv_variant() {
     static int v = -1;
-    if (v < 0) { const char *e = getenv("TH_GPU_GEMV"); v = e ? atoi(e) : 1; }
+    if (v < 0) { const char *e = getenv("TH_GPU_GEMV"); v = e ? atoi(e) : 0; }
     return v;
 }
 
@@ -306,8 +310,11 @@ void launch_w(const th_cu_mat *w, const float *x, int64_t xs, const th_cu_q8 *xq
     dim3 grid((unsigned)((w->rows + NW * RPW - 1) / (NW * RPW))), block(NW * 32);
     if (w->layout == TH_CU_SPLIT && xq) {
         if (w->type == TH_Q4_0) {
-            if (gemv_variant() == 1) launch_k(gemv_q4_0<NT, NW, RPW, true>, grid, block, st, *w, *xq, y, ys, accum);
-            else launch_k(gemv_q4_0<NT, NW, RPW, false>, grid, block, st, *w, *xq, y, ys, accum);
+            // long rows: 8 steps in flight per lane (fewer serial round trips)
+            bool u8 = w->K / 32 >= 32 * 8 && gemv_variant() != 3;
+            if (gemv_variant() == 1) launch_k(gemv_q4_0<NT, NW, RPW, true, 4>, grid, block, st, *w, *xq, y, ys, accum);
+            else if (u8) launch_k(gemv_q4_0<NT, NW, RPW, false, 8>, grid, block, st, *w, *xq, y, ys, accum);
+            else launch_k(gemv_q4_0<NT, NW, RPW, false, 4>, grid, block, st, *w, *xq, y, ys, accum);
             return;
         }
         if (w->type == TH_Q8_0) { launch_k(gemv_q8_0<NT, NW, RPW>, grid, block, st, *w, *xq, y, ys, accum); return; }
