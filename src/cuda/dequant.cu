@@ -4,24 +4,31 @@
 
 namespace {
 
-// One thread per 32-group; grid.y walks the rows.
+// Four threads per 32-group, each writing 8 consecutive values (16 or 32 bytes):
+// consecutive threads write consecutive memory. grid.y/z walk the rows.
 __global__ void dequant_rows(th_cu_mat w, const int32_t *rows, int64_t row0, void *out, int64_t os, bool f16,
                              float scale) {
     pdl_begin();
-    int64_t g = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    int64_t g = idx >> 2;
+    int part = (int)(idx & 3);
     int64_t i = blockIdx.y + (int64_t)gridDim.y * blockIdx.z;
     if (g >= w.K / 32) return;
     int64_t r = rows ? rows[i] : row0 + i;
     float f[32];
     dq32_mat(w, r, g, f);
+    const float *p = f + part * 8;
     if (f16) {
-        __half2 *o = (__half2 *)((__half *)out + i * os + g * 32);
+        __half2 h[4];
 #pragma unroll
-        for (int j = 0; j < 16; j++) o[j] = __floats2half2_rn(f[2 * j] * scale, f[2 * j + 1] * scale);
+        for (int j = 0; j < 4; j++) h[j] = __floats2half2_rn(p[2 * j] * scale, p[2 * j + 1] * scale);
+        __half *o = (__half *)out + i * os + g * 32 + part * 8;
+        if (((uintptr_t)o & 15) == 0) *(uint4 *)o = *(const uint4 *)h;
+        else for (int j = 0; j < 4; j++) ((__half2 *)o)[j] = h[j];
     } else {
-        float *o = (float *)out + i * os + g * 32;
+        float *o = (float *)out + i * os + g * 32 + part * 8;
 #pragma unroll
-        for (int j = 0; j < 32; j++) o[j] = f[j] * scale;
+        for (int j = 0; j < 8; j++) o[j] = p[j] * scale;
     }
 }
 
@@ -60,8 +67,8 @@ extern "C" void th_cu_dequant_rows(const th_cu_mat *w, const int32_t *rows, int6
         dim3 grid((unsigned)((w->K + 127) / 128), gy, gz);
         launch_k(dequant_rows_float, dim3(grid), dim3(128), st, *w, rows, row0, out, os, f16, scale);
     } else {
-        int64_t groups = w->K / 32;
-        dim3 grid((unsigned)((groups + 63) / 64), gy, gz);
-        launch_k(dequant_rows, dim3(grid), dim3(64), st, *w, rows, row0, out, os, f16, scale);
+        int64_t threads = w->K / 32 * 4;
+        dim3 grid((unsigned)((threads + 127) / 128), gy, gz);
+        launch_k(dequant_rows, dim3(grid), dim3(128), st, *w, rows, row0, out, os, f16, scale);
     }
 }
