@@ -296,8 +296,8 @@ int sm_count() {
 
 // TH_GPU_GEMV (measurement aid): 0 = warp per row, 4 loads in flight (default),
 // 1 = + software prefetch, 2 = 8 warps × 2 rows a block, 3 = 8 loads in flight on
-// rows of >= 8192 weights. Measured on the H200, 8B Q4_0 tg128: 415, 382, 381
-// and 381 tok/s.
+// rows of >= 8192 weights, 4 = 4 warps × 2 rows, 5 = 8 warps × 1 row. Measured on
+// the H200, 8B Q4_0 tg128: 415, 382, 381 and 381 tok/s for 0-3.
 int gemv_variant() {
     static int v = -1;
     if (v < 0) { const char *e = getenv("TH_GPU_GEMV"); v = e ? atoi(e) : 0; }
@@ -336,7 +336,11 @@ void launch(const th_cu_mat *w, const float *x, int64_t xs, const th_cu_q8 *xq, 
         return;
     }
     // many rows: 8 warps × 2 rows a block; few rows (small models): a warp per row, 4 a block
-    if (gemv_variant() == 2 && w->rows >= 16LL * sm_count() && NT <= 4) launch_w<NT, 8, 2>(w, x, xs, xq, y, ys, accum, st);
+    int v = gemv_variant();
+    bool many = w->rows >= 16LL * sm_count() && NT <= 4;
+    if (v == 2 && many) launch_w<NT, 8, 2>(w, x, xs, xq, y, ys, accum, st);
+    else if (v == 4 && many) launch_w<NT, 4, 2>(w, x, xs, xq, y, ys, accum, st);
+    else if (v == 5 && many) launch_w<NT, 8, 1>(w, x, xs, xq, y, ys, accum, st);
     else launch_w<NT, 4, 1>(w, x, xs, xq, y, ys, accum, st);
 }
 
