@@ -87,7 +87,7 @@ $(BUILD)/%.o: %.cu
 	@mkdir -p $(@D)
 	$(NVCC) $(NVFLAGS) -MMD -MP -c $< -o $@
 
-$(BUILD)/tests/%: tests/%.c tests/check.h $(BUILD)/libtheseus.a
+$(BUILD)/tests/%: tests/%.c tests/check.h tests/logits.h $(BUILD)/libtheseus.a
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -Itests -o $@ $< $(BUILD)/libtheseus.a $(LDLIBS)
 
@@ -106,18 +106,19 @@ model:
 
 # The README's test command. Dependencies first (a fresh machine has none).
 test: deps
-	@$(MAKE) --no-print-directory all tests
+	@$(MAKE) --no-print-directory all tests bench
 	@scripts/fetch-model.sh
+	@scripts/fetch-gemma3.sh || echo "warning: Gemma 3 270M could not be fetched; its checks will be skipped"
 	@BUILD=$(BUILD) SHARED=$(SHARED) tests/run.sh
 
 run: deps
 	@$(MAKE) --no-print-directory all
 	@scripts/fetch-model.sh
-	@$(BUILD)/theseus chat -m models/SmolLM2-135M-Instruct.Q4_1.gguf
+	@$(BUILD)/theseus chat -m models/SmolLM2-135M-Instruct.Q4_1.gguf --system "You are a helpful assistant."
 
 asan: deps
 	@$(MAKE) --no-print-directory BUILD=build/asan OPT="-O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
-	  LDLIBS_EXTRA= all tests
+	  LDLIBS_EXTRA= all tests bench
 	@scripts/fetch-model.sh
 	@BUILD=build/asan SHARED=$(SHARED) ASAN=1 tests/run.sh
 

@@ -108,12 +108,12 @@ static void bench_type(const wtype *wt, const th_kernels *gen, const th_kernels 
         for (int64_t i = 0; i < n; i++) xf[i] = rndf();
         th_ref_quantize(at, xf, x + (size_t)b * xs, n);
     }
-    double mv_gen = bench_matvec(gen->vec_dot[type], w, mat, copies, rows, ws, n, x, y);
-    double mv_fast = fast ? bench_matvec(fast->vec_dot[type], w, mat, copies, rows, ws, n, x, y) : 0;
     const int64_t grows_gen = TH_MIN(rows, 64), grows = TH_MIN(rows, 512);
     double g_gen = bench_gemm(call_dot_loop, type, gen, n, grows_gen, w, ws, nb, x, xs, y);
     double g_loop = fast ? bench_gemm(call_dot_loop, type, fast, n, grows, w, ws, nb, x, xs, y) : 0;
     double g_fast = fast ? bench_gemm(call_gemm, type, fast, n, grows, w, ws, nb, x, xs, y) : 0;
+    double mv_gen = bench_matvec(gen->vec_dot[type], w, mat, copies, rows, ws, n, x, y);
+    double mv_fast = fast ? bench_matvec(fast->vec_dot[type], w, mat, copies, rows, ws, n, x, y) : 0;
     printf("%-7s %5lldx%-5lld %8.1f | %7.2f %7.2f %5.1fx | %7.2f %7.2f %7.2f %5.1fx\n", th_type_name(type),
            (long long)rows, (long long)n, (double)mat / 1048576.0, mv_gen, mv_fast, mv_fast / mv_gen, g_gen, g_loop,
            g_fast, g_fast / g_loop);

@@ -46,6 +46,7 @@ typedef struct th_model th_model;
 typedef struct th_model_params {
     bool use_mmap;       /* map the file (default true); false reads it into memory */
     bool verbose;        /* print load progress to stderr */
+    bool vocab_only;     /* load only the tokenizer (any architecture, no weights) */
 } th_model_params;
 
 th_model_params th_model_default_params(void);
@@ -112,6 +113,21 @@ th_status th_tokenize(const th_model *model, const char *text, size_t len,
  * Control tokens give "" unless special is true. Returns the byte count,
  * or -(needed) if buf is too small, or INT32_MIN for an invalid id. */
 int32_t th_token_to_piece(const th_model *model, th_token t, char *buf, int32_t cap, bool special);
+
+/* The text of tokens[0..n): their pieces concatenated. Returns the byte count,
+ * -(needed) if cap is too small (buf then holds a prefix), INT64_MIN for a bad id. */
+int64_t th_detokenize(const th_model *model, const th_token *tokens, size_t n, char *buf, size_t cap,
+                      bool special);
+
+/* Streaming-safe output of decoded pieces: bytes go in as tokens are decoded;
+ * only complete UTF-8 characters come out, an incomplete tail waits for the next
+ * piece, and invalid bytes come out as U+FFFD, so a token boundary inside a
+ * multi-byte character never yields broken text. Zero-initialize to start. */
+typedef struct th_utf8_stream { uint8_t pending[4]; uint8_t n_pending; } th_utf8_stream;
+/* Feed n bytes; writes the ready text to out (capacity >= 3 * (n + 4)); returns its length. */
+size_t th_utf8_stream_push(th_utf8_stream *st, const char *in, size_t n, char *out);
+/* End of stream: an unfinished character becomes U+FFFD (out >= 3 bytes). Resets st. */
+size_t th_utf8_stream_flush(th_utf8_stream *st, char *out);
 
 /* ---------------------------------------------------------------- context */
 
@@ -181,7 +197,8 @@ th_status th_sampler_new(const th_sampler_params *params, int32_t n_vocab, th_sa
 void th_sampler_free(th_sampler *s);
 /* Optional additive bias per token (OpenAI logit_bias). */
 th_status th_sampler_set_logit_bias(th_sampler *s, th_token t, float bias);
-/* Pick a token from n_vocab logits (not modified). */
+/* Pick a token from n_vocab logits (not modified). The chain and its order are
+ * documented in src/sample/sampler.c. Returns -1 only if s or logits is NULL. */
 th_token th_sampler_sample(th_sampler *s, const float *logits);
 /* Record a token as part of the history (prompt or generated) for penalties.
  * Ids outside [0, n_vocab) are ignored. */
@@ -193,7 +210,7 @@ void th_sampler_reset(th_sampler *s);
 /* Log-probabilities behind the last th_sampler_sample (for OpenAI `logprobs`):
  * log-softmax over all n_vocab logits after logit bias and penalties, before
  * top-k/top-p/min-p and temperature. Writes the n_top most likely tokens into
- * top (descending, ties to the lower id; only tokens with non-zero probability)
+ * top (descending, ties to the lower id; only tokens whose logit is above -inf)
  * and returns how many it wrote; *chosen_logprob (if not NULL) gets the
  * log-probability of the token the last sample returned. Returns -1 with an
  * error set if there was no sample since creation or reset. */
@@ -220,6 +237,38 @@ typedef struct th_chat_opts {
  * with the message in th_last_error(). */
 th_status th_chat_render(const char *tmpl, const char *context_json,
                          const th_chat_opts *opts, char **out);
+
+/* ---------------------------------------------------------------- quantize */
+
+/* One line of progress: called once per tensor, before it is converted. */
+typedef struct th_quantize_progress {
+    int32_t index, count;        /* 1-based tensor index, number of tensors */
+    const char *name;            /* "blk.1.ffn_up.weight" */
+    const char *from_type;       /* "F32" */
+    const char *to_type;         /* "Q4_K" (same as from_type: copied unchanged) */
+    uint32_t n_dims;
+    uint64_t ne[4];              /* ne[0] = row length */
+} th_quantize_progress;
+
+typedef struct th_quantize_params {
+    const char *type;            /* a mix as llama-quantize names it: "Q4_K_M", "Q8_0", "F16" ...
+                                  * (th_quantize_type_names lists them) */
+    int32_t n_threads;           /* <= 0: all cores */
+    bool pure;                   /* every quantizable tensor gets the mix's base type
+                                  * (no per-tensor bumps; row-length fallbacks still apply) */
+    void (*progress)(const th_quantize_progress *p, void *user);   /* NULL: silent */
+    void *user;
+} th_quantize_params;
+
+th_quantize_params th_quantize_default_params(void);
+/* Rewrite the GGUF at in_path into out_path with every weight converted as
+ * llama-quantize would (same per-tensor types and, without an importance matrix,
+ * the same bytes). Metadata is copied, general.file_type and
+ * general.quantization_version are set, tensors keep their order. The output is
+ * written to a temporary file next to out_path and renamed at the end. */
+th_status th_quantize_file(const char *in_path, const char *out_path, const th_quantize_params *params);
+/* The accepted type names, space-separated ("F32 F16 BF16 Q4_0 ..."). */
+const char *th_quantize_type_names(void);
 
 /* ---------------------------------------------------------------- misc */
 

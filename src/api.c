@@ -53,3 +53,7 @@ th_status th_tokenize(const th_model *m, const char *text, size_t len, bool add_
 int32_t th_token_to_piece(const th_model *m, th_token t, char *buf, int32_t cap, bool special) {
     return th_vocab_token_to_piece(m->vocab, t, buf, cap, special);
 }
+
+int64_t th_detokenize(const th_model *m, const th_token *tokens, size_t n, char *buf, size_t cap, bool special) {
+    return th_vocab_detokenize(m->vocab, tokens, n, buf, cap, special);
+}

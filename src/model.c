@@ -2,47 +2,21 @@
  * any sequences, each with its position) through the generic decoder block:
  *
  *   x = embed(tokens) · embd_scale
- *   per layer:  h = norm(x);  q,k,v = h·Wq,k,v (+bias);  q/k-norm;  rope(q,k)
- *               K,V → paged cache;  a = softmax(q·Kᵀ·scale [softcap, window]) · V
- *               x += [post_norm](a·Wo)
- *               h = norm(x);  x += [post_norm](down(act(h·Wgate) ⊙ h·Wup))
+ *   per layer:  h = norm(x);  q,k,v = h·Wq,k,v (+bias) [fused qkv | MLA: mla.c];
+ *               q/k-norm (per head or whole width);  rope(q,k) [YaRN]
+ *               K,V → paged cache;  a = softmax(q·Kᵀ·scale [softcap, window, sink]) · V
+ *               x += [post_norm](a·Wo + bo)
+ *               h = norm(x);  x += [post_norm](FFN(h))
+ *                 FFN = down(act(h·Wgate) ⊙ h·Wup)  or a mixture of experts (moe.c)
  *   logits = norm(x)·Wout [final softcap], only for the tokens that asked
  *
  * Matmuls quantize their activation rows once, then split weight rows across
  * the thread pool; attention splits (token, head) pairs. All scratch memory is
- * allocated when the context is created. */
-#include "model.h"
-#include "core/threadpool.h"
-#include "cpu/kernels.h"
-#include "cpu/ops.h"
-#include "gpu.h"
-#include "kv.h"
+ * allocated when the context is created. The context struct lives in forward.h. */
+#include "forward.h"
+#include "arch/arch.h"
 #include <math.h>
 #include <stdlib.h>
-
-struct th_context {
-    th_model *model;
-    th_context_params p;
-    const th_kernels *k;
-    th_pool *pool;
-    th_kv kv;
-    /* scratch for n_batch tokens */
-    float *x, *h, *q, *kc, *vc, *att, *tmp, *ff_g, *ff_u;
-    int64_t q_w, k_w, v_w, att_w, ff_w;     /* row widths */
-    uint8_t *actq;                          /* quantized activation rows */
-    size_t actq_cap;
-    float *scores;                          /* n_threads × n_ctx */
-    float *qtmp;                            /* n_threads × head_dim */
-    float *logits;
-    size_t logits_rows;
-    int32_t *out_row;                       /* batch index → logits row or -1 */
-    int32_t *new_len;                       /* per sequence, during a batch */
-    int32_t n_last;                         /* tokens in the last batch */
-    int32_t *pos_buf, *seq_buf;             /* filled-in positions / sequences */
-    int8_t *want_buf;                       /* default logits flags */
-    th_gpu *gpu;                            /* non-NULL: the GPU runs the forward pass */
-    int32_t *block_tables;                  /* GPU mode: n_seq × n_blocks */
-};
 
 /* ------------------------------------------------------------------ matmul */
 
@@ -76,8 +50,7 @@ static void mm_worker(void *arg, int ith, int nth) {
     t->k->gemm[t->type](t->n, r0, r1, t->w, t->w_stride, t->nb, t->xq, t->xq_stride, t->y, t->y_stride);
 }
 
-/* y[b][0..rows) = W(matrix `mat` of w) · x[b] for b < nb. */
-static void matmul(th_context *c, const th_weight *w, int64_t mat, const float *x, int64_t x_stride,
+void th_fwd_matmul(th_context *c, const th_weight *w, int64_t mat, const float *x, int64_t x_stride,
                    int64_t nb, float *y, int64_t y_stride) {
     mm_task t = { .k = c->k, .type = w->type, .act_type = th_type_info_get(w->type)->act_type,
                   .n = w->ne0, .rows = w->ne1, .nb = nb,
@@ -92,9 +65,13 @@ static void matmul(th_context *c, const th_weight *w, int64_t mat, const float *
     th_pool_run(c->pool, mm_worker, &t);
 }
 
+void th_fwd_add_bias(const float *bias, int64_t width, float *y, int64_t stride, int64_t nb) {
+    if (!bias) return;
+    for (int64_t i = 0; i < nb; i++) th_op_add(y + i * stride, bias, width);
+}
+
 static void add_bias(const th_weight *b, float *y, int64_t stride, int64_t nb) {
-    if (!b->data) return;
-    for (int64_t i = 0; i < nb; i++) th_op_add(y + i * stride, b->data, b->ne0);
+    th_fwd_add_bias(b->data, b->ne0, y, stride, nb);
 }
 
 /* ------------------------------------------------------------------ attention */
@@ -104,6 +81,7 @@ typedef struct {
     int32_t il, n_tokens;
     const int32_t *pos, *seq;
     int32_t window;
+    const float *sinks;                     /* per head, or NULL */
 } attn_task;
 
 static void attn_head(th_context *c, const attn_task *t, int32_t ti, int32_t h, float *sc, float *qtmp) {
@@ -132,7 +110,8 @@ static void attn_head(th_context *c, const attn_task *t, int32_t ti, int32_t h, 
         sc[j] = dot * hp->attn_scale;
     }
     if (hp->attn_softcap > 0) th_op_softcap(sc, hp->attn_softcap, n);
-    th_op_softmax(sc, n);
+    if (t->sinks) th_op_softmax_sink(sc, n, t->sinks[h]);
+    else th_op_softmax(sc, n);
     float *out = c->att + (int64_t)ti * c->att_w + (int64_t)h * hdv;
     memset(out, 0, (size_t)hdv * sizeof(float));
     for (int32_t j = 0; j < n; j++) {
@@ -175,65 +154,117 @@ static void store_kv(th_context *c, int32_t il, int32_t n, const int32_t *pos, c
 
 /* ------------------------------------------------------------------ layers */
 
-static void norm_rows(const th_context *c, float *y, const float *x, const th_weight *w, int64_t n, int64_t width) {
+void th_fwd_norm_rows(const th_context *c, float *y, const float *x, const th_weight *w, int64_t n, int64_t width) {
     for (int64_t t = 0; t < n; t++)
         th_op_rmsnorm(y + t * width, x + t * width, w ? w->data : NULL, width, c->model->hp.norm_eps);
 }
 
-static void qk_prepare(th_context *c, const th_layer *L, int32_t n, const int32_t *pos) {
-    const th_hparams *hp = &c->model->hp;
-    const float *ff = c->model->rope_freqs.data;
-    for (int32_t t = 0; t < n; t++) {
-        float *q = c->q + (int64_t)t * c->q_w, *k = c->kc + (int64_t)t * c->k_w;
-        for (int32_t h = 0; h < hp->n_head; h++) {
-            float *qh = q + (int64_t)h * hp->head_dim;
-            if (L->q_norm.data) th_op_rmsnorm(qh, qh, L->q_norm.data, hp->head_dim, hp->norm_eps);
-            th_op_rope(qh, hp->n_rot, pos[t], L->rope_base, hp->rope_freq_scale, ff, hp->rope_type);
-        }
-        for (int32_t h = 0; h < hp->n_head_kv; h++) {
-            float *kh = k + (int64_t)h * hp->head_dim;
-            if (L->k_norm.data) th_op_rmsnorm(kh, kh, L->k_norm.data, hp->head_dim, hp->norm_eps);
-            th_op_rope(kh, hp->n_rot, pos[t], L->rope_base, hp->rope_freq_scale, ff, hp->rope_type);
-        }
+void th_fwd_act(const th_context *c, float *g, const float *u, int64_t n) {
+    switch (c->model->hp.act_fn) {
+    case TH_ACT_GELU: th_op_geglu(g, g, u, n); break;
+    case TH_ACT_SWIGLU_OAI: th_op_swiglu_oai(g, g, u, n, 1.702f, 7.0f); break;
+    default: th_op_swiglu(g, g, u, n); break;
     }
 }
 
-static void attention_block(th_context *c, int32_t il, int32_t n, const int32_t *pos, const int32_t *seq) {
+/* RMSNorm of each head (w one head wide) or of the whole row (w as wide as the row). */
+static void qk_norm(const th_context *c, float *x, const th_weight *w, int64_t row_w, int32_t n_heads, int32_t hd) {
+    float eps = c->model->hp.norm_eps;
+    if (w->ne0 == row_w) th_op_rmsnorm(x, x, w->data, row_w, eps);
+    else
+        for (int32_t h = 0; h < n_heads; h++) th_op_rmsnorm(x + (int64_t)h * hd, x + (int64_t)h * hd, w->data, hd, eps);
+}
+
+static void qk_prepare(th_context *c, int32_t il, int32_t n, const int32_t *pos) {
     const th_hparams *hp = &c->model->hp;
     const th_layer *L = &c->model->layers[il];
-    int64_t E = hp->n_embd;
-    norm_rows(c, c->h, c->x, &L->attn_norm, n, E);
-    matmul(c, &L->wq, 0, c->h, E, n, c->q, c->q_w);
-    matmul(c, &L->wk, 0, c->h, E, n, c->kc, c->k_w);
-    matmul(c, &L->wv, 0, c->h, E, n, c->vc, c->v_w);
+    const th_rope_params *rp = &c->rope[il];
+    for (int32_t t = 0; t < n; t++) {
+        float *q = c->q + (int64_t)t * c->q_w, *k = c->kc + (int64_t)t * c->k_w;
+        if (L->q_norm.data) qk_norm(c, q, &L->q_norm, c->q_w, hp->n_head, hp->head_dim);
+        if (L->k_norm.data) qk_norm(c, k, &L->k_norm, c->k_w, hp->n_head_kv, hp->head_dim);
+        for (int32_t h = 0; h < hp->n_head; h++) th_op_rope_ext(q + (int64_t)h * hp->head_dim, pos[t], rp);
+        for (int32_t h = 0; h < hp->n_head_kv; h++) th_op_rope_ext(k + (int64_t)h * hp->head_dim, pos[t], rp);
+    }
+}
+
+/* q, k, v of the batch from c->h: separate projections or one fused [q; k; v]. */
+static void project_qkv(th_context *c, const th_layer *L, int32_t n) {
+    int64_t E = c->model->hp.n_embd;
+    if (L->wqkv.data) {
+        int64_t w = c->q_w + c->k_w + c->v_w;
+        th_fwd_matmul(c, &L->wqkv, 0, c->h, E, n, c->wide, w);
+        add_bias(&L->bqkv, c->wide, w, n);
+        for (int32_t t = 0; t < n; t++) {
+            const float *row = c->wide + (int64_t)t * w;
+            memcpy(c->q + (int64_t)t * c->q_w, row, (size_t)c->q_w * sizeof(float));
+            memcpy(c->kc + (int64_t)t * c->k_w, row + c->q_w, (size_t)c->k_w * sizeof(float));
+            memcpy(c->vc + (int64_t)t * c->v_w, row + c->q_w + c->k_w, (size_t)c->v_w * sizeof(float));
+        }
+        return;
+    }
+    th_fwd_matmul(c, &L->wq, 0, c->h, E, n, c->q, c->q_w);
+    th_fwd_matmul(c, &L->wk, 0, c->h, E, n, c->kc, c->k_w);
+    th_fwd_matmul(c, &L->wv, 0, c->h, E, n, c->vc, c->v_w);
     add_bias(&L->bq, c->q, c->q_w, n);
     add_bias(&L->bk, c->kc, c->k_w, n);
     add_bias(&L->bv, c->vc, c->v_w, n);
-    qk_prepare(c, L, n, pos);
+}
+
+static void residual_add_to(float *x, const float *y, int32_t n, int64_t E) {
+    for (int32_t t = 0; t < n; t++) th_op_add(x + (int64_t)t * E, y + (int64_t)t * E, E);
+}
+
+static void residual_add(th_context *c, const float *y, int32_t n) { residual_add_to(c->x, y, n, c->model->hp.n_embd); }
+
+static void attention_block(th_context *c, int32_t il, int32_t n, const int32_t *pos, const int32_t *seq) {
+    const th_layer *L = &c->model->layers[il];
+    int64_t E = c->model->hp.n_embd;
+    th_fwd_norm_rows(c, c->h, c->x, &L->attn_norm, n, E);
+    if (L->wkv_a_mqa.data) {
+        th_mla_project(c, il, n, pos);
+    } else {
+        project_qkv(c, L, n);
+        qk_prepare(c, il, n, pos);
+    }
     store_kv(c, il, n, pos, seq);
-    attn_task at = { .c = c, .il = il, .n_tokens = n, .pos = pos, .seq = seq, .window = L->window };
+    attn_task at = { .c = c, .il = il, .n_tokens = n, .pos = pos, .seq = seq, .window = L->window,
+                     .sinks = L->attn_sinks.data };
     th_pool_run(c->pool, attn_worker, &at);
-    matmul(c, &L->wo, 0, c->att, c->att_w, n, c->tmp, E);
+    th_fwd_matmul(c, &L->wo, 0, c->att, c->att_w, n, c->tmp, E);
     add_bias(&L->bo, c->tmp, E, n);
-    if (L->post_attn_norm.data) norm_rows(c, c->tmp, c->tmp, &L->post_attn_norm, n, E);
-    for (int32_t t = 0; t < n; t++) th_op_add(c->x + (int64_t)t * E, c->tmp + (int64_t)t * E, E);
+    if (L->post_attn_norm.data) th_fwd_norm_rows(c, c->tmp, c->tmp, &L->post_attn_norm, n, E);
+    residual_add(c, c->tmp, n);
+}
+
+void th_fwd_ffn(th_context *c, const th_weight *gate, const th_weight *up, const th_weight *down,
+                const float *in, int32_t n, float *out, bool accumulate) {
+    int64_t E = c->model->hp.n_embd, F = down->ne0;
+    float *g = c->ff_g, *u = c->ff_u;
+    int64_t stride = c->ff_w;
+    if (gate) {
+        th_fwd_matmul(c, gate, 0, in, E, n, c->ff_g, c->ff_w);
+        th_fwd_matmul(c, up, 0, in, E, n, c->ff_u, c->ff_w);
+    } else { /* fused [gate; up]: one matmul into the wide scratch, rows of 2F */
+        stride = 2 * F;
+        th_fwd_matmul(c, up, 0, in, E, n, c->wide, stride);
+        g = c->wide;
+        u = c->wide + F;
+    }
+    for (int32_t t = 0; t < n; t++) th_fwd_act(c, g + t * stride, u + t * stride, F);
+    float *dst = accumulate ? c->tmp2 : out;
+    th_fwd_matmul(c, down, 0, g, stride, n, dst, E);
+    if (accumulate) residual_add_to(out, dst, n, E);
 }
 
 static void ffn_block(th_context *c, int32_t il, int32_t n) {
-    const th_hparams *hp = &c->model->hp;
     const th_layer *L = &c->model->layers[il];
-    int64_t E = hp->n_embd, F = L->w_gate.ne1;
-    norm_rows(c, c->h, c->x, &L->ffn_norm, n, E);
-    matmul(c, &L->w_gate, 0, c->h, E, n, c->ff_g, c->ff_w);
-    matmul(c, &L->w_up, 0, c->h, E, n, c->ff_u, c->ff_w);
-    for (int32_t t = 0; t < n; t++) {
-        float *g = c->ff_g + (int64_t)t * c->ff_w, *u = c->ff_u + (int64_t)t * c->ff_w;
-        if (hp->act_fn == TH_ACT_GELU) th_op_geglu(g, g, u, F);
-        else th_op_swiglu(g, g, u, F);
-    }
-    matmul(c, &L->w_down, 0, c->ff_g, c->ff_w, n, c->tmp, E);
-    if (L->post_ffn_norm.data) norm_rows(c, c->tmp, c->tmp, &L->post_ffn_norm, n, E);
-    for (int32_t t = 0; t < n; t++) th_op_add(c->x + (int64_t)t * E, c->tmp + (int64_t)t * E, E);
+    int64_t E = c->model->hp.n_embd;
+    th_fwd_norm_rows(c, c->h, c->x, &L->ffn_norm, n, E);
+    if (L->router.data) th_moe_ffn(c, L, c->h, n, c->tmp);
+    else th_fwd_ffn(c, L->w_gate.data ? &L->w_gate : NULL, &L->w_up, &L->w_down, c->h, n, c->tmp, false);
+    if (L->post_ffn_norm.data) th_fwd_norm_rows(c, c->tmp, c->tmp, &L->post_ffn_norm, n, E);
+    residual_add(c, c->tmp, n);
 }
 
 static void embed(th_context *c, const th_token *tok, int32_t n) {
@@ -268,7 +299,7 @@ static void output_logits(th_context *c, int32_t n, int32_t rows) {
         if (c->out_row[t] >= 0)
             th_op_rmsnorm(c->h + (int64_t)c->out_row[t] * E, c->x + (int64_t)t * E, m->output_norm.data, E, m->hp.norm_eps);
     if (rows == 0) return;
-    matmul(c, &m->output, 0, c->h, E, rows, c->logits, V);
+    th_fwd_matmul(c, &m->output, 0, c->h, E, rows, c->logits, V);
     if (m->hp.final_softcap > 0) th_op_softcap(c->logits, m->hp.final_softcap, (int64_t)rows * V);
 }
 
@@ -359,43 +390,110 @@ th_context_params th_context_default_params(void) {
                                 .n_threads = 0, .kv_type = TH_KV_F16 };
 }
 
+/* The widest FFN row any layer needs (dense, fused, routed or shared experts). */
+static int64_t ffn_width(const th_model *m) {
+    int64_t ff = TH_MAX(m->hp.n_ff, 1);
+    for (int32_t il = 0; il < m->hp.n_layer; il++) {
+        const th_layer *L = &m->layers[il];
+        ff = TH_MAX(ff, TH_MAX(L->w_gate.ne1, L->w_down.ne0));
+        ff = TH_MAX(ff, TH_MAX(L->gate_exps.ne1, L->gate_shexp.ne1));
+    }
+    return ff;
+}
+
+/* Per-token floats of c->wide: fused QKV, fused gate-up, or the MLA latents. */
+static int64_t wide_width(const th_context *c) {
+    const th_hparams *hp = &c->model->hp;
+    const th_layer *L0 = &c->model->layers[0];
+    int64_t w = 1;
+    if (L0->wqkv.data) w = TH_MAX(w, c->q_w + c->k_w + c->v_w);
+    w = TH_MAX(w, 2 * c->ff_w);
+    if (hp->kv_lora_rank > 0)
+        w = TH_MAX(w, 2 * (int64_t)hp->kv_lora_rank + hp->n_rot + hp->q_lora_rank +
+                          (int64_t)hp->n_head * (hp->n_embd_head_nope + hp->head_dim_v));
+    return w;
+}
+
+#define ALLOC(ptr, count) do { if (!((ptr) = malloc((size_t)(count) * sizeof *(ptr) + 1))) ok = false; } while (0)
+
 static th_status alloc_scratch(th_context *c) {
     const th_hparams *hp = &c->model->hp;
     size_t B = c->p.n_batch, nt = (size_t)th_pool_size(c->pool);
-    int64_t ff = hp->n_ff;
-    for (int32_t il = 0; il < hp->n_layer; il++) ff = TH_MAX(ff, c->model->layers[il].w_gate.ne1);
+    int64_t E = hp->n_embd, X = hp->n_expert, K = hp->n_expert_used;
+    bool ok = true;
     c->q_w = (int64_t)hp->n_head * hp->head_dim;
     c->k_w = (int64_t)hp->n_head_kv * hp->head_dim;
     c->v_w = (int64_t)hp->n_head_kv * hp->head_dim_v;
     c->att_w = (int64_t)hp->n_head * hp->head_dim_v;
-    c->ff_w = ff;
-    int64_t widest = TH_MAX(TH_MAX((int64_t)hp->n_embd, ff), TH_MAX(c->q_w, c->att_w));
+    c->ff_w = ffn_width(c->model);
+    c->wide_w = wide_width(c);
+    int64_t widest = TH_MAX(TH_MAX(E, c->ff_w), TH_MAX(TH_MAX(c->q_w, c->att_w), c->wide_w));
     /* the largest activation row in any act type: Q8_K is 292 bytes / 256 = 1.15 B/elem, F32 4 */
     c->actq_cap = B * (size_t)widest * 4 + 1024;
-    c->x = malloc(B * (size_t)hp->n_embd * sizeof(float));
-    c->h = malloc(B * (size_t)TH_MAX(hp->n_embd, 1) * sizeof(float));
-    c->q = malloc(B * (size_t)c->q_w * sizeof(float));
-    c->kc = malloc(B * (size_t)c->k_w * sizeof(float));
-    c->vc = malloc(B * (size_t)c->v_w * sizeof(float));
-    c->att = malloc(B * (size_t)c->att_w * sizeof(float));
-    c->tmp = malloc(B * (size_t)hp->n_embd * sizeof(float));
-    c->ff_g = malloc(B * (size_t)ff * sizeof(float));
-    c->ff_u = malloc(B * (size_t)ff * sizeof(float));
-    c->actq = malloc(c->actq_cap);
-    c->scores = malloc(nt * c->p.n_ctx * sizeof(float));
-    c->qtmp = malloc(nt * (size_t)hp->head_dim * sizeof(float));
-    c->out_row = malloc(B * sizeof(int32_t));
-    c->pos_buf = malloc(B * sizeof(int32_t));
-    c->seq_buf = malloc(B * sizeof(int32_t));
-    c->new_len = malloc(c->p.n_seq_max * sizeof(int32_t));
-    c->want_buf = malloc(B);
-    if (!c->want_buf || !c->x || !c->h || !c->q || !c->kc || !c->vc || !c->att || !c->tmp || !c->ff_g || !c->ff_u ||
-        !c->actq || !c->scores || !c->qtmp || !c->out_row || !c->pos_buf || !c->seq_buf || !c->new_len)
-        return th_set_error(TH_ERR_NOMEM, "out of memory for the context's scratch buffers (batch %zu)", B);
+    ALLOC(c->x, B * E); ALLOC(c->h, B * E); ALLOC(c->tmp, B * E); ALLOC(c->tmp2, B * E);
+    ALLOC(c->q, B * c->q_w); ALLOC(c->kc, B * c->k_w); ALLOC(c->vc, B * c->v_w); ALLOC(c->att, B * c->att_w);
+    ALLOC(c->ff_g, B * c->ff_w); ALLOC(c->ff_u, B * c->ff_w); ALLOC(c->wide, B * c->wide_w);
+    ALLOC(c->actq, c->actq_cap);
+    ALLOC(c->scores, nt * c->p.n_ctx); ALLOC(c->qtmp, nt * hp->head_dim);
+    ALLOC(c->rope, hp->n_layer);
+    if (X > 0) {
+        ALLOC(c->moe_logits, B * X); ALLOC(c->moe_score, X); ALLOC(c->moe_sel, B * K); ALLOC(c->moe_w, B * K);
+        ALLOC(c->moe_rows, B * K); ALLOC(c->moe_start, 2 * X + 1);
+        ALLOC(c->moe_x, B * E); ALLOC(c->moe_y, B * K * E);
+    }
+    ALLOC(c->out_row, B); ALLOC(c->pos_buf, B); ALLOC(c->seq_buf, B);
+    ALLOC(c->new_len, c->p.n_seq_max); ALLOC(c->want_buf, B);
+    if (!ok) return th_set_error(TH_ERR_NOMEM, "out of memory for the context's scratch buffers (batch %zu)", B);
     return TH_OK;
+}
+#undef ALLOC
+
+/* Rope parameters per layer. LongRoPE: the long factors once the context
+ * exceeds the original training context, else the short ones. */
+static void setup_rope(th_context *c) {
+    const th_model *m = c->model;
+    const th_hparams *hp = &m->hp;
+    const float *factors = m->rope_freqs.data;
+    if (m->rope_long.data && m->rope_short.data)
+        factors = c->p.n_ctx > (uint32_t)hp->rope_n_ctx_orig ? m->rope_long.data : m->rope_short.data;
+    for (int32_t il = 0; il < hp->n_layer; il++) {
+        const th_layer *L = &m->layers[il];
+        th_rope_params *r = &c->rope[il];
+        *r = (th_rope_params){ .n_rot = hp->n_rot, .type = hp->rope_type, .base = L->rope_base,
+                               .freq_scale = L->rope_freq_scale, .ext_factor = hp->rope_ext_factor,
+                               .attn_factor = hp->rope_attn_factor, .freq_factors = factors };
+        if (r->ext_factor != 0.0f)
+            th_rope_corr_dims(hp->n_rot, hp->rope_n_ctx_orig, L->rope_base, hp->rope_beta_fast, hp->rope_beta_slow,
+                              &r->corr_lo, &r->corr_hi);
+    }
+}
+
+/* Features of the CPU forward pass that the GPU seam (gpu.h) does not carry yet;
+ * NULL when the GPU backend can run the model. (A safety net: the backend may
+ * refuse more.) */
+static const char *gpu_missing_feature(const th_model *m) {
+    const th_hparams *hp = &m->hp;
+    if (hp->n_expert > 0) return "mixture of experts";
+    if (hp->kv_lora_rank > 0) return "multi-head latent attention";
+    if (hp->rope_ext_factor != 0.0f) return "YaRN rope scaling";
+    if (hp->rope_attn_factor != 1.0f) return "rope attention factor";
+    if (m->rope_long.data) return "LongRoPE factors";
+    if (hp->act_fn == TH_ACT_SWIGLU_OAI) return "clamped SwiGLU";
+    for (int32_t il = 0; il < hp->n_layer; il++) {
+        const th_layer *L = &m->layers[il];
+        if (L->attn_sinks.data) return "attention sinks";
+        if (L->rope_freq_scale != hp->rope_freq_scale) return "per-layer rope scaling";
+        if (L->q_norm.data && L->q_norm.ne0 != hp->head_dim) return "whole-width q/k norm";
+        if (L->wqkv.data || (L->w_up.data && !L->w_gate.data)) return "fused QKV / gate-up weights";
+    }
+    return NULL;
 }
 
 static th_status gpu_setup(th_context *c) {
+    const char *missing = gpu_missing_feature(c->model);
+    if (missing)
+        return th_set_error(TH_ERR_UNSUPPORTED, "the GPU backend does not support %s (%s) yet; run on the CPU",
+                            missing, c->model->arch->name);
     c->block_tables = calloc((size_t)c->p.n_seq_max * c->kv.n_blocks, sizeof(int32_t));
     if (!c->block_tables) return th_set_error(TH_ERR_NOMEM, "out of memory");
     th_status s = th_gpu_init(c->model, c->p.n_batch, c->kv.n_blocks, c->kv.block, c->kv.f16,
@@ -408,6 +506,7 @@ static th_status gpu_setup(th_context *c) {
 th_status th_context_new(th_model *m, const th_context_params *params, th_context **out) {
     *out = NULL;
     if (!m) return th_set_error(TH_ERR_ARG, "th_context_new: no model");
+    if (!m->layers) return th_set_error(TH_ERR_ARG, "th_context_new: the model was loaded vocabulary-only");
     th_context_params p = params ? *params : th_context_default_params();
     if (p.n_ctx == 0) p.n_ctx = (uint32_t)TH_MIN(m->hp.n_ctx_train, 4096);
     if (p.n_batch == 0) p.n_batch = 512;
@@ -430,6 +529,7 @@ th_status th_context_new(th_model *m, const th_context_params *params, th_contex
                            (int64_t)hp->n_head_kv * hp->head_dim_v, p.n_ctx, (int32_t)p.kv_block,
                            (int32_t)p.n_seq_max, p.kv_type == TH_KV_F16, !p.gpu);
     if (!s) s = alloc_scratch(c);
+    if (!s) setup_rope(c);
     if (!s && p.gpu) s = gpu_setup(c);
     if (s) { th_context_free(c); return s; }
     *out = c;
@@ -442,8 +542,10 @@ void th_context_free(th_context *c) {
     free(c->block_tables);
     th_pool_free(c->pool);
     th_kv_free(&c->kv);
-    free(c->x); free(c->h); free(c->q); free(c->kc); free(c->vc); free(c->att); free(c->tmp);
-    free(c->ff_g); free(c->ff_u); free(c->actq); free(c->scores); free(c->qtmp); free(c->logits);
+    free(c->x); free(c->h); free(c->q); free(c->kc); free(c->vc); free(c->att); free(c->tmp); free(c->tmp2);
+    free(c->ff_g); free(c->ff_u); free(c->wide); free(c->actq); free(c->scores); free(c->qtmp); free(c->logits);
+    free(c->rope); free(c->moe_logits); free(c->moe_score); free(c->moe_sel); free(c->moe_w); free(c->moe_rows); free(c->moe_start);
+    free(c->moe_x); free(c->moe_y);
     free(c->out_row); free(c->pos_buf); free(c->seq_buf); free(c->new_len); free(c->want_buf);
     free(c);
 }

@@ -21,20 +21,31 @@ typedef struct th_weight {
 } th_weight;
 
 enum th_rope_type { TH_ROPE_NORM = 0, TH_ROPE_NEOX = 1 };
-enum th_act_fn { TH_ACT_SILU = 0, TH_ACT_GELU = 1 };
+/* FFN activations: SILU/GELU gate an up projection (a = act(gate) * up);
+ * SWIGLU_OAI is GPT-OSS's clamped form (see th_op_swiglu_oai). */
+enum th_act_fn { TH_ACT_SILU = 0, TH_ACT_GELU = 1, TH_ACT_SWIGLU_OAI = 2 };
+/* How router logits become expert probabilities. SOFTMAX_SELECTED: top-k on the
+ * raw logits, weights = softmax over the k selected logits (GPT-OSS). */
+enum th_gating { TH_GATING_SOFTMAX = 0, TH_GATING_SIGMOID = 1, TH_GATING_SOFTMAX_SELECTED = 2 };
 
 typedef struct th_layer {
     th_weight attn_norm, wq, wk, wv, wo, bq, bk, bv, bo;
     th_weight wqkv, bqkv;                    /* fused QKV (phi3), split at run time */
-    th_weight q_norm, k_norm;                /* per-head (or whole-width) Q/K RMSNorm */
+    th_weight q_norm, k_norm;                /* per-head (ne0 = head_dim) or whole-width Q/K RMSNorm */
     th_weight post_attn_norm;                /* gemma2/3: norm of the attention output */
-    th_weight ffn_norm, w_gate, w_up, w_down;
+    th_weight attn_sinks;                    /* gpt-oss: one sink logit per head */
+    /* multi-head latent attention (deepseek2); wq is used when there is no q LoRA */
+    th_weight wq_a, q_a_norm, wq_b, wkv_a_mqa, kv_a_norm, wkv_b;
+    th_weight ffn_norm, w_gate, w_up, w_down; /* dense FFN; w_gate absent: w_up is fused [gate; up] */
     th_weight post_ffn_norm;
-    /* mixture of experts */
-    th_weight router, gate_exps, up_exps, down_exps;
+    /* mixture of experts: router [E -> n_expert], experts stacked in ne2 */
+    th_weight router, router_b, exp_probs_b;
+    th_weight gate_exps, up_exps, down_exps, gate_exps_b, up_exps_b, down_exps_b;
+    th_weight gate_shexp, up_shexp, down_shexp; /* shared experts, a dense FFN added to the MoE output */
     /* per-layer options */
     int32_t window;                          /* sliding window (0 = full causal) */
     float rope_base;
+    float rope_freq_scale;                   /* per layer (gemma3: local layers are unscaled) */
 } th_layer;
 
 typedef struct th_hparams {
@@ -46,12 +57,24 @@ typedef struct th_hparams {
     int32_t n_rot;                           /* rotated dims per head */
     int32_t rope_type;
     float rope_base, rope_freq_scale;
+    /* YaRN (ext_factor 0 = off); attn_factor multiplies cos/sin; n_ctx_orig = original context */
+    float rope_ext_factor, rope_attn_factor, rope_beta_fast, rope_beta_slow;
+    int32_t rope_n_ctx_orig;
     float norm_eps;
     float embd_scale;                        /* multiply embeddings (gemma: sqrt(E)); 1 = off */
     float attn_scale;                        /* kq scale */
     float attn_softcap, final_softcap;       /* 0 = off */
     int32_t act_fn;
     int32_t n_expert, n_expert_used;
+    int32_t n_ff_exp;                        /* width of one routed expert */
+    int32_t n_expert_shared;
+    int32_t n_layer_dense_lead;              /* the first layers have a dense FFN (deepseek2) */
+    int32_t gating;                          /* enum th_gating */
+    int32_t n_expert_groups, n_expert_groups_used; /* group-limited routing (DeepSeek-V3); 0 = off */
+    bool expert_weights_norm;                /* renormalise the top-k weights to sum 1 */
+    float expert_weights_scale;              /* multiply the weights (1 = off) */
+    int32_t q_lora_rank, kv_lora_rank;       /* MLA (deepseek2); 0 = no q LoRA / no MLA */
+    int32_t n_embd_head_nope;                /* MLA: head_dim - n_rot */
 } th_hparams;
 
 struct th_model {
@@ -59,6 +82,7 @@ struct th_model {
     const struct th_arch *arch;
     th_hparams hp;
     th_weight tok_embd, output_norm, output, rope_freqs;
+    th_weight rope_long, rope_short;         /* LongRoPE factors (phi3); the context picks one */
     th_layer *layers;
     th_vocab *vocab;
     char *names;                             /* storage for weight names */

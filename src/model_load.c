@@ -94,16 +94,51 @@ static void count_params(th_model *m) {
     }
 }
 
+/* The quantization as llama.cpp names it (general.file_type), else the weight
+ * type holding the most bytes. */
+static const char *quant_name(const th_model *m) {
+    static const char *const ftype[] = {
+        [0] = "F32", [1] = "F16", [2] = "Q4_0", [3] = "Q4_1", [7] = "Q8_0", [8] = "Q5_0", [9] = "Q5_1",
+        [10] = "Q2_K", [11] = "Q3_K_S", [12] = "Q3_K_M", [13] = "Q3_K_L", [14] = "Q4_K_S", [15] = "Q4_K_M",
+        [16] = "Q5_K_S", [17] = "Q5_K_M", [18] = "Q6_K", [21] = "Q2_K_S", [25] = "IQ4_NL", [30] = "IQ4_XS",
+        [32] = "BF16", [38] = "MXFP4_MOE" };
+    uint32_t ft;
+    if (gguf_get_u32(m->file, "general.file_type", &ft) && ft < sizeof ftype / sizeof ftype[0] && ftype[ft])
+        return ftype[ft];
+    uint64_t bytes[TH_TYPE_COUNT] = { 0 };
+    uint32_t best = TH_F32;
+    for (uint64_t i = 0; i < m->file->n_tensors; i++) {
+        const gguf_tensor *t = &m->file->tensors[i];
+        if (t->type < TH_TYPE_COUNT && (bytes[t->type] += t->nbytes) > bytes[best]) best = t->type;
+    }
+    return th_type_name(best);
+}
+
 static void make_desc(th_model *m) {
     double p = (double)m->n_params;
     char size[32];
     if (p >= 1e9) snprintf(size, sizeof size, "%.1fB", p / 1e9);
     else if (p >= 1e6) snprintf(size, sizeof size, "%.0fM", p / 1e6);
     else snprintf(size, sizeof size, "%.2fM", p / 1e6);
-    /* the type of the first layer's FFN down weight names the quantization */
-    const char *qt = m->hp.n_layer > 0 && m->layers[0].w_down.data ? th_type_name(m->layers[0].w_down.type)
-                                                                    : th_type_name(m->tok_embd.type);
-    snprintf(m->desc, sizeof m->desc, "%s %s %s", m->arch->name, size, qt);
+    snprintf(m->desc, sizeof m->desc, "%s %s %s", m->arch->name, size, quant_name(m));
+}
+
+/* Tokenizer only: any architecture, no weights (theseus tokenize on vocab files). */
+static const th_arch vocab_only_arch = { "vocab-only", NULL, NULL };
+
+static th_status load_vocab_only(th_model *m, const char *path, const char *archname, th_model **out) {
+    th_status s = th_vocab_load(m->file, &m->vocab);
+    if (s) {
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", th_last_error());
+        th_model_free(m);
+        return th_set_error(s, "%s: %s", path, msg);
+    }
+    m->arch = &vocab_only_arch;
+    m->hp.n_vocab = th_vocab_n_tokens(m->vocab);
+    snprintf(m->desc, sizeof m->desc, "%s (vocabulary only)", archname);
+    *out = m;
+    return TH_OK;
 }
 
 th_status th_model_load(const char *path, const th_model_params *params, th_model **out) {
@@ -122,6 +157,7 @@ th_status th_model_load(const char *path, const th_model_params *params, th_mode
     }
     char archname[64];
     snprintf(archname, sizeof archname, "%.*s", (int)TH_MIN(arch.len, 63), arch.ptr);
+    if (params->vocab_only) return load_vocab_only(m, path, archname, out);
     m->arch = th_arch_find(archname);
     if (!m->arch) {
         th_model_free(m);

@@ -14,7 +14,7 @@ static int check_cur_failed, check_cur_skipped, check_total_failed;
 
 #define CHECK(cond, ...) do { if (!(cond)) { check_cur_failed++; \
     fprintf(stderr, "  %s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #cond); \
-    fprintf(stderr, "" __VA_ARGS__); fputc('\n', stderr); } } while (0)
+    fprintf(stderr, " " __VA_ARGS__); fputc('\n', stderr); } } while (0)
 
 /* |a-b| <= tol */
 #define CHECK_NEAR(a, b, tol) do { double a_ = (a), b_ = (b); CHECK(fabs(a_ - b_) <= (tol), \
@@ -23,9 +23,10 @@ static int check_cur_failed, check_cur_skipped, check_total_failed;
 #define SKIP(...) do { check_cur_skipped = 1; printf("  skipped: " __VA_ARGS__); printf("\n"); return; } while (0)
 
 #define RUN(fn) do { check_cur_failed = 0; check_cur_skipped = 0; fn(); \
-    if (check_cur_skipped) printf("SKIP %s\n", #fn); \
+    if (check_cur_skipped) { printf("SKIP %s\n", #fn); } \
     else if (check_cur_failed) { printf("FAIL %s\n", #fn); check_total_failed++; } \
-    else printf("ok %s\n", #fn); fflush(stdout); } while (0)
+    else { printf("ok %s\n", #fn); } \
+    fflush(stdout); } while (0)
 
 #define CHECK_DONE() (check_total_failed ? 1 : 0)
 

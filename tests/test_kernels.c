@@ -11,7 +11,7 @@
  *   result by a sizeable fraction of S.
  * - gemm: the tiled kernel against the vec_dot loop of the same level (same tolerance),
  *   for odd row counts, odd batch sizes, a row sub-range, and no writes outside it.
- * A level the CPU lacks is skipped. */
+ * Each test runs per SIMD level (avx2, avx512); a level the CPU lacks is skipped. */
 #include "check.h"
 #include "cpu/kernels.h"
 #include <stddef.h>
@@ -23,18 +23,26 @@ static uint32_t rnd(void) {
 }
 static float rndf(void) { return (float)((int32_t)rnd() % 1000000) / 1000000.0f; } /* (-1, 1) */
 
-static th_kernels avx2_k;
-static bool have_avx2;
+/* The level under test: a table filled like kernels.c does for that level. */
+static th_kernels level_k[2];
+static bool level_ok[2];
+static const th_kernels *K;
 
-static bool cpu_has_avx2(void) {
+static void init_levels(void) {
 #if defined(__x86_64__)
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-           __builtin_cpu_supports("f16c") && __builtin_cpu_supports("bmi2");
-#else
-    return false;
+    level_ok[0] = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                  __builtin_cpu_supports("f16c") && __builtin_cpu_supports("bmi2");
+    level_ok[1] = level_ok[0] && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                  __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+                  __builtin_cpu_supports("avx512vnni");
+    if (level_ok[0]) { th_kernels_fill_generic(&level_k[0]); th_kernels_fill_avx2(&level_k[0]); level_k[0].level = "avx2"; }
+    if (level_ok[1]) { th_kernels_fill_generic(&level_k[1]); th_kernels_fill_avx512(&level_k[1]); level_k[1].level = "avx512"; }
 #endif
 }
+
+#define NEED_LEVEL(i) do { if (!level_ok[i]) SKIP("CPU lacks the %s level", (i) ? "avx512 (F/BW/VL/DQ/VNNI)" : "avx2 (AVX2/FMA/F16C/BMI2)"); \
+    K = &level_k[i]; } while (0)
 
 /* Weight types with a SIMD kernel, and where their f16 scale fields sit in a block. */
 typedef struct { uint32_t type; int d_off, m_off; } wtype;
@@ -47,6 +55,7 @@ static const wtype wtypes[] = {
     { TH_Q4_K, 0, 2 },   { TH_Q5_K, 0, 2 },
     { TH_Q6_K, offsetof(th_block_q6_K, d), -1 },
     { TH_IQ4_XS, 0, -1 },
+    { TH_MXFP4, -1, -1 }, /* scale: the E8M0 byte at offset 0, set by random_weights */
 };
 enum { N_WTYPES = sizeof wtypes / sizeof wtypes[0] };
 
@@ -60,6 +69,8 @@ static void put_f16(uint8_t *p, float f) { uint16_t h = th_f32_to_f16(f); memcpy
 
 /* Random weights: floats for F32/F16/BF16; for block types random bytes (every bit
  * pattern of codes, scales, high bits) with sane f16 d (either sign) and dmin/m. */
+static bool extreme; /* weights: every code byte 0xff (largest codes, all high bits); activations +-1 */
+
 static void random_weights(const wtype *wt, uint8_t *dst, int64_t rows, int64_t n) {
     const th_type_info *ti = th_type_info_get(wt->type);
     int64_t count = rows * n;
@@ -69,7 +80,8 @@ static void random_weights(const wtype *wt, uint8_t *dst, int64_t rows, int64_t 
     int64_t nblocks = count / ti->block;
     for (int64_t b = 0; b < nblocks; b++) {
         uint8_t *blk = dst + b * ti->bytes;
-        for (uint32_t i = 0; i < ti->bytes; i++) blk[i] = (uint8_t)rnd();
+        for (uint32_t i = 0; i < ti->bytes; i++) blk[i] = extreme ? 0xff : (uint8_t)rnd();
+        if (wt->type == TH_MXFP4) { blk[0] = (uint8_t)(110 + rnd() % 30); continue; } /* 2^-18 .. 2^11 */
         put_f16(blk + wt->d_off, rndf() * 0.02f);
         if (wt->m_off >= 0) put_f16(blk + wt->m_off, rndf() * 0.02f);
     }
@@ -77,6 +89,7 @@ static void random_weights(const wtype *wt, uint8_t *dst, int64_t rows, int64_t 
 
 /* Random activations with a different magnitude per 32 elements. */
 static void random_acts(float *x, int64_t n) {
+    if (extreme) { for (int64_t i = 0; i < n; i++) x[i] = (i / 64) % 2 ? -1.0f : 1.0f; return; }
     float scale = 1;
     for (int64_t i = 0; i < n; i++) {
         if (i % 32 == 0) scale = 0.1f + 4.0f * (rnd() % 1000) / 1000.0f;
@@ -116,38 +129,38 @@ static void check_quantize(const th_kernels *k, uint32_t at, const float *x, int
     free(b);
 }
 
-static void test_quantize_avx2(void) {
-    if (!have_avx2) SKIP("CPU lacks AVX2/FMA/F16C/BMI2");
+static void check_quantizers(int lvl) {
+    NEED_LEVEL(lvl);
     static const uint32_t acts[] = { TH_Q8_0, TH_Q8_1, TH_Q8_K, TH_F16, TH_BF16 };
     static const int64_t sizes[] = { 256, 512, 4096, 256 * 7 };
     float *x = malloc(4096 * sizeof *x);
     for (size_t t = 0; t < sizeof acts / sizeof acts[0]; t++) {
         for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
             random_acts(x, sizes[s]);
-            check_quantize(&avx2_k, acts[t], x, sizes[s], "random");
+            check_quantize(K, acts[t], x, sizes[s], "random");
         }
         /* ties: x * 127/amax lands on k + 0.5 (amax = 127 makes the scale exactly 1) */
         for (int i = 0; i < 256; i++) x[i] = (float)((i % 254) - 127) + (i % 3 == 0 ? 0.5f : 0.0f);
         x[5] = 127.0f; x[37] = -127.0f; x[69] = 127.0f;
         for (int b = 0; b < 8; b++) x[32 * b + 1] = (b & 1) ? 127.0f : -127.0f;
-        check_quantize(&avx2_k, acts[t], x, 256, "ties");
+        check_quantize(K, acts[t], x, 256, "ties");
         /* an all-zero block among others; largest magnitude negative and repeated */
         for (int i = 0; i < 512; i++) x[i] = i < 256 ? 0.0f : rndf();
         x[300] = -3.0f; x[301] = 3.0f; x[302] = -3.0f;
-        check_quantize(&avx2_k, acts[t], x, 512, "zeros");
+        check_quantize(K, acts[t], x, 512, "zeros");
     }
     /* F16/BF16 take any n: odd lengths exercise the scalar tails. */
     static const int64_t odd[] = { 1, 7, 9, 33, 1001 };
     for (size_t s = 0; s < sizeof odd / sizeof odd[0]; s++) {
         random_acts(x, odd[s]);
-        check_quantize(&avx2_k, TH_F16, x, odd[s], "odd");
-        check_quantize(&avx2_k, TH_BF16, x, odd[s], "odd");
+        check_quantize(K, TH_F16, x, odd[s], "odd");
+        check_quantize(K, TH_BF16, x, odd[s], "odd");
     }
     /* f16 edge values: overflow to inf, subnormals, rounding ties */
     float edge[16] = { 65504.0f, 65520.0f, 1e6f, -1e6f, 6e-8f, 3e-8f, 1e-5f, -1e-7f,
                        1.0009765625f * 1.00048828125f, 2049.0f, 2051.0f, -0.0f, 0.0f, 1.5f, 3.0e38f, 1e-40f };
-    check_quantize(&avx2_k, TH_F16, edge, 16, "edge");
-    check_quantize(&avx2_k, TH_BF16, edge, 16, "edge");
+    check_quantize(K, TH_F16, edge, 16, "edge");
+    check_quantize(K, TH_BF16, edge, 16, "edge");
     free(x);
 }
 
@@ -175,26 +188,50 @@ static void check_vec_dot(const th_kernels *k, const wtype *wt, int64_t n) {
     free(x);
 }
 
-static void test_vec_dot_avx2(void) {
-    if (!have_avx2) SKIP("CPU lacks AVX2/FMA/F16C/BMI2");
+static void check_vec_dots(int lvl) {
+    NEED_LEVEL(lvl);
+    vec_dot_checked = 0;
+    worst_ratio = 0;
     static const int64_t nblocks[] = { 1, 2, 3, 5, 8, 17, 64, 16 };
     for (int t = 0; t < N_WTYPES; t++) {
         int64_t blk = th_type_info_get(wtypes[t].type)->block;
         for (size_t s = 0; s < sizeof nblocks / sizeof nblocks[0]; s++)
-            for (int rep = 0; rep < 4; rep++) check_vec_dot(&avx2_k, &wtypes[t], nblocks[s] * (blk == 1 ? 32 : blk));
+            for (int rep = 0; rep < 4; rep++) check_vec_dot(K, &wtypes[t], nblocks[s] * (blk == 1 ? 32 : blk));
         if (blk == 1) { /* float types: any n, scalar tails */
             static const int64_t odd[] = { 1, 7, 8, 9, 31, 33, 1001, 4095 };
-            for (size_t s = 0; s < sizeof odd / sizeof odd[0]; s++) check_vec_dot(&avx2_k, &wtypes[t], odd[s]);
+            for (size_t s = 0; s < sizeof odd / sizeof odd[0]; s++) check_vec_dot(K, &wtypes[t], odd[s]);
         }
     }
     CHECK(vec_dot_checked > 400, "only %d vec_dot cases ran", vec_dot_checked);
-    printf("  %d cases, worst |avx2 - ref| / S = %.2g (tolerance 1e-5)\n", vec_dot_checked, worst_ratio);
+    printf("  %s: %d cases, worst |simd - ref| / S = %.2g (tolerance 1e-5)\n", K->level, vec_dot_checked, worst_ratio);
+}
+
+/* MXFP4 block exponents at the edges of the E8M0 decode (subnormal 2^-128, 2^-127). */
+static void check_mxfp4_exponent_edges(int lvl) {
+    NEED_LEVEL(lvl);
+    static const uint8_t es[] = { 0, 1, 2, 3, 126, 127, 128, 129, 140 };
+    const int64_t n = 9 * 32;
+    th_block_mxfp4 w[9];
+    uint8_t *a = malloc(row_bytes(TH_Q8_0, n));
+    float x[9 * 32];
+    for (int b = 0; b < 9; b++) {
+        w[b].e = es[b];
+        for (int j = 0; j < 16; j++) w[b].qs[j] = (uint8_t)rnd();
+    }
+    random_acts(x, n);
+    th_ref_quantize(TH_Q8_0, x, a, n);
+    for (int one = 0; one < 9; one++) { /* each block alone, then all together */
+        float ref = th_ref_vec_dot(TH_MXFP4, 32, &w[one], a + one * sizeof(th_block_q8_0)), got;
+        K->vec_dot[TH_MXFP4](32, &got, &w[one], a + one * sizeof(th_block_q8_0));
+        CHECK(got == ref, "e=%d: got %.9g ref %.9g (one block: the same integer sum times the same scale)", es[one], got, ref);
+    }
+    free(a);
 }
 
 /* The tolerance is tight enough that one wrong element in a row of 8 blocks fails:
  * moving one Q4_0 code by 8 must change the dot by more than the tolerance. */
 static void test_tolerance_catches_one_bad_element(void) {
-    if (!have_avx2) SKIP("CPU lacks AVX2/FMA/F16C/BMI2");
+    NEED_LEVEL(0);
     const int64_t n = 8 * 32;
     uint8_t *w = malloc(row_bytes(TH_Q4_0, n)), *a = malloc(row_bytes(TH_Q8_0, n));
     float *x = malloc((size_t)n * sizeof *x);
@@ -202,7 +239,7 @@ static void test_tolerance_catches_one_bad_element(void) {
     random_acts(x, n);
     th_ref_quantize(TH_Q8_0, x, a, n);
     float good;
-    avx2_k.vec_dot[TH_Q4_0](n, &good, w, a);
+    K->vec_dot[TH_Q4_0](n, &good, w, a);
     th_block_q4_0 *blk = (th_block_q4_0 *)w;
     blk[5].qs[3] ^= 0x08; /* element 3 of block 5 moves by 8 codes */
     th_block_q8_0 *ab = (th_block_q8_0 *)a;
@@ -247,8 +284,8 @@ static void check_gemm(const th_kernels *k, const wtype *wt, int64_t n, int64_t 
     free(w); free(a); free(x); free(y); free(e);
 }
 
-static void test_gemm_avx2(void) {
-    if (!have_avx2) SKIP("CPU lacks AVX2/FMA/F16C/BMI2");
+static void check_gemms(int lvl) {
+    NEED_LEVEL(lvl);
     static const int64_t shapes[][4] = { /* rows, r0, r1, nb */
         { 1, 0, 1, 1 }, { 4, 0, 4, 4 }, { 5, 0, 5, 3 }, { 13, 2, 11, 7 }, { 9, 1, 9, 2 }, { 8, 0, 8, 17 }, { 7, 3, 4, 5 },
     };
@@ -256,11 +293,11 @@ static void test_gemm_avx2(void) {
         int64_t blk = th_type_info_get(wtypes[t].type)->block;
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
             for (int64_t nblk = 1; nblk <= 9; nblk += 4)
-                check_gemm(&avx2_k, &wtypes[t], nblk * (blk == 1 ? 32 : blk), shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3]);
+                check_gemm(K, &wtypes[t], nblk * (blk == 1 ? 32 : blk), shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3]);
         if (blk == 1) /* float types take any n */
             for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
-                check_gemm(&avx2_k, &wtypes[t], 7, shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3]);
-                check_gemm(&avx2_k, &wtypes[t], 45, shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3]);
+                check_gemm(K, &wtypes[t], 7, shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3]);
+                check_gemm(K, &wtypes[t], 45, shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3]);
             }
     }
 }
@@ -273,17 +310,43 @@ static void test_generic_gemm_matches_vec_dot(void) {
     check_gemm(&g, &wtypes[11], 256, 3, 0, 3, 2);
 }
 
-int main(void) {
-    have_avx2 = cpu_has_avx2();
-    if (have_avx2) {
-        th_kernels_fill_generic(&avx2_k);
-        th_kernels_fill_avx2(&avx2_k);
-        avx2_k.level = "avx2";
+/* Largest codes times +-127 activations everywhere: any 16-bit saturation shows. */
+static void check_extremes(int lvl) {
+    NEED_LEVEL(lvl);
+    extreme = true;
+    for (int t = 0; t < N_WTYPES; t++) {
+        int64_t blk = th_type_info_get(wtypes[t].type)->block;
+        if (blk == 1) continue;
+        check_vec_dot(K, &wtypes[t], 8 * blk);
+        check_gemm(K, &wtypes[t], 8 * blk, 16, 0, 16, 8);
     }
+    extreme = false;
+}
+
+static void test_quantize_avx2(void) { check_quantizers(0); }
+static void test_extremes_avx2(void) { check_extremes(0); }
+static void test_extremes_avx512(void) { check_extremes(1); }
+static void test_vec_dot_avx2(void) { check_vec_dots(0); }
+static void test_mxfp4_exponent_edges_avx2(void) { check_mxfp4_exponent_edges(0); }
+static void test_gemm_avx2(void) { check_gemms(0); }
+static void test_quantize_avx512(void) { check_quantizers(1); }
+static void test_vec_dot_avx512(void) { check_vec_dots(1); }
+static void test_mxfp4_exponent_edges_avx512(void) { check_mxfp4_exponent_edges(1); }
+static void test_gemm_avx512(void) { check_gemms(1); }
+
+int main(void) {
+    init_levels();
     RUN(test_quantize_avx2);
     RUN(test_vec_dot_avx2);
-    RUN(test_tolerance_catches_one_bad_element);
+    RUN(test_mxfp4_exponent_edges_avx2);
     RUN(test_gemm_avx2);
+    RUN(test_extremes_avx2);
+    RUN(test_quantize_avx512);
+    RUN(test_vec_dot_avx512);
+    RUN(test_mxfp4_exponent_edges_avx512);
+    RUN(test_gemm_avx512);
+    RUN(test_extremes_avx512);
+    RUN(test_tolerance_catches_one_bad_element);
     RUN(test_generic_gemm_matches_vec_dot);
     return CHECK_DONE();
 }

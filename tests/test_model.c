@@ -3,52 +3,9 @@
  * batch-vs-sequential equivalence, KV paging across block boundaries and
  * copy-on-write prefix sharing. */
 #include "check.h"
+#include "logits.h"
 #include "theseus.h"
 #include <stdint.h>
-
-typedef struct { uint32_t n, nv; int32_t *tok; float *logits; } thlg;
-
-static bool thlg_load(const char *path, thlg *g) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return false;
-    uint32_t h[4];
-    bool ok = fread(h, 4, 4, f) == 4 && h[0] == 0x474C4854u && h[1] == 1;
-    if (ok) {
-        g->n = h[2]; g->nv = h[3];
-        g->tok = malloc(g->n * 4);
-        g->logits = malloc((size_t)g->n * g->nv * 4);
-        ok = g->tok && g->logits && fread(g->tok, 4, g->n, f) == g->n &&
-             fread(g->logits, 4, (size_t)g->n * g->nv, f) == (size_t)g->n * g->nv;
-    }
-    fclose(f);
-    return ok;
-}
-
-static void thlg_free(thlg *g) { free(g->tok); free(g->logits); }
-
-static int argmax(const float *x, int n) {
-    int b = 0;
-    for (int i = 1; i < n; i++) if (x[i] > x[b]) b = i;
-    return b;
-}
-
-/* worst relative L2 error over positions, and top-1 agreement */
-static void compare(const float *a, const float *b, int n, int nv, double *worst, double *top1) {
-    *worst = 0;
-    int agree = 0;
-    for (int p = 0; p < n; p++) {
-        double num = 0, den = 0;
-        for (int i = 0; i < nv; i++) {
-            double d = (double)a[(size_t)p * nv + i] - b[(size_t)p * nv + i];
-            num += d * d;
-            den += (double)b[(size_t)p * nv + i] * b[(size_t)p * nv + i];
-        }
-        double r = sqrt(num) / (den > 0 ? sqrt(den) : 1);
-        if (r > *worst) *worst = r;
-        agree += argmax(a + (size_t)p * nv, nv) == argmax(b + (size_t)p * nv, nv);
-    }
-    *top1 = (double)agree / n;
-}
 
 /* Logits of every token of `tok` decoded in one batch (or batches of `chunk`). */
 static float *run_logits(th_model *m, const int32_t *tok, int n, int chunk, uint32_t kv_block, int kv_type) {
@@ -89,7 +46,7 @@ static void check_golden(const char *type, double max_rel, double min_top1) {
     CHECK(lg != NULL, "decode: %s", th_last_error());
     if (lg) {
         double worst, top1;
-        compare(lg, g.logits, (int)g.n, (int)g.nv, &worst, &top1);
+        compare_logits(lg, g.logits, (int)g.n, (int)g.nv, &worst, NULL, &top1);
         printf("  %-7s rel_l2_max=%.2e top1=%.3f (limits %.0e, %.2f)\n", type, worst, top1, max_rel, min_top1);
         CHECK(worst <= max_rel, "%s: rel-L2 %.3e > %.1e", type, worst, max_rel);
         CHECK(top1 >= min_top1, "%s: top-1 agreement %.3f < %.2f", type, top1, min_top1);
@@ -184,7 +141,7 @@ static void test_kv_paging(void) {
             double worst, top1;
             CHECK(x != NULL);
             if (!x) continue;
-            compare(x, ref, 26, nv, &worst, &top1);
+            compare_logits(x, ref, 26, nv, &worst, NULL, &top1);
             CHECK(worst < 1e-5, "block %u chunk %d: rel-L2 %.3e", blocks[k], chunk, worst);
             free(x);
         }

@@ -442,6 +442,24 @@ static void test_quantize_weights(void) {
     th_ref_quantize(TH_IQ4_NL, x, &g, 32);
     CHECK(g.d == 0x3800, "IQ4_NL d %04x", g.d);
     for (int j = 0; j < 16; j++) CHECK(g.qs[j] == (j | ((15 - j) << 4)), "IQ4_NL qs[%d] = %02x", j, g.qs[j]);
+
+    /* MXFP4: x = the e2m1 values of the MXFP4 test block (codes j | (15-j) << 4 at scale 1):
+     * amax 6 -> e = floor(log2 6) - 2 + 127 = 127, so the codes come back exactly, except
+     * that -0 (code 8, at elements 8 and 16+7) is encoded as +0 (code 0, the first of two
+     * equally near codes): qs[8] = 0x78 -> 0x70, qs[7] = 0x87 -> 0x07.
+     * A second block of x * 2^-20: e = 107, same codes. */
+    static const float e2m1[16] = {0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0f, -0.5, -1, -1.5, -2, -3, -4, -6};
+    float xm[64];
+    for (int j = 0; j < 16; j++) { xm[j] = e2m1[j]; xm[16 + j] = e2m1[15 - j]; }
+    for (int j = 0; j < 32; j++) xm[32 + j] = xm[j] * 0x1p-20f;
+    th_block_mxfp4 mb[2];
+    th_ref_quantize(TH_MXFP4, xm, mb, 64);
+    CHECK(mb[0].e == 127 && mb[1].e == 107, "MXFP4 e %u %u", mb[0].e, mb[1].e);
+    for (int k = 0; k < 2; k++)
+        for (int j = 0; j < 16; j++) {
+            int want = j == 8 ? 0x70 : j == 7 ? 0x07 : (j | ((15 - j) << 4));
+            CHECK(mb[k].qs[j] == want, "MXFP4 block %d qs[%d] = %02x, want %02x", k, j, mb[k].qs[j], want);
+        }
 }
 
 /* Round trip of random data through every weight quantizer, error measured in
@@ -450,7 +468,9 @@ static void test_quantize_weights(void) {
  * for Q4_0/Q5_0, whose grid -8..7 (-16..15) is anchored at the signed max, so a value
  * of the opposite sign and equal magnitude is clipped by one step; Q8_0 half a step
  * plus 127 codes times the fp16 rounding of d (2^-11 relative) = 0.56; IQ4_NL half the
- * widest code gap (24/127 of amax) plus the least-squares refit of d (allow 0.65). */
+ * widest code gap (24/127 of amax) plus the least-squares refit of d (allow 0.65);
+ * MXFP4 with scale s = 2^floor(log2 amax) / 4 <= amax/4 (the "step"): half the widest
+ * gap (2s / 2) inside [-6s, 6s], clipping of up to 8s - 6s = 2s above it. */
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
 static float frand(void) { /* uniform in [-1, 1) */
     rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
@@ -458,9 +478,9 @@ static float frand(void) { /* uniform in [-1, 1) */
 }
 
 static void test_weight_round_trip(void) {
-    const uint32_t types[] = {TH_Q4_0, TH_Q4_1, TH_Q5_0, TH_Q5_1, TH_Q8_0, TH_IQ4_NL};
-    const double step[] = {1.0 / 8, 2.0 / 15, 1.0 / 16, 2.0 / 31, 1.0 / 127, 24.0 / 127};
-    const double bound[] = {1.0, 0.5, 1.0, 0.5, 0.5 + 127.0 / 2048, 0.65};
+    const uint32_t types[] = {TH_Q4_0, TH_Q4_1, TH_Q5_0, TH_Q5_1, TH_Q8_0, TH_IQ4_NL, TH_MXFP4};
+    const double step[] = {1.0 / 8, 2.0 / 15, 1.0 / 16, 2.0 / 31, 1.0 / 127, 24.0 / 127, 1.0 / 4};
+    const double bound[] = {1.0, 0.5, 1.0, 0.5, 0.5 + 127.0 / 2048, 0.65, 2.0};
     enum { N = 32 * 40 };
     static float x[N], y[N];
     static uint8_t buf[N * 2];
@@ -511,13 +531,13 @@ static void test_type_table(void) {
         if (!ti || !ti->supported) continue;
         CHECK(th_ref_can_quantize(ti->act_type), "%s: act type %s has no quantizer", ti->name, th_type_name(ti->act_type));
         float v[256];
-        uint8_t zero[512] = {0};
+        _Alignas(16) uint8_t zero[512] = {0};
         th_ref_dequantize(t, zero, v, ti->block);
         CHECK(v[0] == 0, "%s: zero block decodes to %g", ti->name, v[0]);
         float dot = th_ref_vec_dot(t, ti->block, zero, zero);
         CHECK(dot == 0, "%s: zero dot %g", ti->name, dot);
     }
-    CHECK(!th_ref_can_quantize(TH_Q4_K) && !th_ref_can_quantize(TH_IQ4_XS), "no K-quant quantizers yet");
+    CHECK(th_ref_can_quantize(TH_Q4_K) && th_ref_can_quantize(TH_IQ4_XS), "K-quant / IQ4_XS encoders (ref_kquant_encode.c)");
 }
 
 static void test_unsupported_types(void) {

@@ -14,6 +14,7 @@ typedef struct {
     char name[96];
     uint32_t type;
     uint64_t n;          /* element count */
+    uint64_t ne0;        /* row length */
     const uint8_t *data;
 } mini_tensor;
 
@@ -92,7 +93,11 @@ static int mini_load(const char *path, mini_gguf *g) {
         rd_str(&r, g->t[i].name, sizeof g->t[i].name);
         uint32_t nd = (uint32_t)rd_u(&r, 4);
         g->t[i].n = 1;
-        for (uint32_t d = 0; d < nd && d < 8; d++) g->t[i].n *= rd_u(&r, 8);
+        for (uint32_t d = 0; d < nd && d < 8; d++) {
+            uint64_t ne = rd_u(&r, 8);
+            if (d == 0) g->t[i].ne0 = ne;
+            g->t[i].n *= ne;
+        }
         g->t[i].type = (uint32_t)rd_u(&r, 4);
         off[i] = rd_u(&r, 8);
     }
@@ -127,13 +132,41 @@ static double rel_l2(const float *a, const float *ref, uint64_t n) {
     return sqrt(num / (den > 0 ? den : 1));
 }
 
+static uint64_t rng = 88172645463325252ull;
+static float frand(void) { rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17; return (float)((rng >> 40) * (1.0 / 8388608.0) - 1.0); }
+
+/* rel-L2 of y = W x over up to 1024 rows of quantized tensor qt (dot products by
+ * th_ref_vec_dot against x quantized to the activation type) vs the F32 tensor ft. */
+static double matvec_error(uint32_t type, const mini_tensor *qt, const mini_tensor *ft) {
+    const th_type_info *ti = th_type_info_get(type);
+    uint64_t n = qt->ne0, rows = qt->n / n, wrow, arow;
+    if (rows > 1024) rows = 1024;
+    if (!th_row_bytes(type, n, &wrow) || !th_row_bytes(ti->act_type, n, &arow)) return 1e9;
+    float *x = malloc(n * sizeof *x);
+    void *a = malloc(arow + 64);
+    double num = 0, den = 0;
+    for (uint64_t i = 0; i < n; i++) x[i] = frand();
+    th_ref_quantize(ti->act_type, x, a, (int64_t)n);
+    for (uint64_t r = 0; r < rows; r++) {
+        const float *w = (const float *)ft->data + r * n;
+        double want = 0;
+        for (uint64_t i = 0; i < n; i++) want += (double)w[i] * x[i];
+        double got = th_ref_vec_dot(type, (int64_t)n, qt->data + r * wrow, a);
+        num += (got - want) * (got - want);
+        den += want * want;
+    }
+    free(x);
+    free(a);
+    return sqrt(num / (den > 0 ? den : 1));
+}
+
 /* Worst and count of tensors of `type` in quantized file q vs. the F32 file f. */
 static void compare_file(const char *qpath, const char *fpath, uint32_t type, double tol, int min_tensors) {
     mini_gguf q, f;
     if (!mini_load(qpath, &q)) SKIP("cannot read %s", qpath);
     if (!mini_load(fpath, &f)) { mini_free(&q); SKIP("cannot read %s", fpath); }
     int list = getenv("QUANT_LIST") != NULL, count = 0;
-    double worst = 0, best = 1e9;
+    double worst = 0, best = 1e9, worst_mv = 0;
     for (uint64_t i = 0; i < q.nt; i++) {
         const mini_tensor *qt = &q.t[i], *ft = mini_find(&f, qt->name);
         if (list) printf("  %s: %-28s %-7s n=%llu\n", qpath, qt->name, th_type_name(qt->type), (unsigned long long)qt->n);
@@ -144,12 +177,21 @@ static void compare_file(const char *qpath, const char *fpath, uint32_t type, do
         free(out);
         if (list) printf("    rel-L2 %.5f\n", e);
         CHECK(e <= tol, "%s %s: rel-L2 %.5f > %.3g", qpath, qt->name, e, tol);
+        /* a matmul through th_ref_vec_dot with the activation type: the rows (up to 1024)
+         * times a random vector, against the F32 weights times the same vector in double;
+         * the error is the weight error plus the activation quantization (measured 1.0-1.6x
+         * the weight error), so allow 1.5 tol */
+        double ye = matvec_error(type, qt, ft);
+        if (list) printf("    matvec rel-L2 %.5f\n", ye);
+        CHECK(ye <= 1.5 * tol, "%s %s: matvec rel-L2 %.5f", qpath, qt->name, ye);
+        worst_mv = ye > worst_mv ? ye : worst_mv;
         worst = e > worst ? e : worst;
         best = e < best ? e : best;
         count++;
     }
     CHECK(count >= min_tensors, "%s: only %d tensors of type %s", qpath, count, th_type_name(type));
-    printf("  %-7s %3d tensors, rel-L2 %.5f .. %.5f (tolerance %.3g)\n", th_type_name(type), count, best, worst, tol);
+    printf("  %-7s %3d tensors, rel-L2 %.5f .. %.5f (tolerance %.3g), matvec worst %.5f\n", th_type_name(type),
+           count, best, worst, tol, worst_mv);
     mini_free(&q);
     mini_free(&f);
 }

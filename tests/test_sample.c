@@ -312,6 +312,136 @@ static void test_penalty_window(void) {
     th_sampler_free(s);
 }
 
+/* Cumulative .4/.7/.9/1.0: top_p just below or above each step keeps the
+ * smallest prefix reaching it, boundary token included. */
+static void test_top_p_boundaries(void) {
+    const double p4[4] = {0.4, 0.3, 0.2, 0.1};
+    float l[4];
+    for (int i = 0; i < 4; i++) l[i] = (float)log(p4[i]);
+    const float tp[6] = {0.39f, 0.41f, 0.69f, 0.71f, 0.89f, 0.91f};
+    const int kept[6] = {1, 2, 2, 3, 3, 4};
+    for (int k = 0; k < 6; k++) {
+        th_sampler_params p = plain(1.0f, 30 + k);
+        p.top_p = tp[k];
+        th_sampler *s = make(&p, 4);
+        if (!s) return;
+        long c[4];
+        CHECK(draw_counts(s, l, 4, 4000, c));
+        for (int t = 0; t < 4; t++)
+            CHECK((c[t] > 0) == (t < kept[k]), "top_p %g: token %d drawn %ld times, %d should be kept",
+                  tp[k], t, c[t], kept[k]);
+        th_sampler_free(s);
+    }
+}
+
+/* min-p's floor on .4/.3/.2/.1: token 3 has p / p_max = 0.25, so min_p 0.248
+ * keeps it and 0.252 drops it; with top-p off and on (two code paths). */
+static void test_min_p_boundaries(void) {
+    const double p4[4] = {0.4, 0.3, 0.2, 0.1};
+    float l[4];
+    for (int i = 0; i < 4; i++) l[i] = (float)log(p4[i]);
+    const float mp[2] = {0.248f, 0.252f};
+    const float tp[2] = {1.0f, 0.99f};
+    for (int k = 0; k < 4; k++) {
+        th_sampler_params p = plain(1.0f, 40 + k);
+        p.min_p = mp[k & 1];
+        p.top_p = tp[k >> 1];
+        th_sampler *s = make(&p, 4);
+        if (!s) return;
+        long c[4];
+        CHECK(draw_counts(s, l, 4, 4000, c));
+        int kept = k & 1 ? 3 : 4;
+        for (int t = 0; t < 4; t++)
+            CHECK((c[t] > 0) == (t < kept), "min_p %g top_p %g: token %d drawn %ld times", p.min_p,
+                  p.top_p, t, c[t]);
+        th_sampler_free(s);
+    }
+}
+
+/* 1000 tokens (enough for the partitioning path): 20 heavy ones with close
+ * weights, shuffled among 980 light ones; top_p placed inside the heavy steps.
+ * The kept set must be exactly the first L heavy tokens. */
+static void test_top_p_exact_set_large(void) {
+    enum { V = 1000, H = 20, N = 400 };
+    float l[V];
+    int heavy_rank[V];
+    double w[H], z = 0;
+    for (int trial = 0; trial < 100; trial++) {
+        for (int i = 0; i < V; i++) { l[i] = 0.0f; heavy_rank[i] = -1; }
+        for (int r = 0; r < H; r++) {
+            int id;
+            do id = (int)(test_rand01() * V); while (heavy_rank[id] >= 0);
+            heavy_rank[id] = r;
+            l[id] = 12.0f - 0.01f * (float)r; /* e^12 ≈ 163000 x a light token */
+        }
+        z = 980.0 * exp(-12.0);
+        for (int r = 0; r < H; r++) z += w[r] = exp(-0.01 * r);
+        int want = 1 + (int)(test_rand01() * (H - 1)); /* keep `want` heavy tokens */
+        double cum_lo = 0, cum_hi;
+        for (int r = 0; r < want - 1; r++) cum_lo += w[r];
+        cum_hi = cum_lo + w[want - 1];
+        th_sampler_params p = plain(1.0f, 500 + trial);
+        p.top_p = (float)((cum_lo + cum_hi) / 2 / z); /* midway into token want-1's step */
+        th_sampler *s = make(&p, V);
+        if (!s) return;
+        int seen[H] = {0}, bad = 0;
+        for (int i = 0; i < N; i++) {
+            th_token t = th_sampler_sample(s, l);
+            int r = t >= 0 && t < V ? heavy_rank[t] : -1;
+            if (r < 0 || r >= want) bad++;
+            else seen[r] = 1;
+        }
+        int missing = 0;
+        for (int r = 0; r < want; r++) missing += !seen[r];
+        CHECK(bad == 0 && missing == 0, "trial %d: keep %d, %d draws outside, %d kept never drawn",
+              trial, want, bad, missing);
+        th_sampler_free(s);
+    }
+}
+
+/* Sliding windows against a naive count over the last W accepted tokens, read
+ * back through the logprobs: with all logits 0, frequency 1 and presence 0.5,
+ * token t's logit is -(c_t + 0.5 [c_t > 0]), so logprob_t - logprob_u equals
+ * the difference of those. */
+static void check_window(int32_t last_n, int window) {
+    enum { V = 8, STEPS = 300 };
+    static const float zeros[V] = {0};
+    static int hist[STEPS];
+    th_sampler_params p = plain(0.0f, 1);
+    p.frequency_penalty = 1.0f;
+    p.presence_penalty = 0.5f;
+    p.repeat_penalty = 1.5f; /* no effect on 0 logits: 0 * 1.5 = 0 */
+    p.penalty_last_n = last_n;
+    th_sampler *s = make(&p, V);
+    if (!s) return;
+    int errors = 0;
+    for (int step = 0; step < STEPS; step++) {
+        hist[step] = (int)(test_rand01() * V);
+        th_sampler_accept(s, hist[step]);
+        th_sampler_sample(s, zeros);
+        th_token_logprob top[V];
+        if (th_sampler_last_logprobs(s, top, V, NULL) != V) { errors++; continue; }
+        double want[V] = {0}, got[V] = {0};
+        int cnt[V] = {0};
+        int from = window < 0 || step + 1 < window ? 0 : step + 1 - window;
+        for (int i = from; i <= step; i++) cnt[hist[i]]++;
+        for (int t = 0; t < V; t++) want[t] = -(cnt[t] + (cnt[t] > 0 ? 0.5 : 0.0));
+        for (int i = 0; i < V; i++) got[top[i].token] = top[i].logprob;
+        for (int t = 1; t < V; t++)
+            if (fabs((got[t] - got[0]) - (want[t] - want[0])) > 1e-3) errors++;
+    }
+    CHECK(errors == 0, "penalty_last_n %d: %d mismatches", last_n, errors);
+    th_sampler_free(s);
+}
+
+static void test_penalty_window_sliding(void) {
+    check_window(1, 1);
+    check_window(3, 3);
+    check_window(17, 17);
+    check_window(0, 64);
+    check_window(-1, -1);
+}
+
 static void test_seed_reproducible(void) {
     enum { V = 100, N = 1000 };
     float l[V];
@@ -376,6 +506,14 @@ static void test_temperature(void) {
         for (int t = 0; t < 3; t++) check_freq(c[t], N, w[t] / z, t);
         th_sampler_free(s);
     }
+    /* a tiny positive temperature (subnormal: 1/T overflows a float) is greedy in effect */
+    th_sampler_params p = plain(1e-45f, 3);
+    th_sampler *s = make(&p, 3);
+    if (!s) return;
+    const float a[3] = {1.0f, 3.0f, 2.999f};
+    CHECK(draw_counts(s, a, 3, 1000, c));
+    CHECK(c[1] == 1000, "T = 1e-45: argmax drawn %ld/1000 times", c[1]);
+    th_sampler_free(s);
 }
 
 static void test_logit_bias(void) {
@@ -526,6 +664,7 @@ static void test_logprobs(void) {
 /* ---- large vocabulary against a naive reference of the truncation rules ---- */
 
 typedef struct { float logit; int id; } ref_cand;
+static ref_cand ref_sorted[50000];
 static int ref_cmp(const void *a, const void *b) {
     const ref_cand *x = a, *y = b;
     if (x->logit != y->logit) return x->logit > y->logit ? -1 : 1;
@@ -536,7 +675,7 @@ static int ref_cmp(const void *a, const void *b) {
  * top-p prefix (probabilities over the top-k set) and the min-p prefix. rank[id]
  * gets each token's position in sorted order. */
 static int ref_kept(const float *l, int n, int top_k, float top_p, float min_p, int *rank) {
-    static ref_cand c[50000];
+    ref_cand *c = ref_sorted;
     for (int i = 0; i < n; i++) { c[i].logit = l[i]; c[i].id = i; }
     qsort(c, (size_t)n, sizeof c[0], ref_cmp);
     for (int i = 0; i < n; i++) rank[c[i].id] = i;
@@ -580,10 +719,16 @@ static void check_large(int top_k, float top_p, float min_p, uint64_t seed) {
     }
     CHECK(outside == 0, "k=%d p=%g min_p=%g: %d draws outside the %d kept", top_k, top_p, min_p,
           outside, kept);
-    /* the kept tail is reached too (nothing dropped early) */
-    if (kept >= 100)
-        CHECK(worst >= kept * 9 / 10, "k=%d p=%g min_p=%g: deepest rank %d of %d kept", top_k,
-              top_p, min_p, worst, kept);
+    /* The kept tail is reached too (nothing dropped early): the shortest tail of
+     * the kept ranks holding a mass fraction f with (1-f)^N < 1e-9 must be hit. */
+    double mass = 0, tail = 0, f_min = 1.0 - exp(log(1e-9) / N);
+    for (int i = 0; i < kept; i++) mass += exp(ref_sorted[i].logit - ref_sorted[0].logit);
+    int tail_start = kept;
+    while (tail_start > 0 && tail < f_min * mass)
+        tail += exp(ref_sorted[--tail_start].logit - ref_sorted[0].logit);
+    if (tail_start > 0)
+        CHECK(worst >= tail_start, "k=%d p=%g min_p=%g: deepest rank %d, expected one in [%d, %d)",
+              top_k, top_p, min_p, worst, tail_start, kept);
     th_sampler_free(s);
 }
 
@@ -605,6 +750,10 @@ int main(void) {
     RUN(test_repeat_penalty);
     RUN(test_frequency_presence_penalty);
     RUN(test_penalty_window);
+    RUN(test_top_p_boundaries);
+    RUN(test_min_p_boundaries);
+    RUN(test_top_p_exact_set_large);
+    RUN(test_penalty_window_sliding);
     RUN(test_seed_reproducible);
     RUN(test_frequencies_match_distribution);
     RUN(test_temperature);

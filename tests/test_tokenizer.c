@@ -111,10 +111,19 @@ static void test_tiny_spm_prompt(void) {
     th_token *ids = encode(v, s, strlen(s), true, false, &n);
     CHECK(ids && n == sizeof want / sizeof want[0], "n=%zu", n);
     for (size_t i = 0; ids && i < n && i < sizeof want / sizeof want[0]; i++) CHECK(ids[i] == want[i], "i=%zu got %d", i, ids[i]);
-    CHECK(th_vocab_adds_bos(v) && th_vocab_bos(v) == 1 && th_vocab_eos(v) == 2, "%s", "");
+    CHECK(th_vocab_add_bos(v) && th_vocab_bos(v) == 1 && th_vocab_eos(v) == 2, "%s", "");
     CHECK(!strcmp(th_vocab_model_name(v), "llama"), "%s", "");
-    /* SPM byte fallback for invalid UTF-8: <0xFF> is id 3 + 0xFF */
+    /* after a special token the next fragment gets the SPM space prefix again
+     * (llama.cpp): "<s>Hello" == [<s>] + "Hello"; without parse_special "<s>" is text */
     free(ids);
+    size_t n1, n2;
+    th_token *a = encode(v, "<s>Hello", 8, false, true, &n1), *b = encode(v, "Hello", 5, false, false, &n2);
+    CHECK(a && b && n1 == n2 + 1 && a[0] == 1 && !memcmp(a + 1, b, n2 * sizeof *b), "n1=%zu n2=%zu", n1, n2);
+    free(a);
+    a = encode(v, "<s>Hello", 8, false, false, &n1);
+    for (size_t i = 0; a && i < n1; i++) CHECK(a[i] != 1, "i=%zu", i);
+    free(a); free(b);
+    /* SPM byte fallback for invalid UTF-8: <0xFF> is id 3 + 0xFF */
     ids = encode(v, "\xff", 1, false, false, &n);
     CHECK(ids && n >= 1 && ids[n - 1] == 3 + 0xFF, "n=%zu last=%d", n, ids ? ids[n - 1] : -1);
     free(ids);
@@ -129,7 +138,7 @@ static void test_smollm_chatml(void) {
     th_vocab *v = smollm(&gf);
     if (!v) SKIP("no default model");
     CHECK(!strcmp(th_vocab_pre_name(v), "smollm") && !strcmp(th_vocab_model_name(v), "gpt2"), "%s", "");
-    CHECK(!th_vocab_adds_bos(v), "%s", "");
+    CHECK(!th_vocab_add_bos(v), "%s", "");
     const char *s = "<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n";
     size_t n, n2;
     th_token *ids = encode(v, s, strlen(s), true, true, &n);

@@ -60,6 +60,7 @@ int cmd_template(int argc, char **argv) {
     }
     if (model_path) {
         th_model_params mp = th_model_default_params();
+        mp.vocab_only = true;
         th_status s = th_model_load(model_path, &mp, &model);
         if (s != TH_OK) { rc = cli_fail("template", s); goto done; }
         if (!tmpl) {

@@ -50,6 +50,7 @@ int cmd_tokenize(int argc, char **argv) {
     if (!text) { fprintf(stderr, "theseus tokenize: cannot read stdin\n"); return 1; }
 
     th_model_params mp = th_model_default_params();
+    mp.vocab_only = true;
     th_model *model = NULL;
     th_status st = th_model_load(path, &mp, &model);
     if (st != TH_OK) { free(text); return cli_fail("tokenize", st); }

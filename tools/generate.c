@@ -10,19 +10,8 @@ static double now_s(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* Bytes of buf[0..n) that end on a complete UTF-8 character (an incomplete
- * trailing sequence is held back; invalid bytes are passed through). */
-static size_t utf8_complete_prefix(const char *buf, size_t n) {
-    for (size_t back = 1; back <= 4 && back <= n; back++) {
-        unsigned char c = (unsigned char)buf[n - back];
-        if ((c & 0xC0) == 0x80) continue;           /* continuation byte */
-        size_t need = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 1;
-        return back < need ? n - back : n;
-    }
-    return n;
-}
-
-typedef struct { char *buf; size_t n, cap, flushed; } text_buf;
+/* Generated text: what was printed so far, kept whole for the caller. */
+typedef struct { char *buf; size_t n, cap; th_utf8_stream utf8; } text_buf;
 
 static bool text_append(text_buf *t, const char *s, size_t n) {
     if (t->n + n + 1 > t->cap) {
@@ -38,10 +27,13 @@ static bool text_append(text_buf *t, const char *s, size_t n) {
     return true;
 }
 
-static void text_flush(text_buf *t, FILE *out, bool all) {
-    size_t end = all ? t->n : utf8_complete_prefix(t->buf, t->n);
-    if (out && end > t->flushed) { fwrite(t->buf + t->flushed, 1, end - t->flushed, out); fflush(out); }
-    if (end > t->flushed) t->flushed = end;
+/* Feed a token's bytes (or flush at the end): complete UTF-8 characters go to
+ * out and into the kept text; an incomplete tail waits for the next token. */
+static bool text_emit(text_buf *t, const char *piece, size_t n, bool end, FILE *out) {
+    char ready[3 * (256 + 4)];
+    size_t k = end ? th_utf8_stream_flush(&t->utf8, ready) : th_utf8_stream_push(&t->utf8, piece, n, ready);
+    if (k && out) { fwrite(ready, 1, k, out); fflush(out); }
+    return text_append(t, ready, k);
 }
 
 static bool hist_push(gen_history *h, th_token t) {
@@ -102,8 +94,7 @@ th_status generate(th_model *m, th_context *ctx, th_sampler *smp, gen_history *h
         th_sampler_accept(smp, t);
         char piece[256];
         int32_t k = th_token_to_piece(m, t, piece, sizeof piece, false);
-        if (k > 0 && !text_append(&tb, piece, (size_t)k)) { s = th_set_error(TH_ERR_NOMEM, "out of memory"); break; }
-        text_flush(&tb, out, false);
+        if (!text_emit(&tb, piece, k > 0 ? (size_t)k : 0, false, out)) { s = th_set_error(TH_ERR_NOMEM, "out of memory"); break; }
         st->n_gen++;
         if (hist->n + 1 >= th_context_n_ctx(ctx)) break;  /* context full */
         th_batch b = { .n_tokens = 1, .token = &t };
@@ -111,7 +102,7 @@ th_status generate(th_model *m, th_context *ctx, th_sampler *smp, gen_history *h
         last = 0;
         if (!hist_push(hist, t)) { s = th_set_error(TH_ERR_NOMEM, "out of memory"); break; }
     }
-    text_flush(&tb, out, true);
+    if (!text_emit(&tb, NULL, 0, true, out) && !s) s = th_set_error(TH_ERR_NOMEM, "out of memory");
     st->t_gen = now_s() - t1;
     if (text) *text = tb.buf ? tb.buf : strdup("");
     else free(tb.buf);

@@ -11,6 +11,8 @@ static const command commands[] = {
     { "tokenize", cmd_tokenize, "print the token ids of stdin" },
     { "inspect", cmd_inspect, "list a model file's metadata and tensors" },
     { "template", cmd_template, "render a chat template" },
+    { "quantize", cmd_quantize, "rewrite a GGUF with its weights in another type (Q4_K_M, Q8_0 ...)" },
+    { "bench", cmd_bench, "measure prompt and generation speed (llama-bench-style table)" },
 };
 
 static void usage(FILE *f) {

@@ -1,7 +1,8 @@
 /* arch.h — architecture descriptors. One file per family (src/arch/<family>.c)
  * exports a th_arch; registry.c lists them (registering is one line). A
  * descriptor reads its hyper-parameters and weights into the model, using the
- * shared decoder loader (decoder.c) for everything a standard block has. */
+ * shared decoder loader (decoder.c) for everything a standard block has, and
+ * then sets its per-layer options (windows, rope bases, scales). */
 #ifndef TH_ARCH_H
 #define TH_ARCH_H
 
@@ -23,12 +24,27 @@ typedef struct th_decoder_opts {
     int32_t rope_type;                /* TH_ROPE_NORM / TH_ROPE_NEOX */
     bool qkv_bias;                    /* require attn_{q,k,v}.bias */
     bool tied_output_ok;              /* output.weight may be absent (use token_embd) */
+    bool fused_qkv;                   /* attn_qkv [q; k; v] instead of attn_q/k/v (phi3) */
+    bool fused_gate_up;               /* ffn_up is [gate; up], no ffn_gate (phi3) */
+    bool qk_norm;                     /* require attn_q_norm / attn_k_norm */
+    bool post_norms;                  /* require post_attention_norm / post_ffw_norm (gemma) */
+    bool moe_ok;                      /* expert_count > 0 allowed: MoE FFN (router + experts) */
+    bool attn_sinks;                  /* require attn_sinks (gpt-oss) */
+    const char *ffn_norm_name;        /* default "ffn_norm" (gpt-oss: "post_attention_norm") */
+    /* Non-NULL: loads layer il's attention weights instead of the standard q/k/v/o (MLA). */
+    th_status (*load_attn)(th_model *m, int il);
 } th_decoder_opts;
 
 /* Read the standard keys ("<arch>.block_count", ...) and tensors of a
  * llama-style decoder into m. */
 th_status th_decoder_load(th_model *m, const th_decoder_opts *o);
+/* Sliding window from "<arch>.attention.sliding_window" (0 when absent); every
+ * layer for which is_local(il) gets it. */
+int32_t th_decoder_window(th_model *m);
+/* Appends " key" or " key=value" notes shared by families to buf. */
+void th_describe_common(const th_model *m, char *buf, size_t cap);
 
-extern const th_arch th_arch_llama;
+extern const th_arch th_arch_llama, th_arch_qwen2, th_arch_qwen3, th_arch_qwen3moe, th_arch_gemma2,
+    th_arch_gemma3, th_arch_phi3, th_arch_olmoe, th_arch_deepseek2, th_arch_gpt_oss;
 
 #endif

@@ -4,6 +4,15 @@
 
 static const th_arch *const archs[] = {
     &th_arch_llama,
+    &th_arch_qwen2,
+    &th_arch_qwen3,
+    &th_arch_qwen3moe,
+    &th_arch_gemma2,
+    &th_arch_gemma3,
+    &th_arch_phi3,
+    &th_arch_olmoe,
+    &th_arch_deepseek2,
+    &th_arch_gpt_oss,
 };
 
 const th_arch *th_arch_find(const char *name) {

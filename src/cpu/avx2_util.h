@@ -23,7 +23,24 @@ static inline int avx2_hsum_epi32(__m256i v) {
     return _mm_cvtsi128_si32(s);
 }
 
+/* [sum(p0), sum(p1), sum(p2), sum(p3)] by transpose-and-add (single-uop unpacks). */
+static inline __m128i avx2_reduce4(__m256i p0, __m256i p1, __m256i p2, __m256i p3) {
+    __m256i t01 = _mm256_add_epi32(_mm256_unpacklo_epi32(p0, p1), _mm256_unpackhi_epi32(p0, p1));
+    __m256i t23 = _mm256_add_epi32(_mm256_unpacklo_epi32(p2, p3), _mm256_unpackhi_epi32(p2, p3));
+    __m256i h = _mm256_add_epi32(_mm256_unpacklo_epi64(t01, t23), _mm256_unpackhi_epi64(t01, t23));
+    return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+}
+
 static inline float avx2_f16(uint16_t h) { return _cvtsh_ss(h); }
+
+/* MXFP4 block scale: 2^(e-128), i.e. half the OCP E8M0 scale 2^(e-127), because the
+ * code book holds doubled e2m1 values; e < 2 gives the subnormals 2^-128, 2^-127. */
+static inline float avx2_e8m0_half(uint8_t e) {
+    uint32_t bits = e < 2 ? (0x00200000u << e) : ((uint32_t)(e - 1) << 23);
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
 
 /* 16 packed bytes -> 32 bytes: the low nibbles in bytes 0..15, the high nibbles in 16..31
  * (the legacy-quant element order). */
@@ -57,23 +74,53 @@ static inline __m256i avx2_dot_s8s8(__m256i a, __m256i b) {
     return avx2_dot_u8s8(_mm256_sign_epi8(a, a), _mm256_sign_epi8(b, a));
 }
 
-/* Q4_K/Q5_K 12-byte scale field -> 8 six-bit scales and 8 six-bit mins. */
-static inline void avx2_kquant_scales(const uint8_t *q, uint8_t sc[8], uint8_t mn[8]) {
-    for (int j = 0; j < 4; j++) {
-        sc[j] = q[j] & 63;
-        mn[j] = q[j + 4] & 63;
-        sc[j + 4] = (uint8_t)((q[j + 8] & 0x0f) | ((q[j] >> 6) << 4));
-        mn[j + 4] = (uint8_t)((q[j + 8] >> 4) | ((q[j + 4] >> 6) << 4));
-    }
+/* The K-quant scale fields are unpacked with 32-bit integer ops into registers (not
+ * byte stores then a vector load, which would stall on store forwarding). */
+static inline uint32_t avx2_u32(const uint8_t *p) { uint32_t x; memcpy(&x, p, 4); return x; }
+
+/* Q4_K/Q5_K 12-byte scale field -> 16 x i16 scales per 16-element group (each 6-bit
+ * sub-block scale twice) and 8 x i16 mins (one per 32-element sub-block). */
+static inline void avx2_k4_scales(const uint8_t *q, __m256i *sc16, __m128i *mn8) {
+    const uint32_t u0 = avx2_u32(q), u1 = avx2_u32(q + 4), u2 = avx2_u32(q + 8);
+    const uint32_t sc_lo = u0 & 0x3f3f3f3fu, mn_lo = u1 & 0x3f3f3f3fu;
+    const uint32_t sc_hi = (u2 & 0x0f0f0f0fu) | (((u0 >> 6) & 0x03030303u) << 4);
+    const uint32_t mn_hi = ((u2 >> 4) & 0x0f0f0f0fu) | (((u1 >> 6) & 0x03030303u) << 4);
+    __m128i sc = _mm_set_epi32(0, 0, (int)sc_hi, (int)sc_lo);
+    *sc16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(sc, sc));
+    *mn8 = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, (int)mn_hi, (int)mn_lo));
 }
 
-/* Q3_K 12-byte scale field -> 16 signed scales (six-bit value - 32). */
-static inline void avx2_q3k_scales(const uint8_t *q, int8_t out[16]) {
-    for (int j = 0; j < 16; j++) {
-        int lo = j < 8 ? (q[j] & 0x0f) : (q[j - 8] >> 4);
-        int hi = (q[8 + (j & 3)] >> (2 * (j >> 2))) & 3;
-        out[j] = (int8_t)((lo | (hi << 4)) - 32);
-    }
+/* Q3_K 12-byte scale field -> 16 signed scales (six-bit value - 32) as int8. */
+static inline __m128i avx2_q3k_scales(const uint8_t *q) {
+    const uint32_t a0 = avx2_u32(q), a1 = avx2_u32(q + 4), a2 = avx2_u32(q + 8);
+    const uint32_t m4 = 0x0f0f0f0fu, m2 = 0x03030303u;
+    uint32_t s0 = (a0 & m4) | ((a2 & m2) << 4);
+    uint32_t s1 = (a1 & m4) | (((a2 >> 2) & m2) << 4);
+    uint32_t s2 = ((a0 >> 4) & m4) | (((a2 >> 4) & m2) << 4);
+    uint32_t s3 = ((a1 >> 4) & m4) | (((a2 >> 6) & m2) << 4);
+    return _mm_sub_epi8(_mm_set_epi32((int)s3, (int)s2, (int)s1, (int)s0), _mm_set1_epi8(32));
+}
+
+/* IQ4_XS: the 8 six-bit sub-block scales minus 32, each twice, as 16 x i16 (the
+ * layout avx2_pair_from16 reads: chunk ib gets its scale in all 16 lanes). */
+static inline __m256i avx2_iq4xs_scales(const th_block_iq4_xs *b) {
+    const __m256i lo = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)avx2_u32(b->scales_l)),
+                                                          _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),
+                                        _mm256_set1_epi32(0x0f));
+    const __m256i hi = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(b->scales_h),
+                                                          _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14)),
+                                        _mm256_set1_epi32(3));
+    const __m256i ls = _mm256_sub_epi32(_mm256_or_si256(lo, _mm256_slli_epi32(hi, 4)), _mm256_set1_epi32(32));
+    return _mm256_or_si256(_mm256_and_si256(ls, _mm256_set1_epi32(0xffff)), _mm256_slli_epi32(ls, 16));
+}
+
+/* From 16 x i16 group scales: chunk c's pair, lanes 0..7 = s[2c], lanes 8..15 = s[2c+1]
+ * (the scales of elements 32c..32c+15 and 32c+16..32c+31). */
+static inline __m256i avx2_pair_from16(__m256i s16, int c) {
+    const __m256i dup = _mm256_permutevar8x32_epi32(s16, _mm256_set1_epi32(c));
+    const __m256i pick = _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1,
+                                          2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3);
+    return _mm256_shuffle_epi8(dup, pick);
 }
 
 /* Pairs of 16-bit scales for one 32-element chunk: lanes 0..7 = a, 8..15 = b. */
@@ -103,12 +150,15 @@ void th_avx2_dot_q3_K(int64_t n, float *s, const void *w, const void *a);
 void th_avx2_dot_q4_K(int64_t n, float *s, const void *w, const void *a);
 void th_avx2_dot_q5_K(int64_t n, float *s, const void *w, const void *a);
 void th_avx2_dot_q6_K(int64_t n, float *s, const void *w, const void *a);
+void th_avx2_dot_mxfp4(int64_t n, float *s, const void *w, const void *a);
 void th_avx2_dot_iq4_xs(int64_t n, float *s, const void *w, const void *a);
 
 /* gemm_avx2.c: fills k->gemm[] for the types it tiles. */
 void th_avx2_fill_gemm(th_kernels *k);
 /* gemm_kquant_avx2.c: the K-quant and IQ4_XS gemm entries. */
 void th_avx2_fill_gemm_kquant(th_kernels *k);
+/* gemm_x8_avx2.c: 8-row interleaved gemm for Q4_0, Q4_1, Q5_0, Q5_1 (overrides). */
+void th_avx2_fill_gemm_x8(th_kernels *k);
 /* gemm_float_avx2.c: the F32/F16/BF16 gemm entries. */
 void th_avx2_fill_gemm_float(th_kernels *k);
 

@@ -152,6 +152,23 @@ void th_avx2_dot_iq4_nl(int64_t n, float *s, const void *vw, const void *va) {
     *s = avx2_hsum_ps(_mm256_add_ps(acc0, acc1));
 }
 
+/* MXFP4: e2m1 codes (doubled so they are integers) with an E8M0 block exponent. */
+static const int8_t mxfp4_values[16] = { 0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12 };
+
+void th_avx2_dot_mxfp4(int64_t n, float *s, const void *vw, const void *va) {
+    const th_block_mxfp4 *w = vw;
+    const th_block_q8_0 *a = va;
+    const int64_t nb = n / TH_QK;
+    const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)mxfp4_values));
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        __m256i q = _mm256_shuffle_epi8(table, avx2_nibbles32(w[i].qs));
+        __m256i p = avx2_dot_s8s8(q, _mm256_loadu_si256((const __m256i *)a[i].qs));
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(avx2_e8m0_half(w[i].e) * avx2_f16(a[i].d)), _mm256_cvtepi32_ps(p), acc);
+    }
+    *s = avx2_hsum_ps(acc);
+}
+
 /* IQ4_XS: 256-element super-blocks of 8 sub-blocks of 32, each with a 6-bit scale. */
 void th_avx2_dot_iq4_xs(int64_t n, float *s, const void *vw, const void *va) {
     const th_block_iq4_xs *w = vw;
@@ -162,12 +179,12 @@ void th_avx2_dot_iq4_xs(int64_t n, float *s, const void *vw, const void *va) {
         const uint8_t *qs = w[i].qs;
         const int8_t *q8 = a[i].qs;
         __m256i sumi = _mm256_setzero_si256();
-        for (int ib = 0; ib < 8; ib++) {
-            int ls = ((w[i].scales_l[ib / 2] >> (4 * (ib % 2))) & 0x0f) | (((w[i].scales_h >> (2 * ib)) & 3) << 4);
+        const __m256i sc16 = avx2_iq4xs_scales(&w[i]);
+        _Pragma("GCC unroll 8") for (int ib = 0; ib < 8; ib++) {
             __m256i q = iq4nl_decode(qs + 16 * ib);
             __m256i a8 = _mm256_loadu_si256((const __m256i *)(q8 + 32 * ib));
             __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(q, q), _mm256_sign_epi8(a8, q));
-            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p16, _mm256_set1_epi16((short)(ls - 32))));
+            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p16, avx2_pair_from16(sc16, ib)));
         }
         acc = _mm256_fmadd_ps(_mm256_set1_ps(avx2_f16(w[i].d) * a[i].d), _mm256_cvtepi32_ps(sumi), acc);
     }

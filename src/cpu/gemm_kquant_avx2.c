@@ -18,14 +18,14 @@ static inline __m256i bit_to(__m256i v, int bit, int val) {
 /* Per super-block: scales, correction weights, and the two f32 factors. */
 typedef struct {
     float d, dm;
-    int16_t sc[16];   /* scale of each 16-element group */
-    int16_t corr[16]; /* correction weight of each 16-element group (see the top) */
+    __m256i sc16;   /* 16 x i16: scale of each 16-element group */
+    __m256i corr16; /* 16 x i16: correction weight of each 16-element group (see the top) */
 } kq_head;
 
 /* Chunk c (elements 32c..32c+31) of super-block i against 4 activation rows. */
 static inline void kq_chunk(__m256i u, const kq_head *h, int c, const th_block_q8_K *const a[4], int64_t i,
                             __m256i sumi[4]) {
-    const __m256i sp = avx2_scale_pair(h->sc[2 * c], h->sc[2 * c + 1]);
+    const __m256i sp = avx2_pair_from16(h->sc16, c);
     _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {
         __m256i p = _mm256_maddubs_epi16(u, load256(a[j][i].qs + 32 * c));
         sumi[j] = _mm256_add_epi32(sumi[j], _mm256_madd_epi16(p, sp));
@@ -35,7 +35,7 @@ static inline void kq_chunk(__m256i u, const kq_head *h, int c, const th_block_q
 /* Same for signed values (IQ4_XS): |u| times the activation with u's sign. */
 static inline void kq_chunk_signed(__m256i v, const kq_head *h, int c, const th_block_q8_K *const a[4], int64_t i,
                                    __m256i sumi[4]) {
-    const __m256i sp = avx2_scale_pair(h->sc[2 * c], h->sc[2 * c + 1]);
+    const __m256i sp = avx2_pair_from16(h->sc16, c);
     const __m256i u = _mm256_sign_epi8(v, v);
     _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {
         __m256i p = _mm256_maddubs_epi16(u, _mm256_sign_epi8(load256(a[j][i].qs + 32 * c), v));
@@ -44,36 +44,37 @@ static inline void kq_chunk_signed(__m256i v, const kq_head *h, int c, const th_
 }
 
 static inline void kq_finish(const kq_head *h, const th_block_q8_K *const a[4], int64_t i, __m256i sumi[4], __m256 acc[4]) {
-    const __m256i corr = load256(h->corr);
     _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {
-        __m256 c = _mm256_cvtepi32_ps(_mm256_madd_epi16(corr, load256(a[j][i].bsums)));
+        __m256 c = _mm256_cvtepi32_ps(_mm256_madd_epi16(h->corr16, load256(a[j][i].bsums)));
         acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(a[j][i].d * h->d), _mm256_cvtepi32_ps(sumi[j]), acc[j]);
         acc[j] = _mm256_fnmadd_ps(_mm256_set1_ps(a[j][i].d * h->dm), c, acc[j]);
         sumi[j] = _mm256_setzero_si256();
     }
 }
 
-static void head_q2_K(const th_block_q2_K *b, kq_head *h) {
+static inline void head_q2_K(const th_block_q2_K *b, kq_head *h) {
+    const __m128i raw = _mm_loadu_si128((const __m128i *)b->scales), m4 = _mm_set1_epi8(0x0f);
     h->d = avx2_f16(b->d);
     h->dm = avx2_f16(b->dmin);
-    for (int k = 0; k < 16; k++) { h->sc[k] = b->scales[k] & 15; h->corr[k] = b->scales[k] >> 4; }
+    h->sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(raw, m4));
+    h->corr16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), m4));
 }
-static void head_q3_K(const th_block_q3_K *b, kq_head *h) {
-    int8_t sc[16];
-    avx2_q3k_scales(b->scales, sc);
+static inline void head_q3_K(const th_block_q3_K *b, kq_head *h) {
     h->d = h->dm = avx2_f16(b->d);
-    for (int k = 0; k < 16; k++) { h->sc[k] = sc[k]; h->corr[k] = (int16_t)(4 * sc[k]); }
+    h->sc16 = _mm256_cvtepi8_epi16(avx2_q3k_scales(b->scales));
+    h->corr16 = _mm256_slli_epi16(h->sc16, 2);
 }
-static void head_k4(uint16_t d, uint16_t dmin, const uint8_t *scales, kq_head *h) {
-    uint8_t sc[8], mn[8];
-    avx2_kquant_scales(scales, sc, mn);
+static inline void head_k4(uint16_t d, uint16_t dmin, const uint8_t *scales, kq_head *h) {
+    __m128i mn8;
+    avx2_k4_scales(scales, &h->sc16, &mn8);
     h->d = avx2_f16(d);
     h->dm = avx2_f16(dmin);
-    for (int k = 0; k < 16; k++) { h->sc[k] = sc[k / 2]; h->corr[k] = mn[k / 2]; }
+    h->corr16 = _mm256_set_m128i(_mm_unpackhi_epi16(mn8, mn8), _mm_unpacklo_epi16(mn8, mn8));
 }
-static void head_q6_K(const th_block_q6_K *b, kq_head *h) {
+static inline void head_q6_K(const th_block_q6_K *b, kq_head *h) {
     h->d = h->dm = avx2_f16(b->d);
-    for (int k = 0; k < 16; k++) { h->sc[k] = b->scales[k]; h->corr[k] = (int16_t)(32 * b->scales[k]); }
+    h->sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
+    h->corr16 = _mm256_slli_epi16(h->sc16, 5);
 }
 
 typedef void (*kq_tile_fn)(int64_t nsb, const uint8_t *w, const th_block_q8_K *const a[4], float out[4]);
@@ -182,14 +183,11 @@ static void tile_iq4_xs(int64_t nsb, const uint8_t *w, const th_block_q8_K *cons
     __m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps() };
     __m256i sumi[4] = { _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256() };
     kq_head h;
-    memset(h.corr, 0, sizeof h.corr);
+    h.corr16 = _mm256_setzero_si256();
     h.dm = 0;
     for (int64_t i = 0; i < nsb; i++) {
         h.d = avx2_f16(x[i].d);
-        for (int ib = 0; ib < 8; ib++) {
-            int ls = ((x[i].scales_l[ib / 2] >> (4 * (ib % 2))) & 0x0f) | (((x[i].scales_h >> (2 * ib)) & 3) << 4);
-            h.sc[2 * ib] = h.sc[2 * ib + 1] = (int16_t)(ls - 32);
-        }
+        h.sc16 = avx2_iq4xs_scales(&x[i]);
         _Pragma("GCC unroll 8") for (int c = 0; c < 8; c++)
             kq_chunk_signed(_mm256_shuffle_epi8(table, avx2_nibbles32(x[i].qs + 16 * c)), &h, c, a, i, sumi);
         kq_finish(&h, a, i, sumi, acc);

@@ -112,6 +112,7 @@ void th_kernels_fill_avx2(th_kernels *k) {
     k->vec_dot[TH_Q5_1] = th_avx2_dot_q5_1;
     k->vec_dot[TH_Q8_0] = th_avx2_dot_q8_0;
     k->vec_dot[TH_IQ4_NL] = th_avx2_dot_iq4_nl;
+    k->vec_dot[TH_MXFP4] = th_avx2_dot_mxfp4;
     k->vec_dot[TH_Q2_K] = th_avx2_dot_q2_K;
     k->vec_dot[TH_Q3_K] = th_avx2_dot_q3_K;
     k->vec_dot[TH_Q4_K] = th_avx2_dot_q4_K;

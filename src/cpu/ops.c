@@ -4,7 +4,7 @@
 
 void th_op_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps) {
     double sum = 0.0;
-    for (int64_t i = 0; i < n; i++) sum += (double)x[i] * (double)x[i];
+    for (int64_t i = 0; i < n; i++) sum += (double)(x[i] * x[i]);   /* float product, double sum: as ggml */
     float mean = (float)(sum / (double)n);
     float scale = 1.0f / sqrtf(mean + eps);
     if (w)
@@ -13,22 +13,50 @@ void th_op_rmsnorm(float *y, const float *x, const float *w, int64_t n, float ep
         for (int64_t i = 0; i < n; i++) y[i] = x[i] * scale;
 }
 
-void th_op_rope(float *x, int32_t n_rot, int32_t pos, float base, float freq_scale,
-                const float *freq_factors, int rope_type) {
-    const float theta_scale = powf(base, -2.0f / (float)n_rot);
-    float theta_base = (float)pos;
-    int32_t half = n_rot / 2;
+static float yarn_ramp(float lo, float hi, int32_t i) {
+    float y = ((float)i - lo) / fmaxf(0.001f, hi - lo);
+    return 1.0f - fminf(1.0f, fmaxf(0.0f, y));
+}
+
+static float corr_dim(int32_t n_rot, int32_t n_ctx_orig, float n_turns, float base) {
+    return (float)n_rot * logf((float)n_ctx_orig / (n_turns * 2.0f * (float)M_PI)) / (2.0f * logf(base));
+}
+
+void th_rope_corr_dims(int32_t n_rot, int32_t n_ctx_orig, float base, float beta_fast, float beta_slow,
+                       float *lo, float *hi) {
+    float start = floorf(corr_dim(n_rot, n_ctx_orig, beta_fast, base));
+    float end = ceilf(corr_dim(n_rot, n_ctx_orig, beta_slow, base));
+    *lo = fmaxf(0.0f, start);
+    *hi = fminf((float)(n_rot - 1), end);
+}
+
+void th_op_rope_ext(float *x, int32_t pos, const th_rope_params *r) {
+    const float theta_scale = powf(r->base, -2.0f / (float)r->n_rot);
+    float theta_base = (float)pos, mscale = r->attn_factor;
+    if (r->ext_factor != 0.0f) mscale *= 1.0f + 0.1f * logf(1.0f / r->freq_scale);
+    int32_t half = r->n_rot / 2;
     for (int32_t i = 0; i < half; i++) {
-        float ff = freq_factors ? freq_factors[i] : 1.0f;
-        float theta = theta_base * freq_scale / ff;
-        float c = cosf(theta), s = sinf(theta);
-        int32_t a = rope_type == 1 ? i : 2 * i;
-        int32_t b = rope_type == 1 ? i + half : 2 * i + 1;
+        float ff = r->freq_factors ? r->freq_factors[i] : 1.0f;
+        float extrap = theta_base / ff, theta = r->freq_scale * extrap;
+        if (r->ext_factor != 0.0f) {
+            float mix = yarn_ramp(r->corr_lo, r->corr_hi, i) * r->ext_factor;
+            theta = theta * (1.0f - mix) + extrap * mix;
+        }
+        float c = cosf(theta) * mscale, s = sinf(theta) * mscale;
+        int32_t a = r->type == 1 ? i : 2 * i;
+        int32_t b = r->type == 1 ? i + half : 2 * i + 1;
         float x0 = x[a], x1 = x[b];
         x[a] = x0 * c - x1 * s;
         x[b] = x0 * s + x1 * c;
         theta_base *= theta_scale;
     }
+}
+
+void th_op_rope(float *x, int32_t n_rot, int32_t pos, float base, float freq_scale,
+                const float *freq_factors, int rope_type) {
+    th_rope_params r = { .n_rot = n_rot, .type = rope_type, .base = base, .freq_scale = freq_scale,
+                         .attn_factor = 1.0f, .freq_factors = freq_factors };
+    th_op_rope_ext(x, pos, &r);
 }
 
 void th_op_softmax(float *x, int64_t n) {
@@ -41,6 +69,19 @@ void th_op_softmax(float *x, int64_t n) {
         sum += e;
     }
     float inv = sum > 0 ? (float)(1.0 / sum) : 0.0f;
+    for (int64_t i = 0; i < n; i++) x[i] *= inv;
+}
+
+void th_op_softmax_sink(float *x, int64_t n, float sink) {
+    float mx = sink;
+    for (int64_t i = 0; i < n; i++) mx = x[i] > mx ? x[i] : mx;
+    double sum = expf(sink - mx);
+    for (int64_t i = 0; i < n; i++) {
+        float e = x[i] == -INFINITY ? 0.0f : expf(x[i] - mx);
+        x[i] = e;
+        sum += e;
+    }
+    float inv = (float)(1.0 / sum);
     for (int64_t i = 0; i < n; i++) x[i] *= inv;
 }
 
@@ -59,6 +100,13 @@ void th_op_geglu(float *a, const float *gate, const float *up, int64_t n) {
     }
 }
 
+void th_op_swiglu_oai(float *a, const float *gate, const float *up, int64_t n, float alpha, float limit) {
+    for (int64_t i = 0; i < n; i++) {
+        float g = fminf(gate[i], limit), u = fmaxf(fminf(up[i], limit), -limit);
+        a[i] = g / (1.0f + expf(-alpha * g)) * (u + 1.0f);
+    }
+}
+
 void th_op_add(float *y, const float *x, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] += x[i];
 }
@@ -69,4 +117,8 @@ void th_op_scale(float *y, float s, int64_t n) {
 
 void th_op_softcap(float *x, float cap, int64_t n) {
     for (int64_t i = 0; i < n; i++) x[i] = cap * tanhf(x[i] / cap);
+}
+
+void th_op_sigmoid(float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++) x[i] = 1.0f / (1.0f + expf(-x[i]));
 }

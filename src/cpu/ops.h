@@ -9,18 +9,39 @@
 
 /* y = x / rms(x) * w  (w may be NULL: no weight) */
 void th_op_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps);
+
+/* Rotary embedding of one head, with YaRN when ext_factor != 0. */
+typedef struct th_rope_params {
+    int32_t n_rot, type;                     /* TH_ROPE_NORM / TH_ROPE_NEOX (model.h) */
+    float base, freq_scale;
+    float ext_factor, attn_factor;           /* YaRN mix (0 = off), cos/sin magnitude */
+    float corr_lo, corr_hi;                  /* YaRN ramp dims (th_rope_corr_dims) */
+    const float *freq_factors;               /* n_rot/2 divisors of theta, or NULL */
+} th_rope_params;
+/* YaRN correction dims [lo, hi] for n_rot dims, as ggml_rope_yarn_corr_dims. */
+void th_rope_corr_dims(int32_t n_rot, int32_t n_ctx_orig, float base, float beta_fast, float beta_slow,
+                       float *lo, float *hi);
 /* Rotate one head in place. NORM: pairs (x[2i], x[2i+1]); NEOX: (x[i], x[i+n_rot/2]).
- * theta_i = pos * freq_scale * base^(-2i/n_rot) / (freq_factors ? freq_factors[i] : 1). */
+ * theta_i = pos * base^(-2i/n_rot) / freq_factors[i], interpolated by freq_scale
+ * (YaRN ramps between the two by dimension). */
+void th_op_rope_ext(float *x, int32_t pos, const th_rope_params *r);
+/* The plain form (no YaRN, magnitude 1). */
 void th_op_rope(float *x, int32_t n_rot, int32_t pos, float base, float freq_scale,
                 const float *freq_factors, int rope_type);
-/* In-place softmax over n values; returns nothing. */
+/* In-place softmax over n values. */
 void th_op_softmax(float *x, int64_t n);
+/* Softmax whose denominator also holds exp(sink) (an attention sink; not a value). */
+void th_op_softmax_sink(float *x, int64_t n, float sink);
 /* a = act(gate) * up */
 void th_op_swiglu(float *a, const float *gate, const float *up, int64_t n);
 void th_op_geglu(float *a, const float *gate, const float *up, int64_t n);
+/* GPT-OSS: g = min(gate, limit), u = clamp(up, -limit, limit), a = g·σ(alpha·g)·(u + 1) */
+void th_op_swiglu_oai(float *a, const float *gate, const float *up, int64_t n, float alpha, float limit);
 void th_op_add(float *y, const float *x, int64_t n);
 void th_op_scale(float *y, float s, int64_t n);
 /* x = cap * tanh(x / cap) */
 void th_op_softcap(float *x, float cap, int64_t n);
+/* x = 1 / (1 + exp(-x)) */
+void th_op_sigmoid(float *x, int64_t n);
 
 #endif

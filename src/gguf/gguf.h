@@ -22,7 +22,8 @@ typedef struct gguf_str { const char *ptr; uint64_t len; } gguf_str;
 typedef struct gguf_kv {
     gguf_str key;
     uint32_t type;           /* enum gguf_vtype */
-    /* scalars: raw points at the value's bytes (little-endian) */
+    /* scalars: raw points at the value's bytes (little-endian); strings and arrays:
+     * at the encoded value (string length / array element type) */
     const uint8_t *raw;
     /* strings: the value; arrays: element type + count + first element */
     gguf_str str;

@@ -1,10 +1,11 @@
 /* ref_dispatch.c — the public reference entry points (th_ref_dequantize,
  * th_ref_quantize, th_ref_can_quantize, th_ref_vec_dot): a switch on the type
  * that calls the per-format kernels of ref_float.c, ref_legacy.c,
- * ref_kquants.c and ref_iq.c. A type without a kernel does not crash: decode
+ * ref_kquants.c, ref_iq.c and (weight encoders) ref_kquant_encode.c. A type without a kernel does not crash: decode
  * writes NaNs, encode writes nothing, the dot product returns NaN (callers
  * check th_type_info_get(type)->supported first). */
 #include "quant/ref_internal.h"
+#include "quant/ref_encode.h"
 #include <assert.h>
 #include <math.h>
 
@@ -48,7 +49,14 @@ static q_fn quantizer(uint32_t type) {
     case TH_Q8_0: return th_ref_q_q8_0;
     case TH_Q8_1: return th_ref_q_q8_1;
     case TH_Q8_K: return th_ref_q_q8_K;
-    case TH_IQ4_NL: return th_ref_q_iq4_nl;
+    case TH_Q2_K: return th_ref_q_q2_K;
+    case TH_Q3_K: return th_ref_q_q3_K;
+    case TH_Q4_K: return th_ref_q_q4_K;
+    case TH_Q5_K: return th_ref_q_q5_K;
+    case TH_Q6_K: return th_ref_q_q6_K;
+    case TH_IQ4_NL: return th_ref_q_iq4_nl_search;   /* llama.cpp's search (ref_kquant_encode.c) */
+    case TH_IQ4_XS: return th_ref_q_iq4_xs;
+    case TH_MXFP4: return th_ref_q_mxfp4;
     default: return NULL;
     }
 }

@@ -92,7 +92,7 @@ float th_ref_dot_q6_K(int64_t n, const void *w, const void *a);
 void th_ref_dq_iq4_nl(const void *src, float *dst, int64_t n);
 void th_ref_dq_iq4_xs(const void *src, float *dst, int64_t n);
 void th_ref_dq_mxfp4(const void *src, float *dst, int64_t n);
-void th_ref_q_iq4_nl(const float *src, void *dst, int64_t n);
+void th_ref_q_mxfp4(const float *src, void *dst, int64_t n);
 float th_ref_dot_iq4_nl(int64_t n, const void *w, const void *a);
 float th_ref_dot_iq4_xs(int64_t n, const void *w, const void *a);
 float th_ref_dot_mxfp4(int64_t n, const void *w, const void *a);

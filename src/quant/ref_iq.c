@@ -1,7 +1,7 @@
 /* ref_iq.c — reference kernels of the code-book 4-bit formats: IQ4_NL (32-element
  * blocks, fp16 scale), IQ4_XS (256-element super-blocks, 6-bit sub-block scales)
  * and MXFP4 (GPT-OSS: 32 FP4 e2m1 values sharing an E8M0 power-of-two scale).
- * Decode, a simple IQ4_NL encoder, and dot products with Q8_0 / Q8_K activations. */
+ * Decode, simple IQ4_NL and MXFP4 encoders, and dot products with Q8_0 / Q8_K activations. */
 #include "quant/ref_internal.h"
 #include <math.h>
 
@@ -61,28 +61,20 @@ static int nearest_code(const int8_t values[16], float v) {
     return best;
 }
 
-/* IQ4_NL, round-to-nearest: the element of largest magnitude maps to code -127,
- * then the scale is refitted by least squares to the chosen codes. */
-void th_ref_q_iq4_nl(const float *src, void *dst, int64_t n) {
-    th_block_iq4_nl *b = dst;
+/* MXFP4 as GGML encodes it: shared exponent e = floor(log2(amax)) - 2 + 127, so the
+ * block's scale is 2^(e-127) and amax lands in [4, 8) of it (values above 6, the
+ * largest e2m1 magnitude, are clipped to 6); each element takes the nearest code. */
+void th_ref_q_mxfp4(const float *src, void *dst, int64_t n) {
+    th_block_mxfp4 *b = dst;
     for (int64_t i = 0; i < n / TH_QK; i++, src += TH_QK) {
-        float amax = 0.0f, max = 0.0f;
-        for (int j = 0; j < TH_QK; j++)
-            if (fabsf(src[j]) > amax) { amax = fabsf(src[j]); max = src[j]; }
-        int code[TH_QK] = {0};
-        float d = 0.0f;
-        if (amax > 0.0f) {
-            float id = (float)th_iq4nl_values[0] / max;
-            double sqx = 0.0, sqq = 0.0;
-            for (int j = 0; j < TH_QK; j++) {
-                code[j] = nearest_code(th_iq4nl_values, src[j] * id);
-                double q = th_iq4nl_values[code[j]];
-                sqx += q * src[j];
-                sqq += q * q;
-            }
-            d = (float)(sqx / sqq);
-        }
-        b[i].d = th_f32_to_f16(d);
+        float amax = 0.0f;
+        for (int j = 0; j < TH_QK; j++) amax = TH_MAX(amax, fabsf(src[j]));
+        int e = amax > 0.0f ? (int)floorf(log2f(amax)) - 2 + 127 : 0;
+        e = TH_MIN(254, TH_MAX(0, e));
+        float half_scale = th_e8m0_half_to_f32((uint8_t)e), inv = 1.0f / half_scale;
+        int code[TH_QK];
+        for (int j = 0; j < TH_QK; j++) code[j] = nearest_code(th_mxfp4_values, src[j] * inv);
+        b[i].e = (uint8_t)e;
         for (int j = 0; j < 16; j++) b[i].qs[j] = (uint8_t)(code[j] | (code[j + 16] << 4));
     }
 }

@@ -25,7 +25,13 @@
  * step is deterministic and the same seed gives the same tokens. Steps 5-7 keep a
  * prefix of that order each, so the result is the shortest of the three prefixes.
  *
- * All buffers are sized for n_vocab at creation; sampling never allocates. The
+ * How: top-k is one pass with a k-heap; min-p is a floor on the logit
+ * (max + log(min_p)); top-p is a weighted quickselect (no full sort), so the kept
+ * tokens are drawn in a deterministic but unsorted order. Only the draw and
+ * top-p compute exponentials, and only over the tokens still in play.
+ *
+ * All buffers are sized for n_vocab at creation; sampling never allocates (the
+ * logit-bias table is allocated by the first th_sampler_set_logit_bias). The
  * penalty history is a ring of the last penalty_last_n tokens (or unbounded counts
  * for -1) with a per-token count and a list of distinct tokens, so penalties cost
  * O(distinct tokens) per call.
@@ -378,7 +384,10 @@ static int32_t top_p_select(cand *c, int32_t n, double target) {
         acc += c[i].w;
         if (acc >= target) return i + 1;
     }
-    return hi; /* rounding left acc just short: [0, hi) is the prefix that reached it */
+    /* Not reached: either hi == n and the kept tokens hold less than the target
+     * (min-p removed mass, or top_p ~ 1 and rounding), or rounding left acc just
+     * short of a sum that did reach it. Either way [0, hi) is the prefix. */
+    return hi;
 }
 
 /* Steps 5-7. Fills s->cands with the kept tokens and returns their count. */
@@ -407,9 +416,10 @@ static int32_t truncate_cands(th_sampler *s, float max) {
 /* Steps 8-9: draw from c[0..n) with weights exp((logit - max) / temperature). */
 static th_token draw(th_sampler *s, int32_t n, float max) {
     cand *c = s->cands;
-    float inv_t = 1.0f / s->p.temperature;
-    double total = 0.0;
-    for (int32_t i = 0; i < n; i++) total += c[i].w = expf((c[i].logit - max) * inv_t);
+    /* in double: 1 / a subnormal temperature overflows a float, and 0 * inf is NaN */
+    double inv_t = 1.0 / (double)s->p.temperature, total = 0.0;
+    for (int32_t i = 0; i < n; i++)
+        total += c[i].w = expf((float)((double)(c[i].logit - max) * inv_t));
     double u = rng_uniform(s->rng) * total, cum = 0.0;
     int32_t last_nonzero = 0;
     for (int32_t i = 0; i < n; i++) {

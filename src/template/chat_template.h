@@ -4,8 +4,12 @@
  * Pipeline: lexer.c (source -> tokens, with Jinja's whitespace control,
  * trim_blocks and lstrip_blocks) -> parser.c (tokens -> AST) -> eval.c
  * (expressions) + exec.c (statements) using value.c (values, arena, Python
- * str/repr, JSON) and filters.c (filters, tests, methods, globals).
- * render.c holds th_chat_render().
+ * str/repr, JSON), strings.c (str/dict/list methods, % formatting) and
+ * filters.c (filters, tests, globals). render.c holds th_chat_render().
+ *
+ * Sandbox limits (each gives TH_ERR_FORMAT with a message): TT_MAX_DEPTH,
+ * TT_MAX_LOOP_ITERS, TT_MAX_WORK, TT_MAX_MEMORY, and opts->max_output, which
+ * also bounds every intermediate string.
  *
  * Memory: every allocation of one render comes from one arena (tctx) with a
  * byte limit; errors longjmp back to the render entry, which frees the arena.
@@ -20,8 +24,9 @@
 /* ---------------------------------------------------------------- limits */
 #define TT_MAX_DEPTH       500        /* nesting of expressions / blocks / macro calls */
 #define TT_MAX_LOOP_ITERS  1000000    /* total for-loop iterations per render */
-#define TT_MAX_MEMORY      (256u << 20) /* arena bytes per render */
+#define TT_MAX_MEMORY      (256u << 20) /* arena bytes per render (or 8 x max_output if more) */
 #define TT_DEFAULT_OUTPUT  (1u << 20)
+#define TT_MAX_WORK        (1ull << 30) /* work units per render: ~1 per byte scanned, 32 per node evaluated */
 
 typedef struct tctx tctx;
 typedef struct tnode tnode;
@@ -51,7 +56,10 @@ typedef struct tval {
     } u;
 } tval;
 
-struct tlist { tval *v; size_t n, cap; bool is_tuple; };
+/* is_gen: the result of a filter that is a generator in Jinja (select, map, unique ...):
+ * always true, no len(), not reversible, not a sequence, not JSON. Iterating it again
+ * still gives its items (Jinja's would be exhausted). */
+struct tlist { tval *v; size_t n, cap; bool is_tuple, is_gen; };
 struct tdict { tval *key, *val; size_t n, cap; bool is_namespace; };
 
 typedef tval (*tbuiltin)(tctx *c, tval self, tval *args, size_t nargs,
@@ -80,7 +88,7 @@ enum {
     N_NEG, N_POS, N_NOT, N_AND, N_OR, N_COND, N_LIST, N_TUPLE, N_DICT, N_CMP, N_KW,
     /* statements */
     S_TEXT, S_OUT, S_IF, S_FOR, S_SET, S_SETBLOCK, S_MACRO, S_CALLBLOCK,
-    S_FILTERBLOCK, S_BREAK, S_CONTINUE, S_BODY
+    S_FILTERBLOCK, S_BREAK, S_CONTINUE, S_BODY, S_WITH
 };
 
 struct tnode {
@@ -129,12 +137,14 @@ struct tctx {
     size_t mem_used, mem_limit;
     size_t max_output;
     uint64_t loop_iters;
+    uint64_t work;           /* see TT_MAX_WORK */
     int depth;               /* current nesting (parser and evaluator) */
     int line;                /* line being evaluated, for messages */
     tbuf *out;               /* current output (macro calls capture) */
     tframe *globals;
     int loop_ctl;            /* 1 = break, 2 = continue pending */
     bool raised;             /* the error came from raise_exception() */
+    ttokens toks;            /* lexer output (malloc'd, freed by the render entry) */
 };
 
 /* value.c — arena, errors, constructors, conversions */
@@ -145,6 +155,13 @@ char *tt_printf(tctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 
 void tt_arena_free(tctx *c);
 void tt_enter(tctx *c);      /* depth++ with the limit check */
 void tt_leave(tctx *c);
+/* Charge n units of work (bytes scanned, nodes evaluated); fails past TT_MAX_WORK,
+ * so no template can run for long without allocating or looping. */
+static inline void tt_work(tctx *c, uint64_t n) {
+    c->work += n;
+    if (c->work > TT_MAX_WORK)
+        tt_fail(c, "template work limit exceeded (the template does too much computation)");
+}
 
 void tb_put(tctx *c, tbuf *b, const char *s, size_t n);
 void tb_putc(tctx *c, tbuf *b, char ch);
@@ -163,12 +180,12 @@ tval tv_dict(tctx *c, size_t cap);
 tval tv_func(tctx *c, const char *name, tbuiltin fn, tval self);
 void tl_push(tctx *c, tlist *l, tval v);
 void td_set(tctx *c, tdict *d, tval key, tval val);
-tval *td_get(tdict *d, tval key);
+tval *td_get(tctx *c, tdict *d, tval key);
 tval *td_gets(tdict *d, const char *key);
 
 const char *tv_type_name(tval v);          /* Python type name: str, int, dict ... */
 bool tv_truthy(tval v);
-bool tv_equal(tval a, tval b);
+bool tv_equal(tctx *c, tval a, tval b);   /* Python ==; charges work */
 bool tv_str_eq(tval v, const char *s);
 _Noreturn void tv_undef_fail(tctx *c, tval v);
 void tv_check_defined(tctx *c, tval v);
@@ -179,8 +196,13 @@ void tv_float_repr(double f, char *buf, size_t cap);
 tlist *tv_iterate(tctx *c, tval v);        /* list of items (dict: keys; str: chars) */
 size_t tv_utf8_len(const char *p, size_t n);
 size_t tv_utf8_offset(const char *p, size_t n, size_t chars); /* byte offset of char index */
-tval tv_from_json(tctx *c, const void *cjson);
-void tv_to_json(tctx *c, tbuf *b, tval v, int indent, int level, const char *item_sep, const char *key_sep);
+tval tv_from_json(tctx *c, const void *cjson, const char **numcur); /* numcur: JSON text */
+typedef struct {
+    int indent;              /* < 0: one line */
+    const char *item_sep, *key_sep;
+    bool ensure_ascii, sort_keys;
+} tjson_opts;
+void tv_to_json(tctx *c, tbuf *b, tval v, const tjson_opts *o, int level);
 
 /* lexer.c */
 void tt_lex(tctx *c, const char *src, size_t n, ttokens *out);

@@ -116,15 +116,16 @@ tval tt_getitem(tctx *c, tval obj, tval key) {
     if (obj.k == V_UNDEF) tv_undef_fail(c, obj);
     if (key.k == V_BOOL) key = tv_int(key.u.b);
     if (obj.k == V_DICT && !obj.u.d->is_namespace) {
-        tval *v = td_get(obj.u.d, key);
+        tval *v = td_get(c, obj.u.d, key);
         if (v) return *v;
-    } else if ((obj.k == V_LIST || obj.k == V_STR) && key.k == V_INT) {
+    } else if (((obj.k == V_LIST && !obj.u.l->is_gen) || obj.k == V_STR) && key.k == V_INT) {
         size_t idx;
         if (obj.k == V_LIST) {
             if (norm_index(key.u.i, obj.u.l->n, &idx)) return obj.u.l->v[idx];
         } else {
             const char *p = obj.u.s.p;
             size_t n = obj.u.s.n;
+            tt_work(c, n);
             bool ascii = is_ascii(p, n);
             size_t len = ascii ? n : tv_utf8_len(p, n);
             if (norm_index(key.u.i, len, &idx)) {
@@ -135,7 +136,7 @@ tval tt_getitem(tctx *c, tval obj, tval key) {
         }
     }
     if (key.k == V_STR) {
-        if (obj.k == V_LOOP || obj.u.d->is_namespace || obj.k != V_DICT) {
+        if (obj.k != V_DICT || obj.u.d->is_namespace) {
             const char *name = tt_strdup(c, key.u.s.p, key.u.s.n);
             return tt_getattr(c, obj, name);
         }
@@ -184,6 +185,7 @@ static tval do_slice(tctx *c, tval obj, tval a, tval b, tval s) {
     int64_t start, step;
     size_t count;
     if (obj.k == V_UNDEF) tv_undef_fail(c, obj);
+    if (obj.k == V_LIST && obj.u.l->is_gen) tt_fail(c, "'generator' object is not subscriptable");
     if (obj.k == V_LIST) {
         slice_indices(c, a, b, s, obj.u.l->n, &start, &step, &count);
         tval r = tv_list(c, count);
@@ -194,6 +196,7 @@ static tval do_slice(tctx *c, tval obj, tval a, tval b, tval s) {
     if (obj.k == V_STR) {
         const char *p = obj.u.s.p;
         size_t n = obj.u.s.n;
+        tt_work(c, n);
         bool ascii = is_ascii(p, n);
         size_t len = ascii ? n : tv_utf8_len(p, n);
         slice_indices(c, a, b, s, len, &start, &step, &count);
@@ -231,7 +234,7 @@ static const char *op_name(int op) {
 }
 
 static _Noreturn void type_error(tctx *c, int op, tval a, tval b) {
-    if (op == '+' && (a.k == V_STR || a.k == V_LIST))
+    if (op == '+' && (a.k == V_STR || (a.k == V_LIST && !a.u.l->is_gen)))
         tt_fail(c, "can only concatenate %s (not \"%s\") to %s", tv_type_name(a), tv_type_name(b), tv_type_name(a));
     tt_fail(c, "unsupported operand type(s) for %s: '%s' and '%s'", op_name(op), tv_type_name(a), tv_type_name(b));
 }
@@ -321,7 +324,7 @@ tval tt_binop(tctx *c, int op, tval a, tval b) {
         p[n] = 0;
         return tv_str(p, n);
     }
-    if (op == '+' && a.k == V_LIST && b.k == V_LIST) {
+    if (op == '+' && a.k == V_LIST && b.k == V_LIST && !a.u.l->is_gen && !b.u.l->is_gen) {
         tval r = tv_list(c, a.u.l->n + b.u.l->n);
         if (a.u.l->n) memcpy(r.u.l->v, a.u.l->v, a.u.l->n * sizeof(tval));
         if (b.u.l->n) memcpy(r.u.l->v + a.u.l->n, b.u.l->v, b.u.l->n * sizeof(tval));
@@ -342,13 +345,15 @@ static bool contains(tctx *c, tval container, tval item) {
         if (item.k != V_STR)
             tt_fail(c, "'in <string>' requires string as left operand, not %s", tv_type_name(item));
         if (item.u.s.n == 0) return true;
+        tt_work(c, container.u.s.n);
         return memmem(container.u.s.p, container.u.s.n, item.u.s.p, item.u.s.n) != NULL;
     case V_LIST:
-        for (size_t i = 0; i < container.u.l->n; i++) if (tv_equal(container.u.l->v[i], item)) return true;
+        for (size_t i = 0; i < container.u.l->n; i++) if (tv_equal(c, container.u.l->v[i], item)) return true;
         return false;
     case V_DICT:
         if (container.u.d->is_namespace) break;
-        return td_get(container.u.d, item) != NULL;
+        if (item.k == V_LIST || item.k == V_DICT) tt_fail(c, "unhashable type: '%s'", tv_type_name(item));
+        return td_get(c, container.u.d, item) != NULL;
     default: break;
     }
     tt_fail(c, "argument of type '%s' is not iterable", tv_type_name(container));
@@ -362,13 +367,14 @@ static int order(tctx *c, int op, tval a, tval b) {
     }
     if (a.k == V_STR && b.k == V_STR) {
         size_t n = a.u.s.n < b.u.s.n ? a.u.s.n : b.u.s.n;
+        tt_work(c, n);
         int r = memcmp(a.u.s.p, b.u.s.p, n);
         if (r) return r < 0 ? -1 : 1;
         return a.u.s.n < b.u.s.n ? -1 : a.u.s.n > b.u.s.n ? 1 : 0;
     }
     if (a.k == V_LIST && b.k == V_LIST) {
         for (size_t i = 0; i < a.u.l->n && i < b.u.l->n; i++) {
-            if (tv_equal(a.u.l->v[i], b.u.l->v[i])) continue;
+            if (tv_equal(c, a.u.l->v[i], b.u.l->v[i])) continue;
             return order(c, op, a.u.l->v[i], b.u.l->v[i]);
         }
         return a.u.l->n < b.u.l->n ? -1 : a.u.l->n > b.u.l->n ? 1 : 0;
@@ -381,8 +387,8 @@ static int order(tctx *c, int op, tval a, tval b) {
 
 bool tt_compare(tctx *c, int op, tval a, tval b) {
     switch (op) {
-    case OP2('=', '='): return tv_equal(a, b);
-    case OP2('!', '='): return !tv_equal(a, b);
+    case OP2('=', '='): return tv_equal(c, a, b);
+    case OP2('!', '='): return !tv_equal(c, a, b);
     case 'i': return contains(c, b, a);
     case 'n': return !contains(c, b, a);
     case '<': return order(c, op, a, b) < 0;
@@ -521,6 +527,7 @@ static tval eval_node(tctx *c, tframe *f, tnode *n) {
 
 tval tt_eval(tctx *c, tframe *f, tnode *n) {
     tt_enter(c);
+    tt_work(c, 32);
     int saved = c->line;
     c->line = n->line;
     tval v = eval_node(c, f, n);

@@ -15,11 +15,13 @@ static void assign(tctx *c, tframe *f, tnode *target, tval v) {
     if (target->kind == N_ATTR) {
         tval ns = tt_frame_get(c, f, target->a->name);
         if (ns.k != V_DICT || !ns.u.d->is_namespace)
-            tt_fail(c, "Cannot assign attribute on non-namespace object");
+            tt_fail(c, "cannot assign attribute on non-namespace object");
         td_set(c, ns.u.d, tv_cstr(target->name), v);
         return;
     }
     /* tuple unpacking */
+    if (v.k != V_LIST && v.k != V_STR && v.k != V_DICT)
+        tt_fail(c, "cannot unpack non-iterable %s object", tv_type_name(v));
     tlist *items = tv_iterate(c, v);
     size_t want = (size_t)target->l1.n;
     if (items->n != want)
@@ -43,11 +45,15 @@ static void count_iteration(tctx *c) {
         tt_fail(c, "template loop limit exceeded (more than %d iterations in total)", TT_MAX_LOOP_ITERS);
 }
 
+/* {% for %}: a fresh scope per iteration; a filter ("if") runs first so loop.length
+ * counts the kept items (an enclosing loop's "loop" is visible in it). As in Jinja's generated
+ * code, the else block runs unless some iteration reached the end of the body
+ * (an iteration left by break or continue does not count). */
 static void exec_for(tctx *c, tframe *f, tnode *n) {
     tval seq = tt_eval(c, f, n->b);
     tlist *items = tv_iterate(c, seq);
     tframe *it = tt_frame_new(c, f);
-    if (n->c) { /* {% for x in xs if cond %}: filter first, so loop.length counts the kept items */
+    if (n->c) {
         tlist *kept = tv_list(c, 0).u.l;
         for (size_t i = 0; i < items->n; i++) {
             count_iteration(c);
@@ -57,25 +63,27 @@ static void exec_for(tctx *c, tframe *f, tnode *n) {
         }
         items = kept;
     }
-    if (items->n == 0) {
-        if (n->l2.n) exec_list(c, tt_frame_new(c, f), &n->l2);
-        return;
+    bool completed = false;
+    if (items->n) {
+        tloop *L = tt_alloc(c, sizeof(tloop));
+        L->items = items;
+        L->depth = 1;
+        tval loopv = { .k = V_LOOP };
+        loopv.u.loop = L;
+        for (size_t i = 0; i < items->n; i++) {
+            count_iteration(c);
+            it->n = 0;
+            L->index0 = i;
+            tt_frame_set(c, it, "loop", loopv);
+            assign(c, it, n->a, items->v[i]);
+            tt_exec(c, it, n->d);
+            int ctl = c->loop_ctl;
+            c->loop_ctl = 0;
+            if (ctl == 1) break;
+            if (ctl == 0) completed = true;
+        }
     }
-    tloop *L = tt_alloc(c, sizeof(tloop));
-    L->items = items;
-    L->depth = 1;
-    tval loopv = { .k = V_LOOP };
-    loopv.u.loop = L;
-    for (size_t i = 0; i < items->n; i++) {
-        count_iteration(c);
-        it->n = 0;
-        L->index0 = i;
-        tt_frame_set(c, it, "loop", loopv);
-        assign(c, it, n->a, items->v[i]);
-        tt_exec(c, it, n->d);
-        if (c->loop_ctl == 1) { c->loop_ctl = 0; break; }
-        c->loop_ctl = 0;
-    }
+    if (!completed && n->l2.n) exec_list(c, tt_frame_new(c, f), &n->l2);
 }
 
 static void exec_stmt(tctx *c, tframe *f, tnode *n) {
@@ -89,8 +97,13 @@ static void exec_stmt(tctx *c, tframe *f, tnode *n) {
         return;
     case S_FOR: exec_for(c, f, n); return;
     case S_SET: assign(c, f, n->a, tt_eval(c, f, n->b)); return;
-    case S_SETBLOCK: assign(c, f, n->a, tt_apply_filters(c, f, n->c, capture(c, f, n->b))); return;
-    case S_FILTERBLOCK: tv_str_append(c, c->out, tt_apply_filters(c, f, n->c, capture(c, f, n->b))); return;
+    /* set and filter blocks run their body in an inner scope, as Jinja does */
+    case S_SETBLOCK:
+        assign(c, f, n->a, tt_apply_filters(c, f, n->c, capture(c, tt_frame_new(c, f), n->b)));
+        return;
+    case S_FILTERBLOCK:
+        tv_str_append(c, c->out, tt_apply_filters(c, f, n->c, capture(c, tt_frame_new(c, f), n->b)));
+        return;
     case S_MACRO: {
         tval m = tv_func(c, n->name, NULL, tv_none());
         m.u.fn->macro = n;
@@ -103,6 +116,12 @@ static void exec_stmt(tctx *c, tframe *f, tnode *n) {
         caller.u.fn->macro = n;
         caller.u.fn->closure = f;
         tv_str_append(c, c->out, tt_eval_call_with(c, f, n->a, &caller, "caller"));
+        return;
+    }
+    case S_WITH: {
+        tframe *w = tt_frame_new(c, f);
+        for (int i = 0; i < n->l1.n; i++) assign(c, w, n->l1.v[i]->a, tt_eval(c, f, n->l1.v[i]->b));
+        tt_exec(c, w, n->b);
         return;
     }
     case S_BREAK: c->loop_ctl = 1; return;

@@ -6,11 +6,13 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <locale.h>
 #include <time.h>
 
 tval tt_str_strip(tctx *c, tval s, tval chars, int which);
 tval tt_str_case(tctx *c, tval s, int mode);
 tval tt_str_replace(tctx *c, tval s, tval old, tval new_, int64_t count);
+bool tt_str_is(tval s, int kind);
 
 static tval arg(tval *args, size_t nargs, const char **kwn, tval *kwv, size_t nkw, size_t pos, const char *name, tval dflt) {
     if (pos < nargs) return args[pos];
@@ -54,7 +56,7 @@ static size_t length_of(tctx *c, tval v) {
     switch (v.k) {
     case V_UNDEF: return 0;
     case V_STR: return tv_utf8_len(v.u.s.p, v.u.s.n);
-    case V_LIST: return v.u.l->n;
+    case V_LIST: if (v.u.l->is_gen) break; return v.u.l->n;
     case V_DICT: if (!v.u.d->is_namespace) return v.u.d->n; break;
     default: break;
     }
@@ -79,20 +81,23 @@ static tval get_path(tctx *c, tval v, tval path) {
     return v;
 }
 
+/* HF's tojson: json.dumps(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False) */
 static tval do_tojson(tctx *c, tval v, tval *args, size_t nargs, const char **kwn, tval *kwv, size_t nkw) {
     tval ind = ARG(1, "indent", tv_none());
     tval seps = ARG(2, "separators", tv_none());
-    int indent = -1;
+    tjson_opts o = { .indent = -1, .ensure_ascii = tv_truthy(ARG(0, "ensure_ascii", tv_bool(false))),
+                     .sort_keys = tv_truthy(ARG(3, "sort_keys", tv_bool(false))) };
     if (ind.k == V_INT || ind.k == V_BOOL) {
-        indent = ind.k == V_INT ? (int)TH_MIN(TH_MAX(ind.u.i, 0), 64) : ind.u.b;
+        o.indent = ind.k == V_INT ? (int)TH_MIN(TH_MAX(ind.u.i, 0), 64) : ind.u.b;
     } else if (ind.k != V_NONE && ind.k != V_UNDEF) tt_fail(c, "tojson: indent must be an integer");
-    const char *item_sep = indent >= 0 ? "," : ", ", *key_sep = ": ";
+    o.item_sep = o.indent >= 0 ? "," : ", ";
+    o.key_sep = ": ";
     if (seps.k == V_LIST && seps.u.l->n == 2 && seps.u.l->v[0].k == V_STR && seps.u.l->v[1].k == V_STR) {
-        item_sep = tt_strdup(c, seps.u.l->v[0].u.s.p, seps.u.l->v[0].u.s.n);
-        key_sep = tt_strdup(c, seps.u.l->v[1].u.s.p, seps.u.l->v[1].u.s.n);
-    }
+        o.item_sep = tt_strdup(c, seps.u.l->v[0].u.s.p, seps.u.l->v[0].u.s.n);
+        o.key_sep = tt_strdup(c, seps.u.l->v[1].u.s.p, seps.u.l->v[1].u.s.n);
+    } else if (seps.k != V_NONE && seps.k != V_UNDEF) tt_fail(c, "tojson: separators must be two strings");
     tbuf b = { 0 };
-    tv_to_json(c, &b, v, indent, 0, item_sep, key_sep);
+    tv_to_json(c, &b, v, &o, 0);
     return tb_str(&b);
 }
 
@@ -161,6 +166,7 @@ static tval do_select(tctx *c, tframe *f, tval seq, tval *args, size_t nargs, bo
         } else r = tv_truthy(v);
         if (r == keep) tl_push(c, out.u.l, items->v[i]);
     }
+    out.u.l->is_gen = true;
     return out;
 }
 
@@ -226,6 +232,7 @@ static tval minmax(tctx *c, tval seq, tval *args, size_t nargs, const char **kwn
 tval tt_filter(tctx *c, tframe *f, const char *name, tval v, tval *args, size_t nargs,
                const char **kwn, tval *kwv, size_t nkw) {
     tval none = tv_none();
+    tt_work(c, v.k == V_STR ? v.u.s.n : v.k == V_LIST ? v.u.l->n : 1);
     if (!strcmp(name, "default") || !strcmp(name, "d")) {
         bool boolean = tv_truthy(ARG(1, "boolean", tv_bool(false)));
         if (v.k == V_UNDEF || (boolean && !tv_truthy(v))) return ARG(0, "default_value", empty_str());
@@ -233,7 +240,7 @@ tval tt_filter(tctx *c, tframe *f, const char *name, tval v, tval *args, size_t 
     }
     if (!strcmp(name, "tojson")) return do_tojson(c, v, args, nargs, kwn, kwv, nkw);
     if (!strcmp(name, "safe") || !strcmp(name, "list") || !strcmp(name, "string") || !strcmp(name, "items")) {
-        if (name[0] == 's' && name[1] == 'a') return v;
+        if (name[0] == 's' && name[1] == 'a') return as_str(c, v);  /* Markup(value) is a str */
         if (name[0] == 's') return as_str(c, v);
         if (name[0] == 'l') {
             tlist *l = tv_iterate(c, v);
@@ -245,7 +252,9 @@ tval tt_filter(tctx *c, tframe *f, const char *name, tval v, tval *args, size_t 
         if (v.k == V_UNDEF) return tv_list(c, 0);
         if (v.k != V_DICT || v.u.d->is_namespace) tt_fail(c, "Can only get item pairs from a mapping.");
         bool found;
-        return tt_call(c, f, tt_method(c, v, "items", &found), NULL, 0, NULL, NULL, 0);
+        tval r = tt_call(c, f, tt_method(c, v, "items", &found), NULL, 0, NULL, NULL, 0);
+        r.u.l->is_gen = true;
+        return r;
     }
     if (!strcmp(name, "length") || !strcmp(name, "count")) return tv_int((int64_t)length_of(c, v));
     if (!strcmp(name, "trim")) return tt_str_strip(c, as_str(c, v), ARG(0, "chars", none), 3);
@@ -254,7 +263,11 @@ tval tt_filter(tctx *c, tframe *f, const char *name, tval v, tval *args, size_t 
     if (!strcmp(name, "capitalize")) return tt_str_case(c, as_str(c, v), 2);
     if (!strcmp(name, "title")) return tt_str_case(c, as_str(c, v), 3);
     if (!strcmp(name, "escape") || !strcmp(name, "e") || !strcmp(name, "forceescape")) return do_escape(c, as_str(c, v));
-    if (!strcmp(name, "indent")) return do_indent(c, as_str(c, v), args, nargs, kwn, kwv, nkw);
+    if (!strcmp(name, "indent")) {
+        tv_check_defined(c, v);
+        if (v.k != V_STR) tt_fail(c, "unsupported operand type(s) for +=: '%s' and 'str'", tv_type_name(v));
+        return do_indent(c, v, args, nargs, kwn, kwv, nkw);
+    }
     if (!strcmp(name, "replace")) {
         if (nargs < 2) tt_fail(c, "replace filter needs old and new strings");
         tval cnt = ARG(2, "count", none);
@@ -272,6 +285,7 @@ tval tt_filter(tctx *c, tframe *f, const char *name, tval v, tval *args, size_t 
         return b.p ? tb_str(&b) : empty_str();
     }
     if (!strcmp(name, "first") || !strcmp(name, "last")) {
+        if (name[0] == 'l' && v.k == V_LIST && v.u.l->is_gen) tt_fail(c, "'generator' object is not reversible");
         tlist *l = tv_iterate(c, v);
         if (!l->n) return tv_undef(c, "No %s item, sequence was empty.", name);
         return name[0] == 'f' ? l->v[0] : l->v[l->n - 1];
@@ -301,6 +315,10 @@ tval tt_filter(tctx *c, tframe *f, const char *name, tval v, tval *args, size_t 
     }
     if (!strcmp(name, "round")) {
         tval pr = ARG(0, "precision", tv_int(0)), method = ARG(1, "method", tv_cstr("common"));
+        if (v.k == V_INT || v.k == V_BOOL) {  /* round(int, n) stays an int */
+            int64_t p = pr.k == V_INT ? pr.u.i : 0, i = v.k == V_INT ? v.u.i : v.u.b;
+            if (p >= 0 || !tv_str_eq(method, "common")) return tv_int(i);
+        }
         double x = v.k == V_FLOAT ? v.u.f : v.k == V_INT ? (double)v.u.i : v.k == V_BOOL ? v.u.b : NAN;
         if (isnan(x) && v.k != V_FLOAT) tt_fail(c, "round: a number is required, not %s", tv_type_name(v));
         int64_t prec = pr.k == V_INT ? TH_MIN(TH_MAX(pr.u.i, -300), 300) : 0;
@@ -348,6 +366,7 @@ tval tt_filter(tctx *c, tframe *f, const char *name, tval v, tval *args, size_t 
             out.u.l->v[i] = r;
         }
         out.u.l->n = l->n;
+        out.u.l->is_gen = true;
         return out;
     }
     if (!strcmp(name, "unique")) {
@@ -355,9 +374,10 @@ tval tt_filter(tctx *c, tframe *f, const char *name, tval v, tval *args, size_t 
         tval out = tv_list(c, 0);
         for (size_t i = 0; i < l->n; i++) {
             bool seen = false;
-            for (size_t j = 0; j < out.u.l->n && !seen; j++) seen = tv_equal(out.u.l->v[j], l->v[i]);
+            for (size_t j = 0; j < out.u.l->n && !seen; j++) seen = tv_equal(c, out.u.l->v[j], l->v[i]);
             if (!seen) tl_push(c, out.u.l, l->v[i]);
         }
+        out.u.l->is_gen = true;
         return out;
     }
     if (!strcmp(name, "reverse")) {
@@ -439,14 +459,14 @@ bool tt_test(tctx *c, tframe *f, const char *name, tval v, tval *args, size_t na
     if (!strcmp(name, "string")) return v.k == V_STR;
     if (!strcmp(name, "mapping")) return v.k == V_DICT && !v.u.d->is_namespace;
     if (!strcmp(name, "iterable")) return v.k == V_UNDEF || v.k == V_STR || v.k == V_LIST || (v.k == V_DICT && !v.u.d->is_namespace);
-    if (!strcmp(name, "sequence")) return v.k == V_STR || v.k == V_LIST || (v.k == V_DICT && !v.u.d->is_namespace);
-    if (!strcmp(name, "callable")) return v.k == V_FUNC;
+    if (!strcmp(name, "sequence")) return v.k == V_STR || (v.k == V_LIST && !v.u.l->is_gen) || (v.k == V_DICT && !v.u.d->is_namespace);
+    if (!strcmp(name, "callable")) return v.k == V_FUNC || v.k == V_UNDEF; /* Undefined has __call__ */
     if (!strcmp(name, "sameas")) {
         if (v.k != a0.k) return false;
-        if (v.k == V_NONE || v.k == V_BOOL) return tv_equal(v, a0);
+        if (v.k == V_NONE || v.k == V_BOOL) return tv_equal(c, v, a0);
         if (v.k == V_LIST) return v.u.l == a0.u.l;
         if (v.k == V_DICT) return v.u.d == a0.u.d;
-        return tv_equal(v, a0);
+        return tv_equal(c, v, a0);
     }
     static const struct { const char *n; int op; } cmp[] = {
         { "equalto", OP2('=', '=') }, { "eq", OP2('=', '=') }, { "==", OP2('=', '=') },
@@ -457,17 +477,11 @@ bool tt_test(tctx *c, tframe *f, const char *name, tval v, tval *args, size_t na
     for (size_t i = 0; i < sizeof cmp / sizeof cmp[0]; i++)
         if (!strcmp(name, cmp[i].n)) return tt_compare(c, cmp[i].op, v, a0);
     if (!strcmp(name, "odd") || !strcmp(name, "even") || !strcmp(name, "divisibleby")) {
-        if (v.k != V_INT && v.k != V_BOOL) tt_fail(c, "test '%s' needs an integer, got %s", name, tv_type_name(v));
-        int64_t x = v.k == V_INT ? v.u.i : v.u.b;
-        if (name[0] == 'o') return x % 2 != 0;
-        if (name[0] == 'e') return x % 2 == 0;
-        if (a0.k != V_INT || a0.u.i == 0) tt_fail(c, "divisibleby needs a non-zero integer");
-        return a0.u.i == -1 || x % a0.u.i == 0;
-    }
-    if (!strcmp(name, "lower") || !strcmp(name, "upper")) {
-        tval s = as_str(c, v);
-        return tv_equal(s, tt_str_case(c, s, name[0] == 'l' ? 0 : 1));
-    }
+        /* value % 2 == 1, value % 2 == 0, value % num == 0, with Python's % */
+        tval m = tt_binop(c, '%', v, name[0] == 'd' ? a0 : tv_int(2));
+        return tv_equal(c, m, tv_int(name[0] == 'o' ? 1 : 0));
+    }    if (!strcmp(name, "lower") || !strcmp(name, "upper")) /* str(value).islower() / .isupper() */
+        return tt_str_is(as_str(c, v), name[0] == 'l' ? 'l' : 'u');
     if (!strcmp(name, "escaped")) return false;
     tt_fail(c, "No test named '%s'.", name);
 }
@@ -531,7 +545,10 @@ static tval g_strftime(tctx *c, tval self, tval *args, size_t nargs, const char 
     }
     const char *fmt = tt_strdup(c, args[0].u.s.p, args[0].u.s.n);
     char buf[512];
-    size_t n = strftime(buf, sizeof buf, fmt, &tm);
+    /* month and day names in English whatever locale the host program set */
+    locale_t cl = newlocale(LC_ALL_MASK, "C", (locale_t)0);
+    size_t n = cl ? strftime_l(buf, sizeof buf, fmt, &tm, cl) : strftime(buf, sizeof buf, fmt, &tm);
+    if (cl) freelocale(cl);
     if (n == 0 && args[0].u.s.n) tt_fail(c, "strftime_now(): format too long or empty result");
     return tv_strdup(c, buf, n);
 }

@@ -19,10 +19,12 @@ typedef struct {
 
 static ttoken *emit(lexer *L, int type) {
     ttokens *t = L->out;
-    if (t->n == t->cap) {
+    if (t->n == t->cap) { /* outside the arena: realloc keeps growth cheap */
         size_t cap = t->cap ? t->cap * 2 : 256;
-        ttoken *nv = tt_alloc(L->c, cap * sizeof(ttoken));
-        if (t->n) memcpy(nv, t->v, t->n * sizeof(ttoken));
+        if (cap * sizeof(ttoken) > L->c->mem_limit)
+            tt_fail(L->c, "template memory limit exceeded (%zu MiB)", L->c->mem_limit >> 20);
+        ttoken *nv = realloc(t->v, cap * sizeof(ttoken));
+        if (!nv) tt_fail(L->c, "out of memory while lexing the template");
         t->v = nv;
         t->cap = cap;
     }
@@ -226,7 +228,7 @@ static void lex_tag(lexer *L, bool is_var) {
                 if (s[q] == '\n') L->line++;
                 q++;
             }
-            if (q >= L->n) tt_fail(L->c, "line %d: unterminated string literal", line);
+            if (q >= L->n) tt_fail(L->c, "line %d: unexpected char '%c' (unterminated string literal)", line, ch);
             ttoken *t = emit(L, T_STRING);
             t->line = line;
             decode_string(L, s + p + 1, q - p - 1, t);
@@ -260,12 +262,13 @@ static bool try_raw(lexer *L, size_t body) {
         return false;
     p += 3;
     while (p < L->n && is_space(s[p])) p++;
-    char sign = p < L->n && (s[p] == '-' || s[p] == '+') ? s[p] : 0;
+    char sign = p < L->n && s[p] == '-' ? '-' : 0;  /* no trim_blocks after {% raw %}, no "+" form */
     if (sign) p++;
     if (p + 1 >= L->n || s[p] != '%' || s[p + 1] != '}') return false;
     count_lines(L, L->pos, p + 2);
     L->pos = p + 2;
-    after_block_end(L, sign);
+    if (sign) after_block_end(L, sign);
+    else L->line_starting = false;
     for (size_t q = L->pos; q + 1 < L->n; q++) {
         if (s[q] != '{' || s[q + 1] != '%') continue;
         size_t r = q + 2;
@@ -316,7 +319,7 @@ void tt_lex(tctx *c, const char *src, size_t n, ttokens *out) {
         if (kind == '#') {
             size_t q = body;
             while (q + 1 < L.n && !(s[q] == '#' && s[q + 1] == '}')) q++;
-            if (q + 1 >= L.n) tt_fail(c, "line %d: missing end of comment tag", L.line);
+            if (q + 1 >= L.n) tt_fail(c, "line %d: Missing end of comment tag", L.line);
             char esign = q > body && (s[q - 1] == '-' || s[q - 1] == '+') ? s[q - 1] : 0;
             count_lines(&L, L.pos, q + 2);
             L.pos = q + 2;

@@ -10,6 +10,7 @@ typedef struct {
     tctx *c;
     ttoken *t;
     size_t n, i;
+    int loop_depth;          /* for-bodies around the current position (macro bodies reset it) */
 } parser;
 
 static ttoken *cur(parser *P) { return &P->t[P->i]; }
@@ -41,7 +42,7 @@ static const char *describe(parser *P, ttoken *t) {
 
 static _Noreturn void unexpected(parser *P, const char *expected) {
     ttoken *t = cur(P);
-    if (expected) tt_fail(P->c, "line %d: expected %s, got '%s'", t->line, expected, describe(P, t));
+    if (expected) tt_fail(P->c, "line %d: Expected %s, got '%s'", t->line, expected, describe(P, t));
     tt_fail(P->c, "line %d: unexpected '%s'", t->line, describe(P, t));
 }
 
@@ -461,6 +462,7 @@ static tnode *parse_assign_target(parser *P, bool allow_ns) {
     tnode *t = mk(P, N_TUPLE);
     for (;;) {
         tnode *nm = mk(P, N_NAME);
+        if (cur(P)->type != T_NAME) unexpected(P, "an expression");
         nm->name = expect_name(P);
         push(P, &t->l1, nm);
         if (!is_op(cur(P), ',')) break;
@@ -486,7 +488,9 @@ static tnode *parse_for(parser *P) {
     if (is_name(cur(P), "if")) { next(P); n->c = parse_expression(P, true); }
     if (is_name(cur(P), "recursive")) tt_fail(P->c, "line %d: recursive for loops are not supported", cur(P)->line);
     expect_block_end(P);
+    P->loop_depth++;
     n->d = subparse(P, ends_body, "for");
+    P->loop_depth--;
     if (at_block_name(P, "else")) {
         next(P); next(P);
         expect_block_end(P);
@@ -566,7 +570,10 @@ static tnode *parse_macro(parser *P) {
     n->name = expect_name(P);
     parse_signature(P, n);
     expect_block_end(P);
+    int saved = P->loop_depth;
+    P->loop_depth = 0;
     n->b = subparse(P, ends, "macro");
+    P->loop_depth = saved;
     next(P); next(P);
     if (cur(P)->type == T_NAME) next(P);
     return n;
@@ -579,7 +586,10 @@ static tnode *parse_call_block(parser *P) {
     n->a = parse_expression(P, true);
     if (n->a->kind != N_CALL) tt_fail(P->c, "line %d: expected call", n->line);
     expect_block_end(P);
+    int saved = P->loop_depth;
+    P->loop_depth = 0;
     n->b = subparse(P, ends, "call");
+    P->loop_depth = saved;
     next(P); next(P);
     return n;
 }
@@ -611,7 +621,24 @@ static tnode *parse_statement(parser *P) {
     else if (is_name(t, "filter")) { next(P); n = parse_filter_block(P); }
     else if (is_name(t, "break") || is_name(t, "continue")) {
         n = mk(P, is_name(t, "break") ? S_BREAK : S_CONTINUE);
+        if (!P->loop_depth)
+            tt_fail(P->c, "line %d: '%s' outside loop", t->line, n->kind == S_BREAK ? "break" : "continue");
         next(P);
+    } else if (is_name(t, "with")) {
+        static const char *const ends[] = { "endwith", NULL };
+        next(P);
+        n = mk(P, S_WITH);
+        while (cur(P)->type != T_BLOCK_END) {
+            if (n->l1.n) expect_op(P, ',', "',' or end of statement block");
+            tnode *kw = mk(P, N_KW);
+            kw->a = parse_assign_target(P, false);
+            expect_op(P, '=', "'='");
+            kw->b = parse_expression(P, true);
+            push(P, &n->l1, kw);
+        }
+        expect_block_end(P);
+        n->b = subparse(P, ends, "with");
+        next(P); next(P);
     } else if (is_name(t, "generation")) {
         static const char *const ends[] = { "endgeneration", NULL };
         next(P);

@@ -160,18 +160,34 @@ static bool affix(tctx *c, tval s, tval fix, bool start) {
 
 /* ---------------------------------------------------------------- "%" and format() */
 
-static void format_one(tctx *c, tbuf *b, char conv, tval v) {
-    char tmp[64];
-    if (conv == 's') { tv_str_append(c, b, v); return; }
-    if (conv == 'r') { tv_repr_append(c, b, v); return; }
+/* One %-conversion with its flags/width/precision spec (e.g. "-5.2"), like Python's. */
+static void format_one(tctx *c, tbuf *b, const char *spec, size_t spec_n, char conv, tval v) {
+    char fmt[40], tmp[1200];
+    if (conv == 's' || conv == 'r') {
+        tbuf s = { 0 };
+        if (conv == 's') tv_str_append(c, &s, v); else tv_repr_append(c, &s, v);
+        if (!spec_n) { if (s.n) tb_put(c, b, s.p, s.n); return; }
+        snprintf(fmt, sizeof fmt, "%%%.*ss", (int)spec_n, spec);
+        int n = snprintf(tmp, sizeof tmp, fmt, s.p ? s.p : "");
+        if (n < 0 || (size_t)n >= sizeof tmp) tt_fail(c, "%%-format result too long");
+        tb_put(c, b, tmp, (size_t)n);
+        return;
+    }
     if (v.k != V_INT && v.k != V_FLOAT && v.k != V_BOOL)
         tt_fail(c, "%%%c format: a real number is required, not %s", conv, tv_type_name(v));
     double f = v.k == V_FLOAT ? v.u.f : v.k == V_INT ? (double)v.u.i : v.u.b;
-    if (conv == 'd' || conv == 'i') {
-        if (v.k == V_FLOAT) snprintf(tmp, sizeof tmp, "%.0f", f < 0 ? ceil(f) : floor(f));
-        else snprintf(tmp, sizeof tmp, "%lld", (long long)(v.k == V_INT ? v.u.i : v.u.b));
-    } else snprintf(tmp, sizeof tmp, "%f", f);
-    tb_put(c, b, tmp, strlen(tmp));
+    int n;
+    if (conv == 'd' || conv == 'i' || conv == 'x' || conv == 'X' || conv == 'o') {
+        long long i = v.k == V_FLOAT ? (long long)(f < 0 ? ceil(f) : floor(f)) : v.k == V_INT ? v.u.i : v.u.b;
+        if (v.k == V_FLOAT && (conv != 'd' && conv != 'i')) tt_fail(c, "%%%c format: an integer is required, not float", conv);
+        snprintf(fmt, sizeof fmt, "%%%.*sll%c", (int)spec_n, spec, conv == 'i' ? 'd' : conv);
+        n = snprintf(tmp, sizeof tmp, fmt, i);
+    } else {
+        snprintf(fmt, sizeof fmt, "%%%.*s%c", (int)spec_n, spec, conv);
+        n = snprintf(tmp, sizeof tmp, fmt, f);
+    }
+    if (n < 0 || (size_t)n >= sizeof tmp) tt_fail(c, "%%-format result too long");
+    tb_put(c, b, tmp, (size_t)n);
 }
 
 tval tt_percent_format(tctx *c, tval fmt, tval args) {
@@ -184,8 +200,13 @@ tval tt_percent_format(tctx *c, tval fmt, tval args) {
         if (p[i] != '%') { tb_putc(c, &b, p[i]); continue; }
         if (++i >= n) tt_fail(c, "incomplete format");
         if (p[i] == '%') { tb_putc(c, &b, '%'); continue; }
+        size_t spec = i;  /* flags, width (<= 3 digits), .precision (<= 2 digits) */
+        while (i < n && strchr("-+ #0", p[i]) && i - spec < 5) i++;
+        for (int k = 0; k < 3 && i < n && p[i] >= '0' && p[i] <= '9'; k++) i++;
+        if (i < n && p[i] == '.') { i++; for (int k = 0; k < 2 && i < n && p[i] >= '0' && p[i] <= '9'; k++) i++; }
+        if (i >= n) tt_fail(c, "incomplete format");
         char conv = p[i];
-        if (!strchr("srdif", conv)) tt_fail(c, "unsupported format character '%c'", conv);
+        if (!strchr("srdifFeEgGxXo", conv)) tt_fail(c, "unsupported format character '%c'", conv);
         tval v;
         if (tuple) {
             if (ai >= args.u.l->n) tt_fail(c, "not enough arguments for format string");
@@ -194,7 +215,7 @@ tval tt_percent_format(tctx *c, tval fmt, tval args) {
             if (ai++) tt_fail(c, "not enough arguments for format string");
             v = args;
         }
-        format_one(c, &b, conv, v);
+        format_one(c, &b, p + spec, i - spec, conv, v);
     }
     if ((tuple && ai < args.u.l->n) || (!tuple && ai == 0 && args.k != V_DICT))
         tt_fail(c, "not all arguments converted during string formatting");
@@ -251,7 +272,7 @@ static int64_t int_arg(tctx *c, tval v, int64_t dflt) {
     return v.u.i;
 }
 
-static bool str_is(tval s, int kind) {
+bool tt_str_is(tval s, int kind) {
     if (s.u.s.n == 0) return false;
     bool cased = false;
     for (size_t i = 0; i < s.u.s.n;) {
@@ -348,7 +369,7 @@ static tval m_str(tctx *c, tval self, const char *name, tval *args, size_t nargs
         { "isdigit", 'd' }, { "isalpha", 'a' }, { "isalnum", 'n' }, { "isspace", 's' },
         { "isupper", 'u' }, { "islower", 'l' }, { "isnumeric", 'd' }, { "isdecimal", 'd' } };
     for (size_t i = 0; i < sizeof is / sizeof is[0]; i++)
-        if (!strcmp(name, is[i].n)) return tv_bool(str_is(self, is[i].k));
+        if (!strcmp(name, is[i].n)) return tv_bool(tt_str_is(self, is[i].k));
     tt_fail(c, "internal: str method %s", name);
 }
 
@@ -356,7 +377,7 @@ static tval m_dict(tctx *c, tval self, const char *name, tval *args, size_t narg
     tdict *d = self.u.d;
     if (!strcmp(name, "get")) {
         if (nargs < 1) tt_fail(c, "get expected at least 1 argument, got 0");
-        tval *v = td_get(d, args[0]);
+        tval *v = td_get(c, d, args[0]);
         return v ? *v : ARG(1, "default", tv_none());
     }
     tval out = tv_list(c, d->n);
@@ -380,7 +401,7 @@ static tval m_list(tctx *c, tval self, const char *name, tval *args, size_t narg
     if (nargs != 1) tt_fail(c, "%s() takes exactly one argument (%zu given)", name, nargs);
     int64_t k = 0;
     for (size_t i = 0; i < self.u.l->n; i++)
-        if (tv_equal(self.u.l->v[i], args[0])) {
+        if (tv_equal(c, self.u.l->v[i], args[0])) {
             if (name[0] == 'i') return tv_int((int64_t)i);
             k++;
         }
@@ -392,6 +413,7 @@ static tval m_list(tctx *c, tval self, const char *name, tval *args, size_t narg
 static tval call_method(tctx *c, tval bound, tval *args, size_t nargs, const char **kwn, tval *kwv, size_t nkw) {
     tval self = bound.u.l->v[0];
     const char *name = bound.u.l->v[1].u.s.p;
+    tt_work(c, self.k == V_STR ? self.u.s.n : self.k == V_LIST ? self.u.l->n : 1);
     switch (self.k) {
     case V_STR: return m_str(c, self, name, args, nargs, kwn, kwv, nkw);
     case V_DICT: return m_dict(c, self, name, args, nargs, kwn, kwv, nkw);

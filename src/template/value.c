@@ -5,6 +5,7 @@
  * out (json.dumps with ensure_ascii=False, as HF's tojson). */
 #include "template/chat_template.h"
 #include <cJSON.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -126,6 +127,7 @@ tval tv_list(tctx *c, size_t cap) {
     v.u.l->n = 0;
     v.u.l->cap = cap;
     v.u.l->is_tuple = false;
+    v.u.l->is_gen = false;
     v.u.l->v = cap ? tt_alloc(c, cap * sizeof(tval)) : NULL;
     return v;
 }
@@ -162,9 +164,9 @@ void tl_push(tctx *c, tlist *l, tval v) {
     l->v[l->n++] = v;
 }
 
-tval *td_get(tdict *d, tval key) {
+tval *td_get(tctx *c, tdict *d, tval key) {
     for (size_t i = 0; i < d->n; i++)
-        if (tv_equal(d->key[i], key)) return &d->val[i];
+        if (tv_equal(c, d->key[i], key)) return &d->val[i];
     return NULL;
 }
 
@@ -177,7 +179,7 @@ tval *td_gets(tdict *d, const char *key) {
 }
 
 void td_set(tctx *c, tdict *d, tval key, tval val) {
-    tval *old = td_get(d, key);
+    tval *old = td_get(c, d, key);
     if (old) { *old = val; return; }
     if (d->n == d->cap) {
         size_t cap = d->cap ? d->cap * 2 : 4;
@@ -199,7 +201,7 @@ const char *tv_type_name(tval v) {
     case V_INT: return "int";
     case V_FLOAT: return "float";
     case V_STR: return "str";
-    case V_LIST: return "list";
+    case V_LIST: return v.u.l->is_gen ? "generator" : v.u.l->is_tuple ? "tuple" : "list";
     case V_DICT: return v.u.d->is_namespace ? "Namespace" : "dict";
     case V_FUNC: return v.u.fn->macro ? "Macro" : "builtin_function_or_method";
     case V_LOOP: return "LoopContext";
@@ -214,7 +216,7 @@ bool tv_truthy(tval v) {
     case V_INT: return v.u.i != 0;
     case V_FLOAT: return v.u.f != 0.0;
     case V_STR: return v.u.s.n != 0;
-    case V_LIST: return v.u.l->n != 0;
+    case V_LIST: return v.u.l->is_gen || v.u.l->n != 0;
     case V_DICT: return v.u.d->is_namespace || v.u.d->n != 0;
     default: return true;
     }
@@ -224,7 +226,8 @@ static bool is_num(tval v) { return v.k == V_BOOL || v.k == V_INT || v.k == V_FL
 static double num_f(tval v) { return v.k == V_FLOAT ? v.u.f : v.k == V_INT ? (double)v.u.i : (double)v.u.b; }
 static int64_t num_i(tval v) { return v.k == V_INT ? v.u.i : (int64_t)v.u.b; }
 
-bool tv_equal(tval a, tval b) {
+bool tv_equal(tctx *c, tval a, tval b) {
+    tt_work(c, 1);
     if (is_num(a) && is_num(b)) {
         if (a.k == V_FLOAT || b.k == V_FLOAT) return num_f(a) == num_f(b);
         return num_i(a) == num_i(b);
@@ -232,18 +235,21 @@ bool tv_equal(tval a, tval b) {
     if (a.k != b.k) return false;
     switch (a.k) {
     case V_UNDEF: case V_NONE: return true;
-    case V_STR: return a.u.s.n == b.u.s.n && !memcmp(a.u.s.p, b.u.s.p, a.u.s.n);
+    case V_STR:
+        if (a.u.s.n != b.u.s.n) return false;
+        tt_work(c, a.u.s.n);
+        return !memcmp(a.u.s.p, b.u.s.p, a.u.s.n);
     case V_LIST:
         if (a.u.l->n != b.u.l->n) return false;
         for (size_t i = 0; i < a.u.l->n; i++)
-            if (!tv_equal(a.u.l->v[i], b.u.l->v[i])) return false;
+            if (!tv_equal(c, a.u.l->v[i], b.u.l->v[i])) return false;
         return true;
     case V_DICT:
         if (a.u.d->is_namespace || b.u.d->is_namespace) return a.u.d == b.u.d;
         if (a.u.d->n != b.u.d->n) return false;
         for (size_t i = 0; i < a.u.d->n; i++) {
-            tval *o = td_get(b.u.d, a.u.d->key[i]);
-            if (!o || !tv_equal(a.u.d->val[i], *o)) return false;
+            tval *o = td_get(c, b.u.d, a.u.d->key[i]);
+            if (!o || !tv_equal(c, a.u.d->val[i], *o)) return false;
         }
         return true;
     case V_FUNC: return a.u.fn == b.u.fn;
@@ -330,6 +336,7 @@ static void repr_str(tctx *c, tbuf *b, const char *s, size_t n) {
 }
 
 static void append_seq(tctx *c, tbuf *b, tval v) {
+    if (v.k == V_LIST && v.u.l->is_gen) { tb_put(c, b, "<generator object>", 18); return; }
     if (v.k == V_LIST) {
         bool t = v.u.l->is_tuple;
         tb_putc(c, b, t ? '(' : '[');
@@ -373,6 +380,7 @@ void tv_str_append(tctx *c, tbuf *b, tval v) {
 
 void tv_repr_append(tctx *c, tbuf *b, tval v) {
     if (v.k == V_STR) repr_str(c, b, v.u.s.p, v.u.s.n);
+    else if (v.k == V_UNDEF) tb_put(c, b, "Undefined", 9);
     else tv_str_append(c, b, v);
 }
 
@@ -433,29 +441,78 @@ tlist *tv_iterate(tctx *c, tval v) {
 
 /* ---------------------------------------------------------------- JSON */
 
-tval tv_from_json(tctx *c, const void *jp) {
+/* cJSON keeps every number as a double; Python's json.loads makes "1" an int and
+ * "1.0" a float. So the literal is read again from the source text: numbers come in
+ * document order, which is the order this walk meets them. *numcur scans forward. */
+static bool next_number_literal(const char **numcur, const char **lit, size_t *len) {
+    const char *p = *numcur;
+    if (!p) return false;
+    while (*p) {
+        if (*p == '"') {
+            for (p++; *p && *p != '"'; p++) if (*p == '\\' && p[1]) p++;
+            if (*p) p++;
+            continue;
+        }
+        if (*p == '-' || (*p >= '0' && *p <= '9')) {
+            const char *st = p;
+            while (*p && strchr("0123456789+-.eE", *p)) p++;
+            *lit = st;
+            *len = (size_t)(p - st);
+            *numcur = p;
+            return true;
+        }
+        p++;
+    }
+    *numcur = p;
+    return false;
+}
+
+static tval number_value(const cJSON *j, const char **numcur) {
+    const char *lit;
+    size_t len;
+    double d = j->valuedouble;
+    if (next_number_literal(numcur, &lit, &len) && len < 40) {
+        bool is_float = memchr(lit, '.', len) || memchr(lit, 'e', len) || memchr(lit, 'E', len);
+        if (is_float) return tv_float(d);
+        char tmp[48];
+        memcpy(tmp, lit, len);
+        tmp[len] = 0;
+        char *end;
+        errno = 0;
+        long long v = strtoll(tmp, &end, 10);
+        if (!errno && *end == 0) return tv_int(v);
+        return tv_float(d);   /* beyond int64: Python would keep the exact int */
+    }
+    if (d == floor(d) && fabs(d) < 9.2e18) return tv_int((int64_t)d);
+    return tv_float(d);
+}
+
+tval tv_from_json(tctx *c, const void *jp, const char **numcur) {
     const cJSON *j = jp;
     tt_enter(c);
     tval r = tv_none();
     if (cJSON_IsBool(j)) r = tv_bool(cJSON_IsTrue(j));
-    else if (cJSON_IsNumber(j)) {
-        double d = j->valuedouble;
-        if (d == floor(d) && fabs(d) < 9.2e18) r = tv_int((int64_t)d);
-        else r = tv_float(d);
-    } else if (cJSON_IsString(j)) r = tv_strdup(c, j->valuestring, strlen(j->valuestring));
+    else if (cJSON_IsNumber(j)) r = number_value(j, numcur);
+    else if (cJSON_IsString(j)) r = tv_strdup(c, j->valuestring, strlen(j->valuestring));
     else if (cJSON_IsArray(j)) {
         r = tv_list(c, 0);
-        for (const cJSON *e = j->child; e; e = e->next) tl_push(c, r.u.l, tv_from_json(c, e));
+        for (const cJSON *e = j->child; e; e = e->next) tl_push(c, r.u.l, tv_from_json(c, e, numcur));
     } else if (cJSON_IsObject(j)) {
         r = tv_dict(c, 0);
         for (const cJSON *e = j->child; e; e = e->next)
-            td_set(c, r.u.d, tv_strdup(c, e->string, strlen(e->string)), tv_from_json(c, e));
+            td_set(c, r.u.d, tv_strdup(c, e->string, strlen(e->string)), tv_from_json(c, e, numcur));
     }
     tt_leave(c);
     return r;
 }
 
-static void json_str(tctx *c, tbuf *b, const char *s, size_t n) {
+static void json_u16(tctx *c, tbuf *b, unsigned u) {
+    char tmp[16];
+    snprintf(tmp, sizeof tmp, "\\u%04x", u);
+    tb_put(c, b, tmp, 6);
+}
+
+static void json_str(tctx *c, tbuf *b, const char *s, size_t n, bool ascii) {
     tb_putc(c, b, '"');
     size_t run = 0;
     for (size_t i = 0; i < n; i++) {
@@ -472,6 +529,18 @@ static void json_str(tctx *c, tbuf *b, const char *s, size_t n) {
         case '\f': esc = "\\f"; break;
         default:
             if (ch < 0x20) { snprintf(tmp, sizeof tmp, "\\u%04x", ch); esc = tmp; }
+            else if (ascii && ch >= 0x80) {
+                size_t k = i, len = tv_utf8_offset(s + i, n - i, 1);
+                uint32_t cp = len == 2 ? ch & 0x1f : len == 3 ? ch & 0x0f : len == 4 ? ch & 0x07 : 0xfffd;
+                for (size_t j = 1; j < len; j++) cp = cp << 6 | ((unsigned char)s[k + j] & 0x3f);
+                if (len < 2) cp = 0xfffd;
+                tb_put(c, b, s + run, i - run);
+                if (cp >= 0x10000) { cp -= 0x10000; json_u16(c, b, 0xd800 + (cp >> 10)); json_u16(c, b, 0xdc00 + (cp & 0x3ff)); }
+                else json_u16(c, b, cp);
+                i += (len ? len : 1) - 1;
+                run = i + 1;
+                continue;
+            }
         }
         if (esc) {
             tb_put(c, b, s + run, i - run);
@@ -488,14 +557,45 @@ static void json_newline(tctx *c, tbuf *b, int indent, int level) {
     for (int i = 0; i < indent * level; i++) tb_putc(c, b, ' ');
 }
 
-void tv_to_json(tctx *c, tbuf *b, tval v, int indent, int level, const char *item_sep, const char *key_sep) {
+static int key_cmp(tval a, tval b) {
+    if (a.k != V_STR || b.k != V_STR) return a.k < b.k ? -1 : a.k > b.k;
+    size_t n = a.u.s.n < b.u.s.n ? a.u.s.n : b.u.s.n;
+    int r = memcmp(a.u.s.p, b.u.s.p, n);
+    return r ? r : a.u.s.n < b.u.s.n ? -1 : a.u.s.n > b.u.s.n;
+}
+
+/* Order in which to write a dict's entries: as stored, or sorted by key (stable). */
+static size_t *json_order(tctx *c, tdict *d, bool sort) {
+    size_t *ix = tt_alloc(c, (d->n ? d->n : 1) * sizeof(size_t));
+    for (size_t i = 0; i < d->n; i++) ix[i] = i;
+    if (sort) {
+        tt_work(c, d->n * d->n);
+        for (size_t i = 1; i < d->n; i++)
+            for (size_t j = i; j > 0 && key_cmp(d->key[ix[j - 1]], d->key[ix[j]]) > 0; j--) {
+                size_t t = ix[j]; ix[j] = ix[j - 1]; ix[j - 1] = t;
+            }
+    }
+    return ix;
+}
+
+static void json_key(tctx *c, tbuf *b, tval k, const tjson_opts *o) {
+    if (k.k == V_STR) json_str(c, b, k.u.s.p, k.u.s.n, o->ensure_ascii);
+    else if (k.k == V_NONE) tb_put(c, b, "\"null\"", 6);
+    else if (k.k == V_BOOL || k.k == V_INT || k.k == V_FLOAT) {
+        tbuf kb = { 0 };
+        tv_to_json(c, &kb, k, o, 0);
+        json_str(c, b, kb.p, kb.n, false);
+    } else tt_fail(c, "keys must be str, int, float, bool or None, not %s", tv_type_name(k));
+}
+
+void tv_to_json(tctx *c, tbuf *b, tval v, const tjson_opts *o, int level) {
     char tmp[64];
     tt_enter(c);
     switch (v.k) {
     case V_NONE: tb_put(c, b, "null", 4); break;
     case V_BOOL: if (v.u.b) tb_put(c, b, "true", 4); else tb_put(c, b, "false", 5); break;
-    case V_INT: case V_STR: case V_FLOAT:
-        if (v.k == V_STR) { json_str(c, b, v.u.s.p, v.u.s.n); break; }
+    case V_STR: json_str(c, b, v.u.s.p, v.u.s.n, o->ensure_ascii); break;
+    case V_INT: case V_FLOAT:
         if (v.k == V_FLOAT && (isnan(v.u.f) || isinf(v.u.f)))
             snprintf(tmp, sizeof tmp, "%s", isnan(v.u.f) ? "NaN" : v.u.f < 0 ? "-Infinity" : "Infinity");
         else if (v.k == V_FLOAT) tv_float_repr(v.u.f, tmp, sizeof tmp);
@@ -504,28 +604,23 @@ void tv_to_json(tctx *c, tbuf *b, tval v, int indent, int level, const char *ite
         break;
     case V_LIST: case V_DICT: {
         bool is_list = v.k == V_LIST;
+        if (is_list && v.u.l->is_gen) tt_fail(c, "Object of type generator is not JSON serializable");
         if (!is_list && v.u.d->is_namespace) tt_fail(c, "Object of type Namespace is not JSON serializable");
         size_t n = is_list ? v.u.l->n : v.u.d->n;
         tb_putc(c, b, is_list ? '[' : '{');
         if (n == 0) { tb_putc(c, b, is_list ? ']' : '}'); break; }
+        size_t *order = is_list ? NULL : json_order(c, v.u.d, o->sort_keys);
         for (size_t i = 0; i < n; i++) {
-            if (i) tb_put(c, b, item_sep, strlen(item_sep));
-            if (indent >= 0) json_newline(c, b, indent, level + 1);
-            if (is_list) tv_to_json(c, b, v.u.l->v[i], indent, level + 1, item_sep, key_sep);
+            if (i) tb_put(c, b, o->item_sep, strlen(o->item_sep));
+            if (o->indent >= 0) json_newline(c, b, o->indent, level + 1);
+            if (is_list) tv_to_json(c, b, v.u.l->v[i], o, level + 1);
             else {
-                tval k = v.u.d->key[i];
-                if (k.k == V_STR) json_str(c, b, k.u.s.p, k.u.s.n);
-                else if (k.k == V_NONE) tb_put(c, b, "\"null\"", 6);
-                else if (k.k == V_BOOL || k.k == V_INT || k.k == V_FLOAT) {
-                    tbuf kb = { 0 };
-                    tv_to_json(c, &kb, k, -1, 0, item_sep, key_sep);
-                    json_str(c, b, kb.p, kb.n);
-                } else tt_fail(c, "keys must be str, int, float, bool or None, not %s", tv_type_name(k));
-                tb_put(c, b, key_sep, strlen(key_sep));
-                tv_to_json(c, b, v.u.d->val[i], indent, level + 1, item_sep, key_sep);
+                json_key(c, b, v.u.d->key[order[i]], o);
+                tb_put(c, b, o->key_sep, strlen(o->key_sep));
+                tv_to_json(c, b, v.u.d->val[order[i]], o, level + 1);
             }
         }
-        if (indent >= 0) json_newline(c, b, indent, level);
+        if (o->indent >= 0) json_newline(c, b, o->indent, level);
         tb_putc(c, b, is_list ? ']' : '}');
         break;
     }

@@ -14,8 +14,25 @@ static bool bg_before(const bigram *a, const bigram *b) {
     return a->rank < b->rank || (a->rank == b->rank && a->left < b->left);
 }
 
+/* Per-call cache of word -> ids: natural text repeats words, and a word's
+ * tokens depend on the word alone. */
+#define CACHE_SLOTS 65536u
+#define CACHE_MAX_WORD 64u
+#ifndef BPE_CACHE_MIN_TEXT
+#define BPE_CACHE_MIN_TEXT 4096   /* shorter texts: not worth it */
+#endif
+typedef struct cache_entry { uint32_t word_off, word_len, ids_off, ids_n; } cache_entry;
+typedef struct word_cache {
+    uint32_t *slots;         /* entry index + 1, 0 = empty */
+    cache_entry *e;
+    uint32_t n;
+    th_buf words;
+    th_ids ids;
+} word_cache;
+
 typedef struct bpe_ctx {
     const th_vocab *v;
+    word_cache cache;
     th_ids *out;
     th_buf enc;
     sym *syms;
@@ -110,15 +127,57 @@ static void merge_word(bpe_ctx *c, const char *w, size_t wn) {
     for (int32_t i = 0; i < ns; i++) if (c->syms[i].n) emit_symbol(c, &c->syms[i]);
 }
 
+static uint32_t word_hash(const char *s, size_t n) {
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < n; i++) h = (h ^ (uint8_t)s[i]) * 16777619u;
+    return h;
+}
+
+/* The cache slot for w: its entry (*hit) or the empty slot to fill; NULL if the
+ * word is not cacheable. */
+static uint32_t *cache_slot(word_cache *wc, const char *w, size_t n, bool *hit) {
+    *hit = false;
+    if (!wc->slots || n > CACHE_MAX_WORD) return NULL;
+    for (uint32_t i = word_hash(w, n) & (CACHE_SLOTS - 1);; i = (i + 1) & (CACHE_SLOTS - 1)) {
+        uint32_t e = wc->slots[i];
+        if (!e) return &wc->slots[i];
+        const cache_entry *ce = &wc->e[e - 1];
+        if (ce->word_len == n && !memcmp(wc->words.p + ce->word_off, w, n)) { *hit = true; return &wc->slots[i]; }
+    }
+}
+
 static void on_word(void *ctx, const char *w, size_t n) {
     bpe_ctx *c = ctx;
-    if (!c->oom) merge_word(c, w, n);
+    if (c->oom) return;
+    word_cache *wc = &c->cache;
+    bool hit;
+    uint32_t *slot = cache_slot(wc, w, n, &hit);
+    if (hit) {
+        const cache_entry *ce = &wc->e[*slot - 1];
+        for (uint32_t k = 0; k < ce->ids_n; k++) th_ids_push(c->out, wc->ids.p[ce->ids_off + k]);
+        return;
+    }
+    size_t start = c->out->n;
+    merge_word(c, w, n);
+    if (!slot || c->oom || c->out->oom || wc->n >= CACHE_SLOTS / 2) return;
+    cache_entry ce = { (uint32_t)wc->words.n, (uint32_t)n, (uint32_t)wc->ids.n, (uint32_t)(c->out->n - start) };
+    th_buf_add(&wc->words, w, n);
+    for (size_t k = start; k < c->out->n; k++) th_ids_push(&wc->ids, c->out->p[k]);
+    if (wc->words.oom || wc->ids.oom) return;     /* just stop caching */
+    wc->e[wc->n++] = ce;
+    *slot = wc->n;
 }
 
 th_status th_bpe_tokenize(const th_vocab *v, const char *text, size_t len, th_ids *out) {
     bpe_ctx c = { .v = v, .out = out };
+    if (len > BPE_CACHE_MIN_TEXT) {
+        c.cache.slots = calloc(CACHE_SLOTS, sizeof *c.cache.slots);
+        c.cache.e = malloc(CACHE_SLOTS / 2 * sizeof *c.cache.e);
+        if (!c.cache.e) { free(c.cache.slots); c.cache.slots = NULL; }
+    }
     th_status st = th_pretok_split(v->pretok, text, len, on_word, &c);
     free(c.enc.p); free(c.syms); free(c.heap);
+    free(c.cache.slots); free(c.cache.e); free(c.cache.words.p); free(c.cache.ids.p);
     if (st == TH_OK && (c.oom || out->oom)) st = th_set_error(TH_ERR_NOMEM, "tokenize: out of memory");
     return st;
 }

@@ -21,6 +21,7 @@
 #include "tokenizer/vocab_internal.h"
 #include "tokenizer/unicode.h"
 #include <pcre2.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -136,26 +137,31 @@ static bool name_in(const char *list, const char *name) {
     return false;
 }
 
-const char *const *th_pretok_names(void) {
-    static const char *names[128];
-    static char store[2048];
-    if (names[0]) return names;
+static const char *pre_names[128];
+static char pre_names_store[2048];
+
+static void build_names(void) {
     size_t k = 0, used = 0;
     for (size_t i = 0; i < sizeof PRE_DEFS / sizeof PRE_DEFS[0]; i++) {
         for (const char *p = PRE_DEFS[i].names; *p && k + 1 < 128;) {
             const char *e = strchr(p, '|');
             size_t l = e ? (size_t)(e - p) : strlen(p);
-            if (used + l + 1 > sizeof store) break;
-            memcpy(store + used, p, l);
-            store[used + l] = 0;
-            names[k++] = store + used;
+            if (used + l + 1 > sizeof pre_names_store) break;
+            memcpy(pre_names_store + used, p, l);
+            pre_names_store[used + l] = 0;
+            pre_names[k++] = pre_names_store + used;
             used += l + 1;
             if (!e) break;
             p = e + 1;
         }
     }
-    names[k] = NULL;
-    return names;
+    pre_names[k] = NULL;
+}
+
+const char *const *th_pretok_names(void) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, build_names);
+    return pre_names;
 }
 
 /* ---- compiling ---- */

@@ -63,6 +63,41 @@ static void emit_symbol(const th_vocab *v, const char *text, const sym *s, th_id
     }
 }
 
+static bool is_space_sym(const char *t, const sym *s) {
+    return s->n == 3 && !memcmp(t + s->off, "\xE2\x96\x81", 3);
+}
+
+/* A symbol that is one byte or one well-formed UTF-8 character. */
+static bool is_whole_char(const char *t, const sym *s) {
+    const uint8_t *b = (const uint8_t *)t + s->off;
+    if (s->n == 1) return true;
+    if (th_utf8_len(b[0]) != s->n) return false;
+    for (uint32_t k = 1; k < s->n; k++) if ((b[k] & 0xC0) != 0x80) return false;
+    return true;
+}
+
+/* Merge symbols [a, b) as one sequence and emit their tokens. */
+static bool merge_range(const th_vocab *v, const char *text, sym *s, int32_t a, int32_t b, heap *h, th_ids *out) {
+    for (int32_t i = a; i < b; i++) { s[i].prev = i == a ? -1 : i - 1; s[i].next = i + 1 == b ? -1 : i + 1; }
+    h->n = 0;
+    for (int32_t i = a + 1; i < b; i++) if (!try_bigram(v, text, s, i - 1, i, h)) return false;
+    while (h->n) {
+        bigram g = heap_pop(h);
+        sym *l = &s[g.left], *r = &s[g.right];
+        if (l->n == 0 || r->n == 0 || l->n + r->n != g.size) continue;   /* stale */
+        l->n += r->n;
+        r->n = 0;
+        l->next = r->next;
+        if (r->next >= 0) s[r->next].prev = g.left;
+        if (!try_bigram(v, text, s, l->prev, g.left, h) || !try_bigram(v, text, s, g.left, l->next, h)) return false;
+    }
+    for (int32_t i = a; i != -1; i = s[i].next) emit_symbol(v, text, &s[i], out);
+    return true;
+}
+
+/* When no token has U+2581 right after another character (v->spm_word_split),
+ * no merge can join a symbol to a following "▁" symbol, so the text is merged
+ * word by word: the same result as one pass over everything, with small heaps. */
 th_status th_spm_tokenize(const th_vocab *v, const char *in, size_t len, th_ids *out) {
     th_buf text = {0};
     sym *s = NULL;
@@ -77,22 +112,17 @@ th_status th_spm_tokenize(const th_vocab *v, const char *in, size_t len, th_ids 
     int32_t n = 0;
     for (size_t off = 0; off < text.n; n++) {
         size_t l = TH_MIN(th_utf8_len((uint8_t)text.p[off]), text.n - off);
-        s[n] = (sym){ n - 1, off + l == text.n ? -1 : n + 1, (uint32_t)off, (uint32_t)l };
+        s[n] = (sym){ -1, -1, (uint32_t)off, (uint32_t)l };
         off += l;
     }
-    for (int32_t i = 1; i < n; i++) if (!try_bigram(v, text.p, s, i - 1, i, &h)) goto oom;
-    while (h.n) {
-        bigram b = heap_pop(&h);
-        sym *l = &s[b.left], *r = &s[b.right];
-        if (l->n == 0 || r->n == 0 || l->n + r->n != b.size) continue;   /* stale */
-        l->n += r->n;
-        r->n = 0;
-        l->next = r->next;
-        if (r->next >= 0) s[r->next].prev = b.left;
-        if (!try_bigram(v, text.p, s, l->prev, b.left, &h) || !try_bigram(v, text.p, s, b.left, l->next, &h))
-            goto oom;
+    int32_t a = 0;
+    for (int32_t i = 1; i <= n; i++) {
+        bool cut = i == n || (v->spm_word_split && is_space_sym(text.p, &s[i]) && !is_space_sym(text.p, &s[i - 1]) &&
+                              is_whole_char(text.p, &s[i - 1]));
+        if (!cut) continue;
+        if (!merge_range(v, text.p, s, a, i, &h, out)) goto oom;
+        a = i;
     }
-    for (int32_t i = 0; i != -1; i = s[i].next) emit_symbol(v, text.p, &s[i], out);
     goto done;
 oom:
     st = th_set_error(TH_ERR_NOMEM, "tokenize: out of memory");

@@ -47,26 +47,44 @@ static bool split_special(const th_vocab *v, th_token id, const char *text, frag
     return true;
 }
 
+/* Which special tokens occur anywhere in the text (one pass, by first byte and
+ * length), so that only those are searched for fragment by fragment. */
+static bool *find_occurring(const th_vocab *v, const char *text, size_t len, bool parse_special) {
+    bool *occ = calloc((size_t)v->n_special + 1, sizeof *occ);
+    if (!occ) return NULL;
+    for (size_t i = 0; i < len; i++) {
+        uint8_t b = (uint8_t)text[i];
+        for (uint32_t k = v->first_len_off[b]; k < v->first_len_off[b + 1]; k++) {
+            uint32_t l = v->first_len[k];
+            if (l > len - i) continue;
+            int32_t id = th_vocab_find(v, text + i, l);
+            if (id < 0 || id >= v->n_tokens || v->special_index[id] < 0) continue;
+            if (!parse_special && (v->attr[id] & (TH_ATTR_CONTROL | TH_ATTR_UNKNOWN))) continue;
+            occ[v->special_index[id]] = true;
+        }
+    }
+    return occ;
+}
+
+/* llama.cpp's tokenizer_st_partition: special tokens, longest first, each split
+ * out of every remaining text fragment at all its (leftmost, non-overlapping)
+ * occurrences. Control and unknown tokens only with parse_special. */
 static th_status partition(const th_vocab *v, const char *text, size_t len, bool parse_special, frags *res) {
     frags a = {0}, b = {0};
+    bool *occ = NULL;
     if (len && !frags_push(&a, -1, 0, len)) goto oom;
+    if (len && v->n_special && !(occ = find_occurring(v, text, len, parse_special))) goto oom;
     for (int32_t k = 0; k < v->n_special && a.n; k++) {
-        th_token id = v->special[k];
-        if (!parse_special && (v->attr[id] & (TH_ATTR_CONTROL | TH_ATTR_UNKNOWN))) continue;
-        uint32_t tl;
-        const char *t = th_tok_text(v, id, &tl);
-        bool present = false;     /* cheap pre-check avoids rebuilding the list */
-        for (size_t i = 0; i < a.n && !present; i++)
-            present = a.p[i].tok < 0 && a.p[i].len >= tl && memmem(text + a.p[i].off, a.p[i].len, t, tl);
-        if (!present) continue;
-        if (!split_special(v, id, text, &a, &b)) goto oom;
+        if (!occ[k]) continue;
+        if (!split_special(v, v->special[k], text, &a, &b)) goto oom;
         frags tmp = a; a = b; b = tmp;
     }
+    free(occ);
     free(b.p);
     *res = a;
     return TH_OK;
 oom:
-    free(a.p); free(b.p);
+    free(occ); free(a.p); free(b.p);
     return th_set_error(TH_ERR_NOMEM, "tokenize: out of memory");
 }
 
@@ -112,7 +130,7 @@ th_status th_vocab_tokenize(const th_vocab *v, const char *text, size_t len, boo
     free(fr.p);
     if (st == TH_OK) {
         *n_out = ids.n;
-        memcpy(out, ids.p, TH_MIN(ids.n, cap) * sizeof *out);
+        if (ids.n && cap) memcpy(out, ids.p, TH_MIN(ids.n, cap) * sizeof *out);
         if (ids.n > cap)
             st = th_set_error(TH_ERR_CAPACITY, "tokenize: %zu tokens do not fit in a buffer of %zu", ids.n, cap);
     }

@@ -19,8 +19,7 @@ th_token th_vocab_bos(const th_vocab *v);      /* -1 if none */
 th_token th_vocab_eos(const th_vocab *v);      /* -1 if none */
 th_token th_vocab_eot(const th_vocab *v);      /* -1 if none */
 bool th_vocab_is_eog(const th_vocab *v, th_token t);
-/* (named th_vocab_adds_bos: theseus.h already has th_vocab_add_bos(const th_model *)) */
-bool th_vocab_adds_bos(const th_vocab *v);
+bool th_vocab_add_bos(const th_vocab *v);
 const char *th_vocab_model_name(const th_vocab *v); /* "llama", "gpt2", "bert" */
 const char *th_vocab_pre_name(const th_vocab *v);   /* tokenizer.ggml.pre or "default" */
 
@@ -38,14 +37,6 @@ int32_t th_vocab_token_to_piece(const th_vocab *v, th_token t, char *buf, int32_
 int64_t th_vocab_detokenize(const th_vocab *v, const th_token *tokens, size_t n, char *buf, size_t cap,
                             bool special);
 
-/* Streaming-safe output of decoded pieces: bytes go in as tokens are decoded;
- * only complete UTF-8 characters come out, an incomplete tail waits for the next
- * piece, and invalid bytes come out as U+FFFD, so a token boundary inside a
- * multi-byte character never yields broken text. Zero-initialize to start. */
-typedef struct th_utf8_stream { uint8_t pending[4]; uint8_t n_pending; } th_utf8_stream;
-/* Feed n bytes; writes the ready text to out (capacity >= 3 * (n + 4)); returns its length. */
-size_t th_utf8_stream_push(th_utf8_stream *st, const char *in, size_t n, char *out);
-/* End of stream: an unfinished character becomes U+FFFD (out >= 3 bytes). Resets st. */
-size_t th_utf8_stream_flush(th_utf8_stream *st, char *out);
+/* th_utf8_stream (streaming-safe output of pieces) is public: see theseus.h. */
 
 #endif

@@ -1,6 +1,7 @@
 /* unicode.c — implementation of unicode.h: code point classes come from
  * utf8proc's tables; decoding and the GPT-2 byte map follow llama.cpp. */
 #include "tokenizer/unicode.h"
+#include <pthread.h>
 #include <utf8proc.h>
 
 unsigned th_cpt_flags(uint32_t cpt) {
@@ -69,24 +70,20 @@ uint32_t th_cpt_nfd_first(uint32_t cpt) {
  * bytes map, in byte order, to U+0100, U+0101, ... */
 static bool gpt2_self(int b) { return (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE); }
 
-static struct { char s[256][2]; uint8_t len[256]; int16_t from_cpt[324]; bool ready; } g2;
+static struct { char s[256][2]; uint8_t len[256]; int16_t from_cpt[324]; } g2;
+static pthread_once_t g2_once = PTHREAD_ONCE_INIT;
 
-static void gpt2_init(void) {
-    if (__atomic_load_n(&g2.ready, __ATOMIC_ACQUIRE)) return;
+static void gpt2_build(void) {
     int n = 0;
-    int16_t inv[324];
-    for (int i = 0; i < 324; i++) inv[i] = -1;
-    char s[256][2]; uint8_t len[256];
+    for (int i = 0; i < 324; i++) g2.from_cpt[i] = -1;
     for (int b = 0; b < 256; b++) {
         uint32_t c = gpt2_self(b) ? (uint32_t)b : (uint32_t)(256 + n++);
-        len[b] = (uint8_t)th_utf8_put(c, s[b]);
-        inv[c] = (int16_t)b;
+        g2.len[b] = (uint8_t)th_utf8_put(c, g2.s[b]);
+        g2.from_cpt[c] = (int16_t)b;
     }
-    /* Idempotent: racing threads write identical bytes. */
-    for (int b = 0; b < 256; b++) { g2.s[b][0] = s[b][0]; g2.s[b][1] = s[b][1]; g2.len[b] = len[b]; }
-    for (int i = 0; i < 324; i++) g2.from_cpt[i] = inv[i];
-    __atomic_store_n(&g2.ready, true, __ATOMIC_RELEASE);
 }
+
+static void gpt2_init(void) { pthread_once(&g2_once, gpt2_build); }
 
 const char *th_gpt2_byte_utf8(uint8_t byte, int *len) {
     gpt2_init();

@@ -17,6 +17,11 @@ static uint64_t hash_bytes(const char *s, size_t n) {
     return h ^ (h >> 29);
 }
 
+static inline uint32_t hash_pair(uint32_t a, uint32_t b) {
+    uint64_t k = (((uint64_t)a << 32) | b) * 0x9E3779B97F4A7C15ull;
+    return (uint32_t)(k >> 32) ^ (uint32_t)k;
+}
+
 static const char *any_text(const th_vocab *v, uint32_t id, uint32_t *len) {
     if (id < (uint32_t)v->n_tokens) { *len = v->tok_len[id]; return v->text + v->tok_off[id]; }
     id -= (uint32_t)v->n_tokens;
@@ -123,8 +128,7 @@ static th_status load_tokens(th_vocab *v, const gguf_file *f) {
         return th_set_error(TH_ERR_FORMAT, "tokenizer.ggml.tokens: %llu tokens is out of range",
                             (unsigned long long)toks->arr_n);
     uint32_t n = (uint32_t)toks->arr_n;
-    const float *fscores = NULL;
-    const int32_t *iscores = NULL, *types = NULL;
+    const void *fscores = NULL, *iscores = NULL, *types = NULL;
     const gguf_kv *sc = gguf_find(f, "tokenizer.ggml.scores");
     if (sc) {
         if (sc->type != GGUF_ARRAY || (sc->arr_type != GGUF_F32 && sc->arr_type != GGUF_I32))
@@ -132,8 +136,8 @@ static th_status load_tokens(th_vocab *v, const gguf_file *f) {
         if (sc->arr_n < n)
             return th_set_error(TH_ERR_FORMAT, "tokenizer.ggml.scores: %llu scores for %u tokens",
                                 (unsigned long long)sc->arr_n, n);
-        if (sc->arr_type == GGUF_F32) fscores = (const float *)sc->arr_data;
-        else iscores = (const int32_t *)sc->arr_data;
+        if (sc->arr_type == GGUF_F32) fscores = sc->arr_data;
+        else iscores = sc->arr_data;
     }
     const gguf_kv *tt = gguf_find(f, "tokenizer.ggml.token_type");
     if (tt) {
@@ -142,7 +146,7 @@ static th_status load_tokens(th_vocab *v, const gguf_file *f) {
         if (tt->arr_n < n)
             return th_set_error(TH_ERR_FORMAT, "tokenizer.ggml.token_type: %llu types for %u tokens",
                                 (unsigned long long)tt->arr_n, n);
-        types = (const int32_t *)tt->arr_data;
+        types = tt->arr_data;
     }
     uint64_t total = 0;
     for (uint32_t i = 0; i < n; i++) {
@@ -169,10 +173,16 @@ static th_status load_tokens(th_vocab *v, const gguf_file *f) {
         v->tok_len[i] = l;
         off += l;
         if (l > v->max_token_len) v->max_token_len = l;
-        v->score[i] = fscores ? fscores[i] : iscores ? (float)iscores[i] : 0.0f;
+        /* array data in a GGUF file need not be aligned: copy, do not dereference */
+        float fs = 0.0f;
+        int32_t is = 0, ty = 1;
+        if (fscores) memcpy(&fs, (const char *)fscores + 4 * (size_t)i, 4);
+        if (iscores) { memcpy(&is, (const char *)iscores + 4 * (size_t)i, 4); fs = (float)is; }
+        if (types) memcpy(&ty, (const char *)types + 4 * (size_t)i, 4);
+        v->score[i] = fs;
         static const uint32_t attr_of_type[7] = { 0, TH_ATTR_NORMAL, TH_ATTR_UNKNOWN, TH_ATTR_CONTROL,
                                                   TH_ATTR_USER_DEFINED, TH_ATTR_UNUSED, TH_ATTR_BYTE };
-        v->attr[i] = !types ? TH_ATTR_NORMAL : (types[i] >= 0 && types[i] < 7) ? attr_of_type[types[i]] : 0;
+        v->attr[i] = (ty >= 0 && ty < 7) ? attr_of_type[ty] : 0;
         map_insert(v, i);
     }
     return TH_OK;
@@ -209,8 +219,7 @@ static th_status load_merges(th_vocab *v, const gguf_file *f) {
         int64_t b = a < 0 ? -1 : find_or_add(v, sp + 1, l2, &extra_cap, &blob_cap, &blob_n);
         int64_t c = b < 0 ? -1 : find_or_add(v, cat, l1 + l2, &extra_cap, &blob_cap, &blob_n);
         if (c < 0) { free(cat); return th_set_error(TH_ERR_NOMEM, "vocab: out of memory reading merges"); }
-        uint64_t key = ((uint64_t)a << 32) | (uint64_t)b;
-        uint32_t j = (uint32_t)(hash_bytes((const char *)&key, 8)) & v->merge_mask;
+        uint32_t j = hash_pair((uint32_t)a, (uint32_t)b) & v->merge_mask;
         while (v->merges[j].rank != UINT32_MAX && !(v->merges[j].left == a && v->merges[j].right == b))
             j = (j + 1) & v->merge_mask;
         if (v->merges[j].rank == UINT32_MAX)     /* the first (lowest) rank wins */
@@ -221,8 +230,7 @@ static th_status load_merges(th_vocab *v, const gguf_file *f) {
 }
 
 const th_merge *th_vocab_merge(const th_vocab *v, uint32_t left, uint32_t right) {
-    uint64_t key = ((uint64_t)left << 32) | (uint64_t)right;
-    for (uint32_t j = (uint32_t)(hash_bytes((const char *)&key, 8)) & v->merge_mask;; j = (j + 1) & v->merge_mask) {
+    for (uint32_t j = hash_pair(left, right) & v->merge_mask;; j = (j + 1) & v->merge_mask) {
         const th_merge *m = &v->merges[j];
         if (m->rank == UINT32_MAX) return NULL;
         if (m->left == left && m->right == right) return m;
@@ -345,13 +353,58 @@ static int cmp_special(const void *a, const void *b, void *ctx) {
     return x < y ? -1 : x > y;
 }
 
+static int cmp_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
 static th_status build_special_list(th_vocab *v) {
     v->special = malloc((size_t)v->n_tokens * sizeof *v->special);
     if (!v->special) return th_set_error(TH_ERR_NOMEM, "vocab: out of memory");
     for (int32_t i = 0; i < v->n_tokens; i++)
         if (v->attr[i] & (TH_ATTR_CONTROL | TH_ATTR_USER_DEFINED | TH_ATTR_UNKNOWN)) v->special[v->n_special++] = i;
     qsort_r(v->special, (size_t)v->n_special, sizeof *v->special, cmp_special, v);
+    /* index for the one-pass search of special tokens in a text (tokenize.c) */
+    v->special_index = malloc((size_t)v->n_tokens * sizeof *v->special_index);
+    v->first_len_off = calloc(257, sizeof *v->first_len_off);
+    v->first_len = malloc(((size_t)v->n_special + 1) * sizeof *v->first_len);
+    if (!v->special_index || !v->first_len_off || !v->first_len) return th_set_error(TH_ERR_NOMEM, "vocab: out of memory");
+    for (int32_t i = 0; i < v->n_tokens; i++) v->special_index[i] = -1;
+    for (int32_t k = 0; k < v->n_special; k++) v->special_index[v->special[k]] = k;
+    /* (first byte, length) of every special token, by byte then longest first */
+    uint64_t *keys = malloc(((size_t)v->n_special + 1) * sizeof *keys);
+    if (!keys) return th_set_error(TH_ERR_NOMEM, "vocab: out of memory");
+    for (int32_t k = 0; k < v->n_special; k++) {
+        uint32_t l;
+        const char *t = th_tok_text(v, v->special[k], &l);
+        keys[k] = ((uint64_t)(uint8_t)t[0] << 32) | (uint32_t)~l;
+    }
+    qsort(keys, (size_t)v->n_special, sizeof *keys, cmp_u64);
+    uint32_t n = 0;
+    int32_t k = 0;
+    for (int b = 0; b < 256; b++) {
+        v->first_len_off[b] = n;
+        for (; k < v->n_special && (int)(keys[k] >> 32) == b; k++) {
+            uint32_t l = ~(uint32_t)keys[k];
+            if (n == v->first_len_off[b] || v->first_len[n - 1] != l) v->first_len[n++] = l;
+        }
+    }
+    free(keys);
+    v->first_len_off[256] = n;
     return TH_OK;
+}
+
+/* SPM can merge word by word when no token has U+2581 after another character. */
+static void check_word_split(th_vocab *v) {
+    v->spm_word_split = v->kind == TH_VOCAB_SPM;
+    for (int32_t i = 0; i < v->n_tokens && v->spm_word_split; i++) {
+        uint32_t l;
+        const char *t = th_tok_text(v, i, &l);
+        for (uint32_t j = 1; j + 3 <= l; j++) {
+            if (memcmp(t + j, "\xE2\x96\x81", 3)) continue;
+            if (j < 3 || memcmp(t + j - 3, "\xE2\x96\x81", 3)) { v->spm_word_split = false; break; }
+        }
+    }
 }
 
 /* Per-token strip flags llama.cpp sets by model name (phi-3) or pre type. */
@@ -527,6 +580,7 @@ th_status th_vocab_load(const gguf_file *f, th_vocab **out) {
     if (st != TH_OK) { th_vocab_free(v); return st; }
     set_strip_attrs(v, f);
     build_byte_tokens(v);
+    check_word_split(v);
     *out = v;
     return TH_OK;
 }
@@ -536,7 +590,7 @@ void th_vocab_free(th_vocab *v) {
     th_pretok_free(v->pretok);
     free(v->pre_name); free(v->text); free(v->tok_off); free(v->tok_len); free(v->score); free(v->attr);
     free(v->map.slots); free(v->extra_text); free(v->extra_off); free(v->extra_len); free(v->merges);
-    free(v->is_eog); free(v->special); free(v->piece); free(v->piece_off); free(v->piece_len);
+    free(v->is_eog); free(v->special); free(v->special_index); free(v->first_len_off); free(v->first_len); free(v->piece); free(v->piece_off); free(v->piece_len);
     free(v);
 }
 
@@ -545,6 +599,6 @@ th_token th_vocab_bos(const th_vocab *v) { return v->bos; }
 th_token th_vocab_eos(const th_vocab *v) { return v->eos; }
 th_token th_vocab_eot(const th_vocab *v) { return v->eot; }
 bool th_vocab_is_eog(const th_vocab *v, th_token t) { return t >= 0 && t < v->n_tokens && v->is_eog[t]; }
-bool th_vocab_adds_bos(const th_vocab *v) { return v->add_bos; }
+bool th_vocab_add_bos(const th_vocab *v) { return v->add_bos; }
 const char *th_vocab_model_name(const th_vocab *v) { return v->model_name; }
 const char *th_vocab_pre_name(const th_vocab *v) { return v->pre_name; }

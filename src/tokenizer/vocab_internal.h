@@ -56,6 +56,10 @@ struct th_vocab {
     bool lowercase, strip_accents;
     th_token *special;           /* control/user-defined/unknown ids, longest text first */
     int32_t n_special;
+    bool spm_word_split;         /* no token has U+2581 after another character */
+    int32_t *special_index;      /* id -> index in special[], -1 if not special */
+    uint32_t *first_len_off;     /* [257]: special token lengths by first byte ... */
+    uint32_t *first_len;         /* ... distinct lengths, in first_len[first_len_off[b] ..] */
     th_token byte_token[256];    /* SPM: <0xNN> (or the 1-char token), -1 if none */
     /* token_to_piece(special = true) of every token */
     char *piece;

@@ -24,7 +24,7 @@ static void touch_kv(const gguf_file *f, const gguf_kv *kv) {
         sink += gguf_get_f32(f, key, &x) ? (uint64_t)(x == x) : 0;
         sink += gguf_get_bool(f, key, &b) ? b : 0;
         if (gguf_get_str(f, key, &s) && s.len) sink += (uint8_t)s.ptr[s.len - 1];
-        sink += gguf_find(f, key) == kv;   /* keys are unique: the lookup finds this one */
+        if (gguf_find(f, key) != kv || !gguf_str_eq(kv->key, key)) abort();  /* keys are unique */
         sink += gguf_get_arr(f, key, kv->arr_type) != NULL;
     }
     sink += strlen(gguf_vtype_name(kv->type));

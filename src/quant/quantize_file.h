@@ -1,0 +1,35 @@
+/* quantize_file.h — the per-tensor type choice of th_quantize_file (quantize_file.c),
+ * exposed so tests can check the rules on synthetic tensor lists without data. */
+#ifndef TH_QUANTIZE_FILE_H
+#define TH_QUANTIZE_FILE_H
+
+#include "quant/quant.h"
+
+/* A mix: llama.cpp's file type ("Q4_K_M" = ftype 15, base type Q4_K). */
+typedef struct th_qmix {
+    const char *name;
+    uint32_t ftype;     /* llama_ftype number, written to general.file_type */
+    uint32_t base;      /* ggml type most weights get */
+} th_qmix;
+
+/* What the rules need to know about the model (from its metadata). */
+typedef struct th_qmodel {
+    const char *arch;   /* general.architecture ("" if absent) */
+    int n_layer, n_head, n_head_kv, n_expert;
+} th_qmodel;
+
+typedef struct th_qtensor {
+    const char *name;
+    uint32_t type;
+    uint32_t n_dims;
+    uint64_t ne[4];
+} th_qtensor;
+
+/* NULL if unknown. Case-insensitive; Q3_K/Q4_K/Q5_K mean the _M mixes, as in llama-quantize. */
+const th_qmix *th_qmix_find(const char *name);
+/* Output type of each tensor (out[i] for t[i]) as llama-quantize chooses it without
+ * an importance matrix. `pure` skips the per-tensor bumps. Returns how many tensors
+ * needed a row-length fallback, -1 (error set) if out of memory. */
+int th_qplan_types(const th_qmix *mix, bool pure, const th_qmodel *m, const th_qtensor *t, size_t n, uint32_t *out);
+
+#endif

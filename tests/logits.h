@@ -1,0 +1,63 @@
+/* logits.h — test helpers for logits: reading THLG files (the golden format of
+ * shared/fixtures) and comparing two sets of logits the way the fixtures'
+ * tolerances are stated (worst per-position relative L2 error, top-1 agreement). */
+#ifndef TH_TEST_LOGITS_H
+#define TH_TEST_LOGITS_H
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+typedef struct { uint32_t n, nv; int32_t *tok; float *logits; } thlg;
+
+static inline bool thlg_load(const char *path, thlg *g) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return false;
+    uint32_t h[4];
+    bool ok = fread(h, 4, 4, f) == 4 && h[0] == 0x474C4854u && h[1] == 1;
+    if (ok) {
+        g->n = h[2]; g->nv = h[3];
+        g->tok = malloc(g->n * 4);
+        g->logits = malloc((size_t)g->n * g->nv * 4);
+        ok = g->tok && g->logits && fread(g->tok, 4, g->n, f) == g->n &&
+             fread(g->logits, 4, (size_t)g->n * g->nv, f) == (size_t)g->n * g->nv;
+    }
+    fclose(f);
+    return ok;
+}
+
+static inline void thlg_free(thlg *g) { free(g->tok); free(g->logits); }
+
+static inline int argmax(const float *x, int n) {
+    int b = 0;
+    for (int i = 1; i < n; i++) if (x[i] > x[b]) b = i;
+    return b;
+}
+
+static inline double rel_l2(const float *a, const float *b, int nv) {
+    double num = 0, den = 0;
+    for (int i = 0; i < nv; i++) {
+        double d = (double)a[i] - b[i];
+        num += d * d;
+        den += (double)b[i] * b[i];
+    }
+    return sqrt(num) / (den > 0 ? sqrt(den) : 1);
+}
+
+/* Worst relative L2 error over n positions (and where, if worst_pos), top-1 agreement. */
+static inline void compare_logits(const float *a, const float *b, int n, int nv, double *worst, int *worst_pos,
+                                  double *top1) {
+    int agree = 0, wp = 0;
+    *worst = 0;
+    for (int p = 0; p < n; p++) {
+        double r = rel_l2(a + (size_t)p * nv, b + (size_t)p * nv, nv);
+        if (r > *worst) { *worst = r; wp = p; }
+        agree += argmax(a + (size_t)p * nv, nv) == argmax(b + (size_t)p * nv, nv);
+    }
+    if (worst_pos) *worst_pos = wp;
+    *top1 = (double)agree / n;
+}
+
+#endif
