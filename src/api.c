@@ -42,7 +42,7 @@ const char *th_model_meta_str(const th_model *mc, const char *key) {
 th_token th_token_bos(const th_model *m) { return th_vocab_bos(m->vocab); }
 th_token th_token_eos(const th_model *m) { return th_vocab_eos(m->vocab); }
 bool th_token_is_eog(const th_model *m, th_token t) { return th_vocab_is_eog(m->vocab, t); }
-bool th_model_add_bos(const th_model *m) { return th_vocab_adds_bos(m->vocab); }
+bool th_model_add_bos(const th_model *m) { return th_vocab_add_bos(m->vocab); }
 
 th_status th_tokenize(const th_model *m, const char *text, size_t len, bool add_special, bool parse_special,
                       th_token *out, size_t cap, size_t *n_out) {

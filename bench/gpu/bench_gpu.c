@@ -95,7 +95,7 @@ static th_model *synth(const shape *sh, uint32_t type, double *weight_bytes, dou
     *hp = (th_hparams){ .n_vocab = sh->vocab, .n_embd = sh->dim, .n_layer = sh->layers, .n_head = sh->heads,
                         .n_head_kv = sh->kv, .head_dim = sh->dim / sh->heads, .head_dim_v = sh->dim / sh->heads,
                         .n_ff = sh->ffn, .n_ctx_train = 8192, .n_rot = sh->dim / sh->heads, .rope_type = TH_ROPE_NORM,
-                        .rope_base = 500000.0f, .rope_freq_scale = 1.0f, .norm_eps = 1e-5f, .embd_scale = 1.0f,
+                        .rope_base = 500000.0f, .rope_freq_scale = 1.0f, .rope_attn_factor = 1.0f, .norm_eps = 1e-5f, .embd_scale = 1.0f,
                         .attn_scale = 1.0f / sqrtf((float)(sh->dim / sh->heads)), .act_fn = TH_ACT_SILU };
     int64_t E = sh->dim, hd = E / sh->heads, q = E, kvw = (int64_t)sh->kv * hd, F = sh->ffn;
     size_t rbE, rbF;
@@ -122,6 +122,7 @@ static th_model *synth(const shape *sh, uint32_t type, double *weight_bytes, dou
         L->w_up = mk(wu, type, E, F, rbE, "ffn_up.weight");
         L->w_down = mk(wd, type, F, E, rbF, "ffn_down.weight");
         L->rope_base = hp->rope_base;
+        L->rope_freq_scale = hp->rope_freq_scale;
     }
     double per_layer_rows_E = (double)(q + 2 * kvw + E + 2 * F), per_layer_rows_F = (double)E;
     *weight_bytes = sh->layers * (per_layer_rows_E * rbE + per_layer_rows_F * rbF) + (double)sh->vocab * rbE;

@@ -29,7 +29,7 @@ __device__ void norm_rope_head(float *x, const float *nw, const th_cu_rope &r, i
         float tb = (float)pos;
         for (int k = 0; k < i; k++) tb *= r.theta_scale;
         float ff = r.freq_factors ? r.freq_factors[i] : 1.0f;
-        float theta = tb * r.freq_scale / ff;
+        float theta = r.freq_scale * (tb / ff);  // the CPU reference's order (th_op_rope_ext)
         float c = cosf(theta), s = sinf(theta);
         int a = r.rope_type == 1 ? i : 2 * i, b = r.rope_type == 1 ? i + half : 2 * i + 1;
         float x0 = x[a], x1 = x[b];
