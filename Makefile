@@ -58,7 +58,7 @@ CFLAGS   += -DTH_CUDA=1 -I$(CUDA_HOME)/include
 LDLIBS   += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart_static -ldl -lrt -lstdc++
 endif
 
-.PHONY: all lib tools tests bench test run asan fuzz install clean deps model check-tests
+.PHONY: all lib tools tests bench test run asan fuzz install clean deps model check-tests neon-test
 all: lib $(BUILD)/theseus
 
 lib: $(BUILD)/libtheseus.a $(BUILD)/libtheseus.so
@@ -77,7 +77,8 @@ $(BUILD)/theseus: $(TOOL_OBJ) $(BUILD)/libtheseus.a
 # Per-ISA flags chosen by file name: foo_avx2.c, foo_avx512.c, foo_neon.c.
 ISA_FLAGS_avx2   := -mavx2 -mfma -mf16c -mbmi2
 ISA_FLAGS_avx512 := -mavx2 -mfma -mf16c -mbmi2 -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16
-isa_flags = $(if $(findstring _avx512.c,$1),$(ISA_FLAGS_avx512),$(if $(findstring _avx2.c,$1),$(ISA_FLAGS_avx2)))
+ISA_FLAGS_neon   := -march=armv8.2-a+dotprod+fp16
+isa_flags = $(if $(findstring _avx512.c,$1),$(ISA_FLAGS_avx512),$(if $(findstring _avx2.c,$1),$(ISA_FLAGS_avx2),$(if $(findstring _neon.c,$1),$(ISA_FLAGS_neon))))
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(@D)
@@ -132,6 +133,25 @@ fuzz: deps
 	  clang -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
 	    -o build/fuzz/bin/$$n $$f build/fuzz/libtheseus.a $(LDLIBS) || exit 1; done
 
+# NEON kernels on an x86 host: cross-build what the kernel tests need (core, quant,
+# cpu minus the x86 files, gguf for the fixture weights; no PCRE2/cJSON/utf8proc) with the aarch64 cross compiler,
+# statically linked so that qemu-aarch64 runs it without a sysroot (tests/t_neon.sh).
+AARCH64_CC  ?= aarch64-linux-gnu-gcc
+NEON_BUILD  := build/aarch64
+NEON_SRC    := $(filter-out %_avx2.c %_avx512.c, $(wildcard src/core/*.c src/quant/*.c src/cpu/*.c src/gguf/*.c))
+NEON_OBJ    := $(NEON_SRC:%.c=$(NEON_BUILD)/%.o)
+NEON_CFLAGS := $(filter-out -fPIC,$(CFLAGS_BASE))
+
+neon-test: $(NEON_BUILD)/tests/test_kernels_neon
+
+$(NEON_BUILD)/%.o: %.c
+	@mkdir -p $(@D)
+	$(AARCH64_CC) $(NEON_CFLAGS) $(call isa_flags,$<) -MMD -MP -c $< -o $@
+
+$(NEON_BUILD)/tests/test_kernels_neon: tests/test_kernels_neon.c tests/check.h $(NEON_OBJ)
+	@mkdir -p $(@D)
+	$(AARCH64_CC) $(NEON_CFLAGS) -Itests -static -o $@ $< $(NEON_OBJ) -lm -pthread
+
 install: all
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig
 	install -m 644 include/theseus.h $(DESTDIR)$(PREFIX)/include/
@@ -144,4 +164,4 @@ install: all
 clean:
 	rm -rf build theseus
 
--include $(LIB_OBJ:.o=.d) $(TOOL_OBJ:.o=.d)
+-include $(LIB_OBJ:.o=.d) $(TOOL_OBJ:.o=.d) $(wildcard $(NEON_OBJ:.o=.d))

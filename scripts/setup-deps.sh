@@ -2,7 +2,7 @@
 # setup-deps.sh — installs what building and testing theseus needs on Debian
 # (idempotent: does nothing when everything is present). Run as root or with sudo.
 set -e
-PKGS="build-essential pkg-config libpcre2-dev libcjson-dev libutf8proc-dev libmicrohttpd-dev curl python3-pip clang libclang-rt-14-dev"
+PKGS="build-essential pkg-config libpcre2-dev libcjson-dev libutf8proc-dev libmicrohttpd-dev curl python3-pip clang libclang-rt-14-dev gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user"
 missing=""
 for p in $PKGS; do
     dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"

@@ -1,6 +1,6 @@
 /* kernels.c — builds the CPU kernel table once: the generic (reference) level,
- * then the best level the CPU and OS support (cpuid + XGETBV), or the one
- * TH_CPU forces. */
+ * then the best level the CPU and OS support (cpuid + XGETBV; on aarch64 HWCAP),
+ * or the one TH_CPU forces. */
 #include "cpu/kernels.h"
 #include <pthread.h>
 #include <stdio.h>
@@ -71,8 +71,34 @@ static int detect_x86_level(void) { /* 0 generic, 1 avx2, 2 avx512 */
 }
 #endif
 
+#if defined(__aarch64__)
+/* aarch64: the neon level needs the dot-product instructions (HWCAP_ASIMDDP, which the
+ * kernel reports only when the OS supports them); TH_CPU=generic|neon forces a level. */
+#include <sys/auxv.h>
+#ifndef HWCAP_ASIMDDP
+#define HWCAP_ASIMDDP (1UL << 20)
+#endif
+static void init_table_aarch64(void) {
+    bool neon = (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0;
+    const char *force = getenv("TH_CPU");
+    if (force && *force) {
+        if (!strcmp(force, "generic"))
+            neon = false;
+        else if (strcmp(force, "neon"))
+            fprintf(stderr, "theseus: TH_CPU=%s is not one of generic|neon; ignored\n", force);
+        else if (!neon)
+            fprintf(stderr, "theseus: TH_CPU=neon is not supported by this CPU (no dotprod); using generic\n");
+    }
+    if (neon) { th_kernels_fill_neon(&table); table.level = "neon"; }
+}
+#endif
+
 static void init_table(void) {
     th_kernels_fill_generic(&table);
+#if defined(__aarch64__)
+    init_table_aarch64();
+    return;
+#endif
     int level = 0;
 #if defined(__x86_64__)
     level = detect_x86_level();

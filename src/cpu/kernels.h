@@ -1,6 +1,6 @@
 /* kernels.h — the CPU kernel table. At start-up (first call of th_cpu_kernels())
  * cpuid + XGETBV pick the best level the CPU and OS support; TH_CPU=generic|avx2|avx512
- * forces one. The generic level is the reference kernels of src/quant/. Each
+ * forces one (on aarch64: HWCAP_ASIMDDP picks neon; TH_CPU=generic|neon). The generic level is the reference kernels of src/quant/. Each
  * ISA file (kernels_avx2.c, ...) fills the entries it accelerates and leaves the
  * rest to the level below. */
 #ifndef TH_CPU_KERNELS_H
@@ -33,6 +33,7 @@ const th_kernels *th_cpu_kernels(void);
 void th_kernels_fill_generic(th_kernels *k);
 void th_kernels_fill_avx2(th_kernels *k);    /* kernels_avx2.c (x86-64 only) */
 void th_kernels_fill_avx512(th_kernels *k);  /* kernels_avx512.c (x86-64 only) */
+void th_kernels_fill_neon(th_kernels *k);    /* kernels_neon.c (aarch64 only, needs dotprod) */
 
 /* A gemm built from the table's vec_dot for `type` (what levels use until they
  * have a real tiled kernel). */
