@@ -6,6 +6,12 @@
 #   scripts/gpu-check.sh [tests] [memcheck] [bench] [quick]   (default: tests bench)
 # Environment: BUILD (default build/cuda), SHARED (fixtures root), NO_BUILD=1 to
 # use binaries already built, OUT (a folder for logs; default /tmp/gpu-check).
+# Building needs the library's -dev packages (PCRE2, cJSON, utf8proc); where the
+# GPU machine lacks them, build here with `make CUDA=1 lib tests build/cuda/theseus
+# build/cuda/bench/gpu/bench_gpu`, carry the binaries plus libpcre2-8.so.0,
+# libcjson.so.1, libutf8proc.so.2 and run with NO_BUILD=1 LD_LIBRARY_PATH=<their dir>.
+# GPU variants for measurements: TH_GPU_NO_GRAPH=1, TH_GPU_NO_PDL=1, TH_GPU_GEMV=0..5,
+# TH_GPU_GEMM_MIN=N (batches of N+ tokens take the cuBLAS path; default 33).
 set -u
 BUILD=${BUILD:-build/cuda}
 OUT=${OUT:-/tmp/gpu-check}
