@@ -8,6 +8,9 @@
 #   make CUDA=1     also the CUDA backend
 
 CC      ?= cc
+ifeq ($(CUDA),1)
+BUILD   ?= build/cuda
+endif
 BUILD   ?= build
 SHARED  ?= $(abspath ../shared)
 PREFIX  ?= /usr/local
@@ -45,13 +48,14 @@ BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
 ifeq ($(CUDA),1)
 NVCC     ?= nvcc
-NVFLAGS  ?= -O3 -std=c++17 -Iinclude -Isrc -Xcompiler -fPIC \
+CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(realpath $(shell which $(NVCC))))
+NVFLAGS  ?= -O3 -std=c++17 -Iinclude -Isrc -Xcompiler -fPIC,-Wall -lineinfo \
             -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
 CU_SRC   := $(wildcard src/cuda/*.cu)
 CU_CSRC  := $(wildcard src/cuda/*.c)
 LIB_OBJ  += $(CU_SRC:%.cu=$(BUILD)/%.o) $(CU_CSRC:%.c=$(BUILD)/%.o)
-CFLAGS   += -DTH_CUDA=1
-LDLIBS   += -L$(shell dirname $$(dirname $$(which $(NVCC))))/lib64 -lcudart -lcublas -lstdc++
+CFLAGS   += -DTH_CUDA=1 -I$(CUDA_HOME)/include
+LDLIBS   += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart_static -ldl -lrt -lstdc++
 endif
 
 .PHONY: all lib tools tests bench test run asan fuzz install clean deps model check-tests neon-test
@@ -82,7 +86,7 @@ $(BUILD)/%.o: %.c
 
 $(BUILD)/%.o: %.cu
 	@mkdir -p $(@D)
-	$(NVCC) $(NVFLAGS) -c $< -o $@
+	$(NVCC) $(NVFLAGS) -MMD -MP -c $< -o $@
 
 $(BUILD)/tests/%: tests/%.c tests/check.h tests/logits.h $(BUILD)/libtheseus.a
 	@mkdir -p $(@D)

@@ -13,7 +13,8 @@ static void usage(FILE *f) {
                "  --out FILE           THLG output file\n"
                "  -t, --threads N      threads (default: all cores)\n"
                "  --batch N            tokens per forward pass (default: the whole prompt)\n"
-               "  --kv-type f16|f32    KV cache precision (default f32: exact logits)\n");
+               "  --kv-type f16|f32    KV cache precision (default f32: exact logits)\n"
+               "  --gpu, -ngl N        run the whole model on the GPU (CUDA build)\n");
 }
 
 static bool parse_tokens(const char *s, th_token **out, size_t *n) {
@@ -49,6 +50,7 @@ int cmd_logits(int argc, char **argv) {
     const char *model = NULL, *prompt = NULL, *toks = NULL, *outp = NULL;
     long threads = 0, batch = 0;
     int kv_type = TH_KV_F32;
+    bool gpu = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
@@ -56,6 +58,8 @@ int cmd_logits(int argc, char **argv) {
         else if ((!strcmp(a, "-p") || !strcmp(a, "--prompt")) && v) { prompt = v; i++; }
         else if (!strcmp(a, "--tokens") && v) { toks = v; i++; }
         else if (!strcmp(a, "--out") && v) { outp = v; i++; }
+        else if (!strcmp(a, "--gpu")) gpu = true;
+        else if (!strcmp(a, "-ngl") && v) { gpu = atol(v) > 0; i++; }
         else if ((!strcmp(a, "-t") || !strcmp(a, "--threads")) && v) { if (!cli_int("logits", a, v, 1, 1024, &threads)) return 2; i++; }
         else if (!strcmp(a, "--batch") && v) { if (!cli_int("logits", a, v, 1, 65536, &batch)) return 2; i++; }
         else if (!strcmp(a, "--kv-type") && v) {
@@ -84,6 +88,7 @@ int cmd_logits(int argc, char **argv) {
     cp.n_batch = (uint32_t)(batch ? TH_MIN_SZ(batch, n) : n);
     cp.n_threads = (int32_t)threads;
     cp.kv_type = kv_type;
+    cp.gpu = gpu;
     th_context *ctx = NULL;
     uint32_t nv = (uint32_t)th_model_n_vocab(m);
     float *all = malloc(n * nv * sizeof(float));

@@ -10,7 +10,7 @@
 typedef struct run_opts {
     const char *model, *prompt, *system;
     long n_predict, threads, ctx;
-    bool special, verbose;
+    bool special, verbose, gpu;
     th_sampler_params sp;
 } run_opts;
 
@@ -34,6 +34,7 @@ static void usage(FILE *f, const char *cmd) {
                "  --frequency-penalty P  (default 0)\n"
                "  --seed S               random seed (default 0xC0FFEE; same seed, same text)\n"
                "  --special              parse control-token text in the prompt (run)\n"
+               "  --gpu, -ngl N          run the whole model on the GPU (CUDA build)\n"
                "  -v, --verbose          print load information\n");
 }
 
@@ -50,6 +51,8 @@ static int parse_opts(const char *cmd, int argc, char **argv, run_opts *o) {
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout, cmd); return 1; }
         else if (!strcmp(a, "--special")) o->special = true;
         else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) o->verbose = true;
+        else if (!strcmp(a, "--gpu")) o->gpu = true;
+        else if (!strcmp(a, "-ngl") && v) { o->gpu = atol(v) > 0; i++; }
         else if (!v) { fprintf(stderr, "theseus %s: unknown or incomplete option '%s'\n", cmd, a); return 2; }
         else if (!strcmp(a, "-m") || !strcmp(a, "--model")) { o->model = v; i++; }
         else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) { o->prompt = v; i++; }
@@ -88,6 +91,7 @@ static int open_session(const char *cmd, const run_opts *o, session *S) {
         th_context_params cp = th_context_default_params();
         cp.n_ctx = (uint32_t)o->ctx;
         cp.n_threads = (int32_t)o->threads;
+        cp.gpu = o->gpu;
         s = th_context_new(S->m, &cp, &S->ctx);
     }
     if (!s) s = th_sampler_new(&o->sp, th_model_n_vocab(S->m), &S->smp);

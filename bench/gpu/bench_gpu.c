@@ -1,0 +1,240 @@
+/* bench_gpu.c — GPU benchmarks on synthetic Llama shapes, built in memory (no
+ * file): random weights of a chosen type (valid blocks: random quants, small
+ * positive scales) shared by every layer on the host (each layer still gets its
+ * own copy on the device, so the bytes a decode step reads are the real ones).
+ * Runs the real path (th_context_new with gpu = true, th_decode) and prints
+ *   copy   device-to-device copy bandwidth (bytes read + written), the ceiling
+ *   gemm   an fp16 cuBLAS GEMM 8192³ (TFLOP/s), the tensor-core ceiling
+ *   tg128  single-stream decode from an empty cache: tok/s and weight GB/s
+ *   pp512  one 512-token prompt: tok/s and matmul TFLOP/s
+ *   b16    batched decode, 16 sequences a step: total tok/s
+ * usage: bench_gpu SHAPE TYPE [tg|pp|b16|all]   SHAPE: 8b | 135m   TYPE: q4_0 | q8_0 | f16 | ...
+ *        bench_gpu ceilings */
+#include "model.h"
+#include "cuda/backend.h"
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+typedef struct { uint8_t *p; size_t n; uint32_t type; uint64_t seed; } fill_job;
+
+static uint64_t xs(uint64_t *s) { *s ^= *s << 13; *s ^= *s >> 7; *s ^= *s << 17; return *s; }
+
+/* Random bytes, then every block's scale set to a small positive fp16/f32. */
+static void *fill_worker(void *arg) {
+    fill_job *j = arg;
+    uint64_t s = j->seed | 1;
+    uint64_t *q = (uint64_t *)j->p;
+    for (size_t i = 0; i < j->n / 8; i++) q[i] = xs(&s);
+    const th_type_info *ti = th_type_info_get(j->type);
+    if (j->type == TH_F16) { /* |x| in [2^-9, 2^-3): exponent field 6..11 */
+        uint16_t *h = (uint16_t *)j->p;
+        for (size_t i = 0; i < j->n / 2; i++) h[i] = (uint16_t)((h[i] & 0x83ff) | ((6 + (h[i] >> 10) % 6) << 10));
+    } else if (j->type == TH_BF16) {
+        uint16_t *h = (uint16_t *)j->p;
+        for (size_t i = 0; i < j->n / 2; i++) h[i] = (uint16_t)((h[i] & 0x807f) | ((118 + (h[i] >> 7) % 6) << 7));
+    } else if (j->type == TH_F32) {
+        float *f = (float *)j->p;
+        for (size_t i = 0; i < j->n / 4; i++) f[i] = (float)((int32_t)xs(&s) % 1000) * 1e-4f;
+    } else if (j->type == TH_Q4_0 || j->type == TH_Q8_0 || j->type == TH_Q4_1 || j->type == TH_Q5_0 ||
+               j->type == TH_Q5_1 || j->type == TH_IQ4_NL) {
+        for (size_t b = 0; b + ti->bytes <= j->n; b += ti->bytes) {
+            uint16_t d = th_f32_to_f16(0.001f + (float)(xs(&s) % 1000) * 2e-6f);
+            memcpy(j->p + b, &d, 2);
+            if (j->type == TH_Q4_1 || j->type == TH_Q5_1) memcpy(j->p + b + 2, &d, 2);
+        }
+    } else { /* K-quants: d (and dmin) fields */
+        for (size_t b = 0; b + ti->bytes <= j->n; b += ti->bytes) {
+            uint16_t d = th_f32_to_f16(0.0005f);
+            size_t off = j->type == TH_Q6_K ? 208 : j->type == TH_Q3_K ? 108 : j->type == TH_Q2_K ? 80 : 0;
+            memcpy(j->p + b + off, &d, 2);
+            if (j->type == TH_Q2_K || j->type == TH_Q4_K || j->type == TH_Q5_K) memcpy(j->p + b + off + 2, &d, 2);
+        }
+    }
+    return NULL;
+}
+
+static void *random_weights(uint32_t type, int64_t K, int64_t rows, size_t *row_bytes) {
+    uint64_t rb;
+    if (!th_row_bytes(type, (uint64_t)K, &rb)) return NULL;
+    size_t total = (size_t)rb * (size_t)rows;
+    uint8_t *p = malloc(total + 64);
+    if (!p) return NULL;
+    enum { NT = 16 };
+    pthread_t th[NT];
+    fill_job jobs[NT];
+    size_t per = (size_t)rows / NT + 1;
+    for (int i = 0; i < NT; i++) {
+        size_t r0 = TH_MIN((size_t)rows, per * i), r1 = TH_MIN((size_t)rows, per * (i + 1));
+        jobs[i] = (fill_job){ p + r0 * rb, (r1 - r0) * rb, type, 0x1234567ull * (i + 1) };
+        pthread_create(&th[i], NULL, fill_worker, &jobs[i]);
+    }
+    for (int i = 0; i < NT; i++) pthread_join(th[i], NULL);
+    *row_bytes = (size_t)rb;
+    return p;
+}
+
+static th_weight mk(const void *data, uint32_t type, int64_t ne0, int64_t ne1, size_t rb, const char *name) {
+    return (th_weight){ .data = data, .type = type, .ne0 = ne0, .ne1 = ne1, .ne2 = 1, .row_bytes = rb, .name = name };
+}
+
+typedef struct { int dim, layers, heads, kv, ffn, vocab; const char *name; } shape;
+
+static th_model *synth(const shape *sh, uint32_t type, double *weight_bytes, double *matmul_params) {
+    th_model *m = calloc(1, sizeof *m);
+    th_hparams *hp = &m->hp;
+    *hp = (th_hparams){ .n_vocab = sh->vocab, .n_embd = sh->dim, .n_layer = sh->layers, .n_head = sh->heads,
+                        .n_head_kv = sh->kv, .head_dim = sh->dim / sh->heads, .head_dim_v = sh->dim / sh->heads,
+                        .n_ff = sh->ffn, .n_ctx_train = 8192, .n_rot = sh->dim / sh->heads, .rope_type = TH_ROPE_NORM,
+                        .rope_base = 500000.0f, .rope_freq_scale = 1.0f, .rope_attn_factor = 1.0f, .norm_eps = 1e-5f, .embd_scale = 1.0f,
+                        .attn_scale = 1.0f / sqrtf((float)(sh->dim / sh->heads)), .act_fn = TH_ACT_SILU };
+    int64_t E = sh->dim, hd = E / sh->heads, q = E, kvw = (int64_t)sh->kv * hd, F = sh->ffn;
+    size_t rbE, rbF;
+    void *wq = random_weights(type, E, q, &rbE), *wk = random_weights(type, E, kvw, &rbE);
+    void *wo = random_weights(type, E, E, &rbE), *wg = random_weights(type, E, F, &rbE);
+    void *wu = random_weights(type, E, F, &rbE), *wd = random_weights(type, F, E, &rbF);
+    void *emb = random_weights(type, E, sh->vocab, &rbE);
+    float *ones = malloc((size_t)E * 4);
+    for (int64_t i = 0; i < E; i++) ones[i] = 1.0f;
+    if (!wq || !wk || !wo || !wg || !wu || !wd || !emb) { fprintf(stderr, "out of host memory\n"); exit(1); }
+    m->tok_embd = mk(emb, type, E, sh->vocab, rbE, "token_embd.weight");
+    m->output = m->tok_embd; /* tied: the head reads the same bytes as an untied one would */
+    m->output_norm = mk(ones, TH_F32, E, 1, (size_t)E * 4, "output_norm.weight");
+    m->layers = calloc((size_t)sh->layers, sizeof *m->layers);
+    for (int il = 0; il < sh->layers; il++) {
+        th_layer *L = &m->layers[il];
+        L->attn_norm = mk(ones, TH_F32, E, 1, (size_t)E * 4, "attn_norm.weight");
+        L->ffn_norm = mk(ones, TH_F32, E, 1, (size_t)E * 4, "ffn_norm.weight");
+        L->wq = mk(wq, type, E, q, rbE, "attn_q.weight");
+        L->wk = mk(wk, type, E, kvw, rbE, "attn_k.weight");
+        L->wv = mk(wk, type, E, kvw, rbE, "attn_v.weight");
+        L->wo = mk(wo, type, E, E, rbE, "attn_output.weight");
+        L->w_gate = mk(wg, type, E, F, rbE, "ffn_gate.weight");
+        L->w_up = mk(wu, type, E, F, rbE, "ffn_up.weight");
+        L->w_down = mk(wd, type, F, E, rbF, "ffn_down.weight");
+        L->rope_base = hp->rope_base;
+        L->rope_freq_scale = hp->rope_freq_scale;
+    }
+    double per_layer_rows_E = (double)(q + 2 * kvw + E + 2 * F), per_layer_rows_F = (double)E;
+    *weight_bytes = sh->layers * (per_layer_rows_E * rbE + per_layer_rows_F * rbF) + (double)sh->vocab * rbE;
+    *matmul_params = sh->layers * (per_layer_rows_E * E + per_layer_rows_F * F) + (double)sh->vocab * E;
+    return m;
+}
+
+static th_context *ctx_new(th_model *m, int n_seq, uint32_t n_ctx, uint32_t n_batch) {
+    th_context_params cp = th_context_default_params();
+    cp.n_ctx = n_ctx; cp.n_batch = n_batch; cp.n_seq_max = (uint32_t)n_seq; cp.gpu = true; cp.kv_type = TH_KV_F16;
+    cp.n_threads = 1;
+    th_context *c;
+    double t0 = now();
+    if (th_context_new(m, &cp, &c)) { fprintf(stderr, "context: %s\n", th_last_error()); exit(1); }
+    fprintf(stderr, "  context ready in %.1f s\n", now() - t0);
+    return c;
+}
+
+static int cmp_d(const void *a, const void *b) { double x = *(const double *)a, y = *(const double *)b; return x < y ? -1 : x > y; }
+
+static double tg(th_context *c, int n, int reps) {
+    double best[8];
+    for (int r = 0; r < reps; r++) {
+        th_kv_seq_clear(c, 0);
+        int32_t tok = 1;
+        th_batch b = { .n_tokens = 1, .token = &tok };
+        double t0 = now();
+        for (int i = 0; i < n; i++) {
+            tok = 1 + (i * 7919) % 1000;
+            if (th_decode(c, &b)) { fprintf(stderr, "decode: %s\n", th_last_error()); exit(1); }
+        }
+        best[r] = n / (now() - t0);
+    }
+    qsort(best, (size_t)reps, sizeof best[0], cmp_d);
+    return best[reps / 2];
+}
+
+static double pp(th_context *c, int n, int reps) {
+    int32_t *tok = malloc((size_t)n * 4);
+    for (int i = 0; i < n; i++) tok[i] = 1 + (i * 7919) % 1000;
+    double v[8];
+    for (int r = 0; r < reps; r++) {
+        th_kv_seq_clear(c, 0);
+        th_batch b = { .n_tokens = n, .token = tok };
+        double t0 = now();
+        if (th_decode(c, &b)) { fprintf(stderr, "prefill: %s\n", th_last_error()); exit(1); }
+        v[r] = n / (now() - t0);
+    }
+    free(tok);
+    qsort(v, (size_t)reps, sizeof v[0], cmp_d);
+    return v[reps / 2];
+}
+
+static double batched(th_context *c, int streams, int steps) {
+    int32_t tok[64], pos[64], sid[64];
+    int8_t want[64];
+    for (int s = 0; s < streams; s++) th_kv_seq_clear(c, s);
+    double t0 = 0;
+    for (int step = 0; step < steps + 4; step++) {
+        if (step == 4) t0 = now(); /* the first steps capture the graph */
+        for (int s = 0; s < streams; s++) { tok[s] = 1 + (s * 31 + step * 7) % 1000; pos[s] = step; sid[s] = s; want[s] = 1; }
+        th_batch b = { .n_tokens = streams, .token = tok, .pos = pos, .seq_id = sid, .logits = want };
+        if (th_decode(c, &b)) { fprintf(stderr, "batched: %s\n", th_last_error()); exit(1); }
+    }
+    return (double)streams * steps / (now() - t0);
+}
+
+int main(int argc, char **argv) {
+    if (argc >= 2 && !strcmp(argv[1], "ceilings")) {
+        double bw = th_cu_copy_bandwidth((size_t)2 << 30);
+        printf("copy  %.0f GB/s (device-to-device, read + write, 2 GiB)\n", bw);
+        printf("gemm  %.0f TFLOP/s (cuBLAS fp16 in, fp32 out, 8192^3, random data)\n", th_cu_gemm_tflops(8192));
+        return 0;
+    }
+    if (argc < 3) { fprintf(stderr, "usage: bench_gpu 8b|135m TYPE [tg|pp|b16|all] | bench_gpu ceilings\n"); return 2; }
+    static const shape s8b = { 4096, 32, 32, 8, 14336, 128256, "8B" }, s135 = { 576, 30, 9, 3, 1536, 49152, "135M" };
+    const shape *sh = !strcmp(argv[1], "8b") ? &s8b : &s135;
+    uint32_t type = TH_TYPE_COUNT;
+    for (uint32_t t = 0; t < TH_TYPE_COUNT; t++)
+        if (th_type_info_get(t) && !strcasecmp(th_type_name(t), argv[2])) type = t;
+    if (type == TH_TYPE_COUNT) { fprintf(stderr, "unknown type %s\n", argv[2]); return 2; }
+    const char *what = argc > 3 ? argv[3] : "all";
+    bool all = !strcmp(what, "all");
+    double wbytes, params;
+    double t0 = now();
+    th_model *m = synth(sh, type, &wbytes, &params);
+    fprintf(stderr, "  %s %s: %.2f GB of weights, %.2f B matmul parameters (host set-up %.1f s)\n", sh->name,
+            th_type_name(type), wbytes / 1e9, params / 1e9, now() - t0);
+    double bw = th_cu_copy_bandwidth((size_t)2 << 30);
+    printf("%-5s %-5s copy bandwidth %.0f GB/s\n", sh->name, th_type_name(type), bw);
+    th_context *c = ctx_new(m, 16, 2048, 512);
+    if (all || !strcmp(what, "tg")) {
+        tg(c, 16, 1); /* warm-up: graph capture */
+        double r = tg(c, 128, 3);
+        printf("%-5s %-5s tg128  %8.1f tok/s  %6.0f GB/s  (%.0f%% of copy)\n", sh->name, th_type_name(type), r,
+               r * wbytes / 1e9, 100.0 * r * wbytes / 1e9 / bw);
+    }
+    if (!strcmp(what, "prof")) { /* a few decode steps for a profiler: warm-up, then 3 steps */
+        tg(c, 4, 1);
+        tg(c, 3, 1);
+    }
+    if (all || !strcmp(what, "pp")) {
+        pp(c, 512, 1);
+        double r = pp(c, 512, 3);
+        printf("%-5s %-5s pp512  %8.1f tok/s  %6.1f TFLOP/s (matmuls)\n", sh->name, th_type_name(type), r,
+               r * 2.0 * params / 1e12);
+    }
+    if (all || !strcmp(what, "b16")) {
+        double r = batched(c, 16, 64);
+        printf("%-5s %-5s b16    %8.1f tok/s total (16 streams)\n", sh->name, th_type_name(type), r);
+    }
+    fflush(stdout);
+    th_context_free(c);
+    return 0;
+}

@@ -1,0 +1,211 @@
+// attention.cu — causal attention over the paged KV cache, flash-decoding style:
+// each (token, head) pair's positions are split into chunks handled by separate
+// blocks (grid = splits × heads × tokens), so one decode token still fills the
+// GPU; each block walks its chunk in tiles of 128 positions with an online
+// softmax (scores: one thread per position; output: one thread per value
+// dimension, reading V rows coalesced); the last block of a (token, head) to
+// finish merges the splits (an atomic counter per pair, reset after use).
+// Optional sliding window and score softcap, as in the CPU reference.
+#include "cuda/q8.cuh"
+#include <math.h>
+
+namespace {
+
+constexpr int TILE = 128;
+constexpr int MAX_HD = 256;
+
+__device__ __forceinline__ float block_reduce(float v, float *red, bool is_max) {
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    v = is_max ? warp_max(v) : warp_sum(v);
+    __syncthreads();
+    if (lane == 0) red[warp] = v;
+    __syncthreads();
+    float r = red[0];
+    for (int i = 1; i < TILE / 32; i++) r = is_max ? fmaxf(r, red[i]) : r + red[i];
+    return r;
+}
+
+__device__ __forceinline__ void span(const th_cu_attn &a, int32_t p, int32_t &lo, int32_t &len) {
+    lo = a.window > 0 ? max(0, p - a.window + 1) : 0;
+    len = p - lo + 1;
+}
+
+template <bool F16>
+__device__ __forceinline__ float dot_q(const float *q, const char *k, int hd) {
+    float s = 0.0f;
+    if (F16) {
+        if ((hd & 7) == 0) {
+#pragma unroll 4
+            for (int i = 0; i < hd; i += 8) {
+                uint4 v = *(const uint4 *)(k + 2 * i);
+                const __half2 *h = (const __half2 *)&v;
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    float2 f = __half22float2(h[j]);
+                    s += q[i + 2 * j] * f.x + q[i + 2 * j + 1] * f.y;
+                }
+            }
+        } else {
+            for (int i = 0; i < hd; i++) s += q[i] * __half2float(((const __half *)k)[i]);
+        }
+    } else {
+        if ((hd & 3) == 0) {
+#pragma unroll 4
+            for (int i = 0; i < hd; i += 4) {
+                float4 v = *(const float4 *)(k + 4 * i);
+                s += q[i] * v.x + q[i + 1] * v.y + q[i + 2] * v.z + q[i + 3] * v.w;
+            }
+        } else {
+            for (int i = 0; i < hd; i++) s += q[i] * ((const float *)k)[i];
+        }
+    }
+    return s;
+}
+
+// sum over the tile's positions of p_j · V_j[d], eight loads in flight
+template <bool F16>
+__device__ __forceinline__ float v_sum(const char *const *vrow, const float *p, int nt, int d) {
+    float a = 0.0f;
+    int j = 0;
+    for (; j + 8 <= nt; j += 8) {
+        float v[8];
+#pragma unroll
+        for (int u = 0; u < 8; u++)
+            v[u] = F16 ? __half2float(((const __half *)vrow[j + u])[d]) : ((const float *)vrow[j + u])[d];
+#pragma unroll
+        for (int u = 0; u < 8; u++) a += p[j + u] * v[u];
+    }
+    for (; j < nt; j++) a += p[j] * (F16 ? __half2float(((const __half *)vrow[j])[d]) : ((const float *)vrow[j])[d]);
+    return a;
+}
+
+// q8 copy of one head's output row (hdv a multiple of 32): warp w quantizes dims 32w.. (and +TILE).
+__device__ __forceinline__ void head_q8(const float *o, int hdv, int64_t base, const th_cu_q8 &oq) {
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    for (int d0 = warp * 32; d0 < hdv; d0 += blockDim.x) {
+        float v = o[d0 + lane];
+        q8_store_block(v, lane, oq, base + d0, (base + d0) / 32);
+    }
+}
+
+// Combine the ns partial states (m, l, unnormalized acc) of one (token, head).
+// Reads through L2 (__ldcg): other blocks wrote them during this launch.
+__device__ void merge_splits(const float *pp, int ns, int hdv, float *o) {
+    float M = -INFINITY;
+    for (int s = 0; s < ns; s++) M = fmaxf(M, __ldcg(pp + s * (hdv + 2)));
+    float L = 0.0f;
+    for (int s = 0; s < ns; s++) L += expf(__ldcg(pp + s * (hdv + 2)) - M) * __ldcg(pp + s * (hdv + 2) + 1);
+    float inv = L > 0.0f ? 1.0f / L : 0.0f;
+    for (int d = threadIdx.x; d < hdv; d += blockDim.x) {
+        float acc = 0.0f;
+        for (int s = 0; s < ns; s++) acc += expf(__ldcg(pp + s * (hdv + 2)) - M) * __ldcg(pp + s * (hdv + 2) + 2 + d);
+        o[d] = acc * inv;
+    }
+}
+
+template <bool F16>
+__global__ void __launch_bounds__(TILE) attn_split(const float *qkv, int64_t stride, const int32_t *pos,
+                                                   const int32_t *seq, th_cu_attn a, th_cu_kv kv, int32_t layer,
+                                                   float *out, int64_t os, th_cu_q8 oq, bool q8) {
+    pdl_begin();
+    __shared__ float s_q[MAX_HD];
+    __shared__ float s_p[TILE];
+    __shared__ const char *s_v[TILE];
+    __shared__ float red[TILE / 32];
+    const int sp = blockIdx.x, h = blockIdx.y, t = blockIdx.z, tid = threadIdx.x;
+    const int32_t p = pos[t], sq = seq[t];
+    int32_t lo, len;
+    span(a, p, lo, len);
+    const int64_t first = (int64_t)sp * a.chunk;
+    if (first >= len) return;
+    const int32_t start = lo + (int32_t)first;
+    const int32_t end = lo + (int32_t)min((int64_t)len, first + a.chunk);
+    const int hd = a.head_dim, hdv = a.head_dim_v, kvh = h / (a.n_head / a.n_head_kv);
+    const size_t esz = F16 ? 2 : 4;
+    const int64_t lay = (int64_t)layer * kv.block * (kv.k_dim + kv.v_dim);
+    const int32_t *table = kv.table + (int64_t)sq * kv.max_blocks;
+    for (int i = tid; i < hd; i += TILE) s_q[i] = qkv[(int64_t)t * stride + (int64_t)h * hd + i];
+    __syncthreads();
+    float m = -INFINITY, l = 0.0f, acc0 = 0.0f, acc1 = 0.0f;
+    for (int32_t t0 = start; t0 < end; t0 += TILE) {
+        int32_t j = t0 + tid;
+        float sc = -INFINITY;
+        if (j < end) {
+            const char *base = (const char *)kv.pool + (int64_t)table[j / kv.block] * kv.block_bytes;
+            int64_t slot = j % kv.block;
+            const char *k = base + (lay + slot * kv.k_dim + (int64_t)kvh * hd) * esz;
+            s_v[tid] = base + (lay + (int64_t)kv.block * kv.k_dim + slot * kv.v_dim + (int64_t)kvh * hdv) * esz;
+            sc = dot_q<F16>(s_q, k, hd) * a.scale;
+            if (a.softcap > 0.0f) sc = a.softcap * tanhf(sc / a.softcap);
+        }
+        float m_new = fmaxf(m, block_reduce(sc, red, true));
+        float pj = j < end ? expf(sc - m_new) : 0.0f;
+        float corr = expf(m - m_new);
+        float tile_sum = block_reduce(pj, red, false);
+        s_p[tid] = pj;
+        __syncthreads();
+        l = l * corr + tile_sum;
+        int nt = min(TILE, end - t0);
+        float a0 = tid < hdv ? v_sum<F16>(s_v, s_p, nt, tid) : 0.0f;
+        float a1 = tid + TILE < hdv ? v_sum<F16>(s_v, s_p, nt, tid + TILE) : 0.0f;
+        acc0 = acc0 * corr + a0;
+        acc1 = acc1 * corr + a1;
+        m = m_new;
+        __syncthreads();
+    }
+    const int ns = (int)((len + a.chunk - 1) / a.chunk);  // non-empty splits of this (token, head)
+    float *o = out + (int64_t)t * os + (int64_t)h * hdv;
+    if (ns == 1) {
+        float inv = l > 0.0f ? 1.0f / l : 0.0f;
+        if (tid < hdv) o[tid] = acc0 * inv;
+        if (tid + TILE < hdv) o[tid + TILE] = acc1 * inv;
+        if (q8) { __syncthreads(); head_q8(o, hdv, (int64_t)t * os + (int64_t)h * hdv, oq); }
+        return;
+    }
+    // several splits: publish this one's state; the last block to finish merges them all
+    float *pp = a.partial + (((int64_t)t * a.n_head + h) * a.n_split + sp) * (hdv + 2);
+    if (tid == 0) { pp[0] = m; pp[1] = l; }
+    if (tid < hdv) pp[2 + tid] = acc0;
+    if (tid + TILE < hdv) pp[2 + tid + TILE] = acc1;
+    __threadfence();
+    __syncthreads();
+    __shared__ int s_last;
+    int *cnt = a.counter + (int64_t)t * a.n_head + h;
+    if (tid == 0) s_last = atomicAdd(cnt, 1) == ns - 1;
+    __syncthreads();
+    if (!s_last) return;
+    __threadfence();
+    if (tid == 0) *cnt = 0;  // ready for the next launch
+    merge_splits(a.partial + ((int64_t)t * a.n_head + h) * a.n_split * (hdv + 2), ns, hdv, o);
+    if (q8) { __syncthreads(); head_q8(o, hdv, (int64_t)t * os + (int64_t)h * hdv, oq); }
+}
+
+}  // namespace
+
+extern "C" void th_cu_attn_plan(int n, int32_t n_head, int32_t hdv, int64_t max_len, size_t partial_cap,
+                                int sm_count, int32_t max_chunk, int32_t *n_split, int32_t *chunk) {
+    if (max_len < 1) max_len = 1;
+    int64_t pieces = (max_len + 31) / 32;
+    int64_t pairs = (int64_t)n * n_head;
+    int64_t want = (4 * (int64_t)sm_count + pairs - 1) / pairs;
+    if (max_chunk > 0) want = want > (max_len + max_chunk - 1) / max_chunk ? want : (max_len + max_chunk - 1) / max_chunk;
+    int64_t cap = (int64_t)(partial_cap / ((size_t)pairs * (size_t)(hdv + 2)));
+    int64_t s = pieces < want ? pieces : want;
+    if (s > cap) s = cap;
+    if (s < 1) s = 1;
+    int64_t c = (max_len + s - 1) / s;
+    c = (c + 31) / 32 * 32;
+    *chunk = (int32_t)c;
+    *n_split = (int32_t)((max_len + c - 1) / c);
+}
+
+extern "C" void th_cu_attention(const float *qkv, int64_t stride, int n, const int32_t *pos, const int32_t *seq,
+                                const th_cu_attn *a, const th_cu_kv *kv, int32_t layer, float *out, int64_t os,
+                                const th_cu_q8 *oq, cudaStream_t st) {
+    if (n <= 0) return;
+    dim3 grid((unsigned)a->n_split, (unsigned)a->n_head, (unsigned)n);
+    bool q8 = oq && a->head_dim_v % 32 == 0;
+    th_cu_q8 q = oq ? *oq : th_cu_q8{};
+    if (kv->f16) launch_k(attn_split<true>, grid, dim3(TILE), st, qkv, stride, pos, seq, *a, *kv, layer, out, os, q, q8);
+    else launch_k(attn_split<false>, grid, dim3(TILE), st, qkv, stride, pos, seq, *a, *kv, layer, out, os, q, q8);
+}

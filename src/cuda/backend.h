@@ -1,0 +1,146 @@
+/* backend.h — the C interface between the CUDA backend's host side (gpu.c:
+ * upload, scratch, the forward pass, CUDA graphs) and its kernels (one op per
+ * .cu file). Everything here is plain C; device pointers are plain pointers.
+ * Also the small test/benchmark entry points tests/test_cuda.c and
+ * bench/gpu/ use to check each kernel against the CPU reference. */
+#ifndef TH_CUDA_BACKEND_H
+#define TH_CUDA_BACKEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cuda_runtime_api.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A weight matrix on the device: `rows` rows of K elements of GGML type `type`.
+ * layout GGUF: rows exactly as in the file, row_bytes apart.
+ * layout SPLIT (Q4_0, Q8_0): quants of every row packed contiguously (K/2 or K
+ * bytes a row, 16-byte aligned) in `data`, the fp16 block scales in `scales`
+ * (K/32 a row), so that a warp reads its quants with 16-byte coalesced loads. */
+enum { TH_CU_GGUF = 0, TH_CU_SPLIT = 1 };
+typedef struct th_cu_mat {
+    uint32_t type;
+    int32_t layout;
+    int64_t rows, K;
+    const void *data;
+    const void *scales;
+    size_t row_bytes;
+} th_cu_mat;
+
+/* An activation matrix quantized to 8 bits in blocks of 32: row r has int8
+ * q[r*K .. ], scale d[r*K/32 ..] and the integer sum of each block s[..]. */
+typedef struct th_cu_q8 {
+    int8_t *q;
+    float *d;
+    int32_t *s;
+} th_cu_q8;
+
+/* ---- layouts (weights.cu) ---- */
+/* Host-side: repack `rows` GGUF rows (row_bytes apart) of Q4_0/Q8_0 into the SPLIT
+ * layout: quants to qs (rows × K/2 or K bytes), scales to sc (rows × K/32 halves). */
+void th_cu_repack_split(uint32_t type, const void *src, size_t row_bytes, int64_t rows, int64_t K,
+                        uint8_t *qs, uint16_t *sc);
+bool th_cu_type_supported(uint32_t type);
+bool th_cu_type_splittable(uint32_t type);
+
+/* ---- matrix-vector products (gemv.cu): y[t][r] (+)= W[r] · x[t], t < n ----
+ * Decodes weights in registers; x as fp32 or, for the int8 kernels, q8. */
+bool th_cu_gemv_wants_q8(const th_cu_mat *w);
+void th_cu_gemv(const th_cu_mat *w, const float *x, int64_t x_stride, const th_cu_q8 *xq, int n,
+                float *y, int64_t y_stride, bool accumulate, cudaStream_t st);
+
+/* ---- matrix-matrix products (gemm.cu): the same product for large n through
+ * cuBLAS on tensor cores (weights dequantized to fp16 in row chunks that fit
+ * `wbuf`; activations converted into `xbuf`). Returns false on a cuBLAS error. */
+bool th_cu_gemm(void *cublas, const th_cu_mat *w, const float *x, int64_t x_stride, int n, float *y,
+                int64_t y_stride, bool accumulate, void *wbuf, size_t wbuf_bytes, void *xbuf,
+                cudaStream_t st);
+
+/* ---- dequantization (dequant.cu) ---- */
+/* Rows row[i] (or row0 + i when row == NULL) of w to fp32 (out_f16 false) or fp16,
+ * out_stride elements apart, times `scale`. */
+void th_cu_dequant_rows(const th_cu_mat *w, const int32_t *row, int64_t row0, int64_t n, void *out,
+                        int64_t out_stride, bool out_f16, float scale, cudaStream_t st);
+
+/* ---- row ops (norm.cu, glu.cu, quantize.cu, misc.cu) ---- */
+/* y[r] = rmsnorm(x[src(r)]) · w  (src(r) = rows ? rows[r] : r); optional q8 copy. */
+void th_cu_rmsnorm(const float *x, int64_t x_stride, const int32_t *rows, const float *w, float eps,
+                   int n, int64_t K, float *y, int64_t y_stride, const th_cu_q8 *yq, cudaStream_t st);
+/* out[t][i] = act(gu[t][i]) · gu[t][F + i]  (act: 0 SiLU, 1 GELU-tanh); optional q8 copy. */
+void th_cu_glu(const float *gu, int64_t gu_stride, int64_t F, int n, int act, float *out,
+               int64_t out_stride, const th_cu_q8 *oq, cudaStream_t st);
+void th_cu_quantize_q8(const float *x, int64_t x_stride, int n, int64_t K, const th_cu_q8 *out,
+                       cudaStream_t st);
+void th_cu_add_bias(float *y, int64_t stride, const float *b, int64_t width, int n, cudaStream_t st);
+void th_cu_add_rows(float *y, const float *x, int64_t stride, int64_t width, int n, cudaStream_t st);
+void th_cu_softcap(float *x, int64_t count, float cap, cudaStream_t st);
+/* Launch kernels with programmatic dependent launch (default on). */
+void th_cu_set_pdl(bool on);
+
+/* ---- rope + KV store (rope.cu) ---- */
+typedef struct th_cu_kv {
+    void *pool;                /* n_blocks × block_bytes */
+    bool f16;
+    size_t block_bytes;
+    int32_t block;             /* tokens per block */
+    int64_t k_dim, v_dim;      /* elements per token per layer */
+    const int32_t *table;      /* n_seq × max_blocks */
+    int32_t max_blocks;
+} th_cu_kv;
+
+typedef struct th_cu_rope {
+    int32_t n_head, n_head_kv, head_dim, head_dim_v, n_rot, rope_type;
+    float theta_scale, freq_scale, norm_eps;
+    const float *freq_factors;           /* n_rot/2 or NULL */
+    const float *q_norm, *k_norm;        /* per-head RMSNorm weights or NULL */
+} th_cu_rope;
+
+/* For each token: q/k-norm and rope q (in place) and k, then K and V into the
+ * cache of `layer`. qkv row t: q at 0, k at q_w, v at q_w + k_w. */
+void th_cu_rope_store(float *qkv, int64_t stride, int n, const int32_t *pos, const int32_t *seq,
+                      const th_cu_rope *r, const th_cu_kv *kv, int32_t layer, cudaStream_t st);
+
+/* ---- attention over the paged cache (attention.cu) ---- */
+typedef struct th_cu_attn {
+    int32_t n_head, n_head_kv, head_dim, head_dim_v;
+    float scale, softcap;
+    int32_t window;            /* 0 = full causal */
+    int32_t n_split, chunk;    /* positions split into n_split chunks of `chunk` (a multiple of 32) */
+    float *partial;            /* n × n_head × n_split × (head_dim_v + 2) floats when n_split > 1 */
+    int32_t *counter;          /* n × n_head, zero between launches (the kernel resets what it uses) */
+} th_cu_attn;
+
+/* out[t][h*hdv ..] = softmax(q·K^T·scale) · V for each token and head; q at
+ * qkv + t*stride + h*hd. With oq (and hdv a multiple of 32) also the q8 form of
+ * out (rows of out_stride elements). */
+void th_cu_attention(const float *qkv, int64_t stride, int n, const int32_t *pos, const int32_t *seq,
+                     const th_cu_attn *a, const th_cu_kv *kv, int32_t layer, float *out,
+                     int64_t out_stride, const th_cu_q8 *oq, cudaStream_t st);
+/* Split count and chunk for n tokens attending over at most max_len positions,
+ * with `partial_cap` floats of partial storage; max_chunk caps the chunk (0: none). */
+void th_cu_attn_plan(int n, int32_t n_head, int32_t hdv, int64_t max_len, size_t partial_cap, int sm_count,
+                     int32_t max_chunk, int32_t *n_split, int32_t *chunk);
+
+/* ---- test and benchmark entry points (testapi.c) ---- */
+/* Build a device matrix from host GGUF rows (repacked when force_gguf is false
+ * and the type splits), y = W·x on the device through the GEMV (path 0) or
+ * the GEMM (path 1). Host arrays in and out. Returns a CUDA/cuBLAS error text or NULL. */
+const char *th_cu_test_matmul(uint32_t type, const void *w, int64_t rows, int64_t K, const float *x,
+                              int n, float *y, int path, bool force_gguf);
+/* Attention over a one-sequence cache: q n×(n_head*hd), K/V host arrays
+ * [len][n_kv*hd], positions pos0..pos0+n-1; out n×(n_head*hdv). */
+const char *th_cu_test_attention(int n_head, int n_kv, int hd, int hdv, int len, const float *q,
+                                 const float *k, const float *v, int n, int pos0, int window,
+                                 float softcap, bool kv_f16, int block, int force_split, float *out);
+/* Device-to-device copy bandwidth in GB/s (bytes read + written) over `bytes`. */
+double th_cu_copy_bandwidth(size_t bytes);
+/* fp16 × fp16 → fp32 cuBLAS GEMM of n×n×n on random data, TFLOP/s (median-free: 10 after 3 warm-ups). */
+double th_cu_gemm_tflops(int n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,197 @@
+// common.cuh — device helpers the CUDA kernels share: warp reductions, and the
+// decoder of 32 consecutive weights of any supported type (the block layouts of
+// src/quant/quant.h, ported from the reference decoders in src/quant/ref_*.c).
+#ifndef TH_CUDA_COMMON_CUH
+#define TH_CUDA_COMMON_CUH
+
+#include "cuda/backend.h"
+#include "quant/quant.h"
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#include <stdint.h>
+
+static __device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+static __device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+static __device__ __forceinline__ int warp_sum_i(int v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+static __device__ __forceinline__ float h2f(uint16_t h) { return __half2float(__ushort_as_half(h)); }
+static __device__ __forceinline__ float bf2f(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
+static __device__ __forceinline__ uint16_t ld_u16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+
+__device__ __constant__ static const int8_t k_iq4nl[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                                           1, 13, 25, 38, 53, 69, 89, 113};
+__device__ __constant__ static const int8_t k_mxfp4[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+static __device__ __forceinline__ void k4_scale_min(int j, const uint8_t *q, int &sc, int &m) {
+    if (j < 4) { sc = q[j] & 63; m = q[j + 4] & 63; }
+    else { sc = (q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4); m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4); }
+}
+
+// Decode the 32 weights of group g (elements 32g..32g+31) of a GGUF row.
+static __device__ void dq32(uint32_t type, const uint8_t *row, int64_t g, float out[32]) {
+    switch (type) {
+    case TH_F32: { const float *p = (const float *)row + g * 32; for (int j = 0; j < 32; j++) out[j] = p[j]; break; }
+    case TH_F16: { const uint16_t *p = (const uint16_t *)row + g * 32; for (int j = 0; j < 32; j++) out[j] = h2f(p[j]); break; }
+    case TH_BF16: { const uint16_t *p = (const uint16_t *)row + g * 32; for (int j = 0; j < 32; j++) out[j] = bf2f(p[j]); break; }
+    case TH_Q4_0: {
+        const uint8_t *b = row + g * 18; float d = h2f(ld_u16(b));
+        for (int j = 0; j < 16; j++) { out[j] = ((b[2 + j] & 15) - 8) * d; out[j + 16] = ((b[2 + j] >> 4) - 8) * d; }
+        break; }
+    case TH_Q4_1: {
+        const uint8_t *b = row + g * 20; float d = h2f(ld_u16(b)), m = h2f(ld_u16(b + 2));
+        for (int j = 0; j < 16; j++) { out[j] = (b[4 + j] & 15) * d + m; out[j + 16] = (b[4 + j] >> 4) * d + m; }
+        break; }
+    case TH_Q5_0: {
+        const uint8_t *b = row + g * 22; float d = h2f(ld_u16(b));
+        uint32_t qh = b[2] | (b[3] << 8) | (b[4] << 16) | ((uint32_t)b[5] << 24);
+        for (int j = 0; j < 16; j++) {
+            out[j] = (int)(((b[6 + j] & 15) | (((qh >> j) & 1) << 4)) - 16) * d;
+            out[j + 16] = (int)(((b[6 + j] >> 4) | (((qh >> (j + 16)) & 1) << 4)) - 16) * d;
+        }
+        break; }
+    case TH_Q5_1: {
+        const uint8_t *b = row + g * 24; float d = h2f(ld_u16(b)), m = h2f(ld_u16(b + 2));
+        uint32_t qh = b[4] | (b[5] << 8) | (b[6] << 16) | ((uint32_t)b[7] << 24);
+        for (int j = 0; j < 16; j++) {
+            out[j] = ((b[8 + j] & 15) | (((qh >> j) & 1) << 4)) * d + m;
+            out[j + 16] = ((b[8 + j] >> 4) | (((qh >> (j + 16)) & 1) << 4)) * d + m;
+        }
+        break; }
+    case TH_Q8_0: {
+        const uint8_t *b = row + g * 34; float d = h2f(ld_u16(b));
+        for (int j = 0; j < 32; j++) out[j] = (int8_t)b[2 + j] * d;
+        break; }
+    case TH_Q2_K: {  // scales[16] qs[64] d dmin
+        const uint8_t *b = row + (g / 8) * 84; int sub = (int)(g % 8), half = sub / 4, k = sub % 4;
+        float d = h2f(ld_u16(b + 80)), dmin = h2f(ld_u16(b + 82));
+        for (int part = 0; part < 2; part++) {
+            int sc = b[half * 8 + k * 2 + part];
+            float dl = d * (sc & 15), ml = dmin * (sc >> 4);
+            for (int l = 0; l < 16; l++) out[16 * part + l] = dl * ((b[16 + 32 * half + 16 * part + l] >> (2 * k)) & 3) - ml;
+        }
+        break; }
+    case TH_Q3_K: {  // hmask[32] qs[64] scales[12] d
+        const uint8_t *b = row + (g / 8) * 110; int sub = (int)(g % 8), half = sub / 4, k = sub % 4;
+        const uint8_t *hm = b, *qs = b + 32 + 32 * half, *s = b + 96;
+        float d = h2f(ld_u16(b + 108));
+        int hbit = half * 4 + k;
+        for (int part = 0; part < 2; part++) {
+            int i = half * 8 + k * 2 + part;
+            int lo = i < 8 ? (s[i] & 15) : (s[i - 8] >> 4);
+            int hi = (s[8 + (i & 3)] >> (2 * (i >> 2))) & 3;
+            float dl = d * ((lo | (hi << 4)) - 32);
+            for (int e = 0; e < 16; e++) {
+                int l = 16 * part + e;
+                out[l] = dl * (((qs[l] >> (2 * k)) & 3) - ((hm[l] >> hbit) & 1 ? 0 : 4));
+            }
+        }
+        break; }
+    case TH_Q4_K: {  // d dmin scales[12] qs[128]
+        const uint8_t *b = row + (g / 8) * 144; int sub = (int)(g % 8);
+        float d = h2f(ld_u16(b)), dmin = h2f(ld_u16(b + 2));
+        int sc, m; k4_scale_min(sub, b + 4, sc, m);
+        const uint8_t *q = b + 16 + 32 * (sub / 2);
+        float dl = d * sc, ml = dmin * m;
+        for (int l = 0; l < 32; l++) out[l] = dl * ((sub & 1) ? (q[l] >> 4) : (q[l] & 15)) - ml;
+        break; }
+    case TH_Q5_K: {  // d dmin scales[12] qh[32] qs[128]
+        const uint8_t *b = row + (g / 8) * 176; int sub = (int)(g % 8);
+        float d = h2f(ld_u16(b)), dmin = h2f(ld_u16(b + 2));
+        int sc, m; k4_scale_min(sub, b + 4, sc, m);
+        const uint8_t *qh = b + 16, *q = b + 48 + 32 * (sub / 2);
+        float dl = d * sc, ml = dmin * m;
+        for (int l = 0; l < 32; l++)
+            out[l] = dl * (((sub & 1) ? (q[l] >> 4) : (q[l] & 15)) + (((qh[l] >> sub) & 1) << 4)) - ml;
+        break; }
+    case TH_Q6_K: {  // ql[128] qh[64] scales[16] d
+        const uint8_t *b = row + (g / 8) * 210; int sub = (int)(g % 8), half = sub / 4, quarter = sub % 4;
+        float d = h2f(ld_u16(b + 208));
+        const int8_t *scales = (const int8_t *)(b + 192);
+        for (int l = 0; l < 32; l++) {
+            uint8_t ql = b[64 * half + 32 * (quarter & 1) + l];
+            int lo = quarter < 2 ? (ql & 15) : (ql >> 4);
+            int hi = (b[128 + 32 * half + l] >> (2 * quarter)) & 3;
+            out[l] = d * scales[(32 * sub + l) / 16] * ((lo | (hi << 4)) - 32);
+        }
+        break; }
+    case TH_IQ4_NL: {
+        const uint8_t *b = row + g * 18; float d = h2f(ld_u16(b));
+        for (int j = 0; j < 16; j++) { out[j] = d * k_iq4nl[b[2 + j] & 15]; out[j + 16] = d * k_iq4nl[b[2 + j] >> 4]; }
+        break; }
+    case TH_IQ4_XS: {  // d scales_h scales_l[4] qs[128]
+        const uint8_t *b = row + (g / 8) * 136; int ib = (int)(g % 8);
+        float d = h2f(ld_u16(b));
+        int sh = ld_u16(b + 2);
+        int ls = ((b[4 + ib / 2] >> (4 * (ib % 2))) & 15) | (((sh >> (2 * ib)) & 3) << 4);
+        float dl = d * (ls - 32);
+        const uint8_t *q = b + 8 + 16 * ib;
+        for (int j = 0; j < 16; j++) { out[j] = dl * k_iq4nl[q[j] & 15]; out[j + 16] = dl * k_iq4nl[q[j] >> 4]; }
+        break; }
+    case TH_MXFP4: {
+        const uint8_t *b = row + g * 17; uint8_t e = b[0];
+        float d = e < 2 ? __uint_as_float(0x00200000u << e) : __uint_as_float((uint32_t)(e - 1) << 23);
+        for (int j = 0; j < 16; j++) { out[j] = d * k_mxfp4[b[1 + j] & 15]; out[j + 16] = d * k_mxfp4[b[1 + j] >> 4]; }
+        break; }
+    default:
+        for (int j = 0; j < 32; j++) out[j] = 0.0f;
+    }
+}
+
+// Group g of row r of a device matrix (either layout).
+static __device__ __forceinline__ void dq32_mat(const th_cu_mat &w, int64_t r, int64_t g, float out[32]) {
+    if (w.layout == TH_CU_SPLIT) {
+        float d = h2f(((const uint16_t *)w.scales)[r * (w.K / 32) + g]);
+        if (w.type == TH_Q4_0) {
+            const uint8_t *q = (const uint8_t *)w.data + r * (w.K / 2) + g * 16;
+            for (int j = 0; j < 16; j++) { out[j] = ((q[j] & 15) - 8) * d; out[j + 16] = ((q[j] >> 4) - 8) * d; }
+        } else {
+            const int8_t *q = (const int8_t *)w.data + r * w.K + g * 32;
+            for (int j = 0; j < 32; j++) out[j] = q[j] * d;
+        }
+        return;
+    }
+    dq32(w.type, (const uint8_t *)w.data + (size_t)r * w.row_bytes, g, out);
+}
+
+// Programmatic dependent launch (Hopper): every kernel is launched allowed to
+// start while its predecessor finishes; at entry it lets its own successor
+// launch, then waits until the predecessor has completed and its writes are
+// visible (griddepcontrol.wait waits for full completion, so the early trigger
+// is safe). The launch latency of the next kernel hides behind this one.
+static __device__ __forceinline__ void pdl_begin() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+extern "C" bool th_cu_pdl;  // set by th_cu_set_pdl (misc.cu)
+
+template <typename... KArgs, typename... Args>
+static inline void launch_k(void (*kernel)(KArgs...), dim3 grid, dim3 block, cudaStream_t st, Args... args) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = 0;
+    cfg.stream = st;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = th_cu_pdl ? 1 : 0;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    cudaLaunchKernelEx(&cfg, kernel, static_cast<KArgs>(args)...);
+}
+
+#endif

@@ -1,0 +1,77 @@
+/* gpu_internal.h — the CUDA backend's host-side state (struct th_gpu), shared by
+ * gpu.c (context, scratch, forward pass, graphs) and gpu_upload.c (weights). */
+#ifndef TH_CUDA_GPU_INTERNAL_H
+#define TH_CUDA_GPU_INTERNAL_H
+
+#include "cuda/backend.h"
+#include "gpu.h"
+
+/* A projection whose output rows are the concatenation of up to three weights
+ * (q|k|v, gate|up): fused into one matrix when the types match, else run one
+ * after the other into column offsets of the same output rows. */
+typedef struct th_cu_proj {
+    th_cu_mat part[3];
+    int64_t off[3];
+    int n;
+    int64_t width;           /* total output columns */
+} th_cu_proj;
+
+typedef struct th_cu_layer {
+    th_cu_proj qkv, gu;
+    th_cu_mat wo, down;
+    const float *attn_norm, *ffn_norm, *post_attn_norm, *post_ffn_norm;
+    const float *bq, *bk, *bv, *bo, *q_norm, *k_norm;
+    int32_t window;
+    float theta_scale;
+} th_cu_layer;
+
+#define TH_CU_MAX_GRAPHS 16
+
+struct th_gpu {
+    const th_model *m;
+    int device, sm_count;
+    cudaStream_t st;
+    void *cublas;
+    bool verbose;
+    /* weights */
+    th_cu_layer *L;
+    th_cu_mat embd, out;
+    const float *out_norm, *rope_freqs;
+    void **allocs;
+    size_t n_allocs, cap_allocs;
+    size_t weight_bytes, upload_total, upload_done;
+    int upload_pct;
+    /* shapes */
+    int64_t E, q_w, k_w, v_w, qkv_w, att_w, F, gu_w, V, max_k;
+    uint32_t n_batch;
+    int gemm_min;               /* batches of at least this many tokens use the GEMM path */
+    bool use_graphs;
+    /* KV cache */
+    void *kv_pool;
+    size_t block_bytes;
+    int32_t block, n_blocks, n_seq;
+    bool kv_f16;
+    /* scratch (device) */
+    float *x, *h, *qkv, *att, *tmp, *gu, *ff, *hout, *logits, *partial;
+    int32_t *counter;
+    size_t partial_cap;
+    th_cu_q8 q8;
+    void *wbuf, *xbuf;
+    size_t wbuf_bytes;
+    /* per-batch metadata: pinned host staging and its device copy, one block:
+     * tokens | pos | seq | gather | block table (n_seq × n_blocks) */
+    int32_t *h_meta, *d_meta;
+    size_t meta_count;
+    float *h_logits;            /* pinned: graph_max × V */
+    int graph_max;
+    struct { int n, n_out; cudaGraphExec_t exec; } graphs[TH_CU_MAX_GRAPHS];
+    int n_graphs, next_graph;
+};
+
+/* gpu.c */
+th_status th_cu_fail(cudaError_t e, const char *what);
+th_status th_cu_alloc(th_gpu *g, void **p, size_t bytes, const char *what);
+/* gpu_upload.c */
+th_status th_cu_upload_weights(th_gpu *g);
+
+#endif

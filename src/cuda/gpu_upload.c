@@ -1,0 +1,227 @@
+/* gpu_upload.c — puts the model's weights on the device once: every matrix in
+ * its file layout, except Q4_0/Q8_0 which are repacked (quants and scales in
+ * separate 16-byte-aligned arrays) for coalesced loads; Q|K|V and gate|up are
+ * fused into one matrix when their types match; vectors (norms, biases) as
+ * fp32. Prints a progress line when verbose or when stderr is a terminal. */
+#include "cuda/gpu_internal.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+bool th_cu_type_supported(uint32_t t) {
+    switch (t) {
+    case TH_F32: case TH_F16: case TH_BF16: case TH_Q4_0: case TH_Q4_1: case TH_Q5_0: case TH_Q5_1:
+    case TH_Q8_0: case TH_Q2_K: case TH_Q3_K: case TH_Q4_K: case TH_Q5_K: case TH_Q6_K: case TH_IQ4_NL:
+    case TH_IQ4_XS: case TH_MXFP4:
+        return true;
+    default:
+        return false;
+    }
+}
+
+bool th_cu_type_splittable(uint32_t t) { return t == TH_Q4_0 || t == TH_Q8_0; }
+
+void th_cu_repack_split(uint32_t type, const void *src, size_t row_bytes, int64_t rows, int64_t K, uint8_t *qs,
+                        uint16_t *sc) {
+    int64_t nb = K / 32;
+    size_t bsz = type == TH_Q4_0 ? 18 : 34, qb = type == TH_Q4_0 ? 16 : 32;
+    for (int64_t r = 0; r < rows; r++) {
+        const uint8_t *row = (const uint8_t *)src + (size_t)r * row_bytes;
+        for (int64_t b = 0; b < nb; b++) {
+            const uint8_t *blk = row + (size_t)b * bsz;
+            memcpy(&sc[r * nb + b], blk, 2);
+            memcpy(qs + (size_t)(r * nb + b) * qb, blk + 2, qb);
+        }
+    }
+}
+
+static void progress(th_gpu *g, size_t bytes) {
+    g->upload_done += bytes;
+    if (!g->verbose || !g->upload_total) return;
+    int pct = (int)(100.0 * (double)g->upload_done / (double)g->upload_total);
+    if (pct != g->upload_pct) {
+        g->upload_pct = pct;
+        fprintf(stderr, "\rtheseus: uploading weights to the GPU: %3d%% (%.0f of %.0f MiB)", pct,
+                (double)g->upload_done / (1 << 20), (double)g->upload_total / (1 << 20));
+        if (pct == 100) fputc('\n', stderr);
+    }
+}
+
+static th_status check_weight(const th_weight *w) {
+    if (!th_cu_type_supported(w->type))
+        return th_set_error(TH_ERR_UNSUPPORTED, "tensor %s: type %s has no CUDA kernel", w->name ? w->name : "?",
+                            th_type_name(w->type));
+    return TH_OK;
+}
+
+/* Upload the rows of `n` weights (same type, same row length) as one matrix. */
+static th_status upload_mat(th_gpu *g, const th_weight *const *w, int n, th_cu_mat *out) {
+    th_status s;
+    int64_t rows = 0, K = w[0]->ne0;
+    for (int i = 0; i < n; i++) {
+        if ((s = check_weight(w[i]))) return s;
+        rows += w[i]->ne1;
+    }
+    memset(out, 0, sizeof *out);
+    out->type = w[0]->type;
+    out->rows = rows;
+    out->K = K;
+    out->row_bytes = w[0]->row_bytes;
+    const char *name = w[0]->name ? w[0]->name : "weight";
+    if (th_cu_type_splittable(out->type) && K % 32 == 0) {
+        out->layout = TH_CU_SPLIT;
+        size_t qb = out->type == TH_Q4_0 ? (size_t)K / 2 : (size_t)K, nb = (size_t)K / 32;
+        void *dq, *dsc;
+        if ((s = th_cu_alloc(g, &dq, qb * (size_t)rows, name)) || (s = th_cu_alloc(g, &dsc, nb * 2 * (size_t)rows, name)))
+            return s;
+        out->data = dq;
+        out->scales = dsc;
+        int64_t r0 = 0;
+        for (int i = 0; i < n; i++) {
+            int64_t nr = w[i]->ne1;
+            /* repack in slices of rows so the host buffer stays small */
+            int64_t slice = TH_MAX(1, (int64_t)((64u << 20) / (qb + 2 * nb)));
+            uint8_t *hq = malloc(qb * (size_t)TH_MIN(slice, nr));
+            uint16_t *hs = malloc(nb * 2 * (size_t)TH_MIN(slice, nr));
+            if (!hq || !hs) { free(hq); free(hs); return th_set_error(TH_ERR_NOMEM, "out of memory repacking %s", name); }
+            for (int64_t a = 0; a < nr; a += slice) {
+                int64_t c = TH_MIN(slice, nr - a);
+                th_cu_repack_split(out->type, (const uint8_t *)w[i]->data + (size_t)a * w[i]->row_bytes,
+                                   w[i]->row_bytes, c, K, hq, hs);
+                cudaError_t e = cudaMemcpy((uint8_t *)dq + (size_t)(r0 + a) * qb, hq, qb * (size_t)c, cudaMemcpyHostToDevice);
+                if (!e) e = cudaMemcpy((uint8_t *)dsc + (size_t)(r0 + a) * nb * 2, hs, nb * 2 * (size_t)c, cudaMemcpyHostToDevice);
+                if (e) { free(hq); free(hs); return th_cu_fail(e, name); }
+                progress(g, (size_t)c * w[i]->row_bytes);
+            }
+            free(hq);
+            free(hs);
+            r0 += nr;
+        }
+        return TH_OK;
+    }
+    out->layout = TH_CU_GGUF;
+    void *d;
+    if ((s = th_cu_alloc(g, &d, out->row_bytes * (size_t)rows, name))) return s;
+    out->data = d;
+    size_t off = 0;
+    for (int i = 0; i < n; i++) {
+        size_t bytes = w[i]->row_bytes * (size_t)w[i]->ne1;
+        for (size_t a = 0; a < bytes; a += (256u << 20)) {
+            size_t c = TH_MIN(bytes - a, (size_t)256 << 20);
+            cudaError_t e = cudaMemcpy((uint8_t *)d + off + a, (const uint8_t *)w[i]->data + a, c, cudaMemcpyHostToDevice);
+            if (e) return th_cu_fail(e, name);
+            progress(g, c);
+        }
+        off += bytes;
+    }
+    return TH_OK;
+}
+
+/* A projection from up to three weights sharing the input: one fused matrix
+ * when all types match, else one matrix each. */
+static th_status upload_proj(th_gpu *g, const th_weight *a, const th_weight *b, const th_weight *c, th_cu_proj *p) {
+    const th_weight *w[3] = { a, b, c };
+    int n = c ? 3 : 2;
+    memset(p, 0, sizeof *p);
+    bool same = true;
+    for (int i = 1; i < n; i++) same = same && w[i]->type == w[0]->type && w[i]->row_bytes == w[0]->row_bytes;
+    int64_t off = 0;
+    th_status s;
+    if (same) {
+        if ((s = upload_mat(g, w, n, &p->part[0]))) return s;
+        p->n = 1;
+        p->width = p->part[0].rows;
+        return TH_OK;
+    }
+    for (int i = 0; i < n; i++) {
+        if ((s = upload_mat(g, &w[i], 1, &p->part[i]))) return s;
+        p->off[i] = off;
+        off += w[i]->ne1;
+    }
+    p->n = n;
+    p->width = off;
+    return TH_OK;
+}
+
+/* A vector (norm weight, bias) as fp32 on the device; absent → NULL. */
+static th_status upload_vec(th_gpu *g, const th_weight *w, const float **out) {
+    *out = NULL;
+    if (!w->data) return TH_OK;
+    th_status s;
+    if ((s = check_weight(w))) return s;
+    int64_t n = w->ne0 * TH_MAX(w->ne1, 1);
+    float *tmp = malloc((size_t)n * sizeof(float));
+    if (!tmp) return th_set_error(TH_ERR_NOMEM, "out of memory");
+    th_ref_dequantize(w->type, w->data, tmp, n);
+    void *d;
+    if ((s = th_cu_alloc(g, &d, (size_t)n * sizeof(float), w->name ? w->name : "vector"))) { free(tmp); return s; }
+    cudaError_t e = cudaMemcpy(d, tmp, (size_t)n * sizeof(float), cudaMemcpyHostToDevice);
+    free(tmp);
+    if (e) return th_cu_fail(e, w->name ? w->name : "vector");
+    progress(g, w->row_bytes * (size_t)TH_MAX(w->ne1, 1));
+    *out = d;
+    return TH_OK;
+}
+
+static size_t wbytes(const th_weight *w) { return w->data ? w->row_bytes * (size_t)TH_MAX(w->ne1, 1) : 0; }
+
+static size_t model_bytes(const th_model *m) {
+    size_t t = wbytes(&m->tok_embd) + wbytes(&m->output_norm) + wbytes(&m->rope_freqs);
+    if (m->output.data != m->tok_embd.data) t += wbytes(&m->output);
+    for (int i = 0; i < m->hp.n_layer; i++) {
+        const th_layer *L = &m->layers[i];
+        const th_weight *ws[] = { &L->attn_norm, &L->wq, &L->wk, &L->wv, &L->wo, &L->bq, &L->bk, &L->bv, &L->bo,
+                                  &L->q_norm, &L->k_norm, &L->post_attn_norm, &L->ffn_norm, &L->w_gate, &L->w_up,
+                                  &L->w_down, &L->post_ffn_norm };
+        for (size_t k = 0; k < sizeof ws / sizeof ws[0]; k++) t += wbytes(ws[k]);
+    }
+    return t;
+}
+
+static th_status upload_layer(th_gpu *g, int il) {
+    const th_model *m = g->m;
+    const th_layer *L = &m->layers[il];
+    th_cu_layer *D = &g->L[il];
+    th_status s;
+    if (L->gate_exps.data || L->router.data)
+        return th_set_error(TH_ERR_UNSUPPORTED, "layer %d: mixture-of-experts layers are not supported by the CUDA backend yet", il);
+    if (!L->wq.data || !L->wk.data || !L->wv.data || !L->w_gate.data || !L->w_up.data || !L->w_down.data)
+        return th_set_error(TH_ERR_UNSUPPORTED, "layer %d: the CUDA backend needs separate Q/K/V and gate/up/down weights", il);
+    if ((s = upload_proj(g, &L->wq, &L->wk, &L->wv, &D->qkv))) return s;
+    if ((s = upload_proj(g, &L->w_gate, &L->w_up, NULL, &D->gu))) return s;
+    const th_weight *wo = &L->wo, *wd = &L->w_down;
+    if ((s = upload_mat(g, &wo, 1, &D->wo)) || (s = upload_mat(g, &wd, 1, &D->down))) return s;
+    if ((s = upload_vec(g, &L->attn_norm, &D->attn_norm)) || (s = upload_vec(g, &L->ffn_norm, &D->ffn_norm)) ||
+        (s = upload_vec(g, &L->post_attn_norm, &D->post_attn_norm)) || (s = upload_vec(g, &L->post_ffn_norm, &D->post_ffn_norm)) ||
+        (s = upload_vec(g, &L->bq, &D->bq)) || (s = upload_vec(g, &L->bk, &D->bk)) || (s = upload_vec(g, &L->bv, &D->bv)) ||
+        (s = upload_vec(g, &L->bo, &D->bo)) || (s = upload_vec(g, &L->q_norm, &D->q_norm)) || (s = upload_vec(g, &L->k_norm, &D->k_norm)))
+        return s;
+    D->window = L->window;
+    float n_rot = (float)m->hp.n_rot;
+    D->theta_scale = powf(L->rope_base, -2.0f / n_rot);
+    return TH_OK;
+}
+
+th_status th_cu_upload_weights(th_gpu *g) {
+    const th_model *m = g->m;
+    th_status s;
+    g->upload_total = model_bytes(m);
+    g->upload_done = 0;
+    g->upload_pct = -1;
+    g->L = calloc((size_t)m->hp.n_layer, sizeof *g->L);
+    if (!g->L) return th_set_error(TH_ERR_NOMEM, "out of memory");
+    const th_weight *e = &m->tok_embd;
+    if ((s = upload_mat(g, &e, 1, &g->embd))) return s;
+    if (m->output.data == m->tok_embd.data) {
+        g->out = g->embd;
+    } else {
+        const th_weight *o = &m->output;
+        if ((s = upload_mat(g, &o, 1, &g->out))) return s;
+    }
+    if ((s = upload_vec(g, &m->output_norm, &g->out_norm)) || (s = upload_vec(g, &m->rope_freqs, &g->rope_freqs))) return s;
+    for (int il = 0; il < m->hp.n_layer; il++)
+        if ((s = upload_layer(g, il))) return s;
+    if (g->verbose && g->upload_pct != 100) fputc('\n', stderr);
+    return TH_OK;
+}

@@ -1,0 +1,200 @@
+/* testapi.c — host-array entry points that run one CUDA kernel family on its own
+ * (matrix products, attention) and the copy-bandwidth probe, for
+ * tests/test_cuda.c and bench/gpu/. Not used by the forward pass. */
+#include "cuda/backend.h"
+#include "core/core.h"
+#include "quant/quant.h"
+#include <cublas_v2.h>
+#include <math.h>
+#include <stdlib.h>
+
+#define TRY(call) do { cudaError_t e_ = (call); if (e_) { err = cudaGetErrorString(e_); goto done; } } while (0)
+
+const char *th_cu_test_matmul(uint32_t type, const void *w, int64_t rows, int64_t K, const float *x, int n, float *y,
+                              int path, bool force_gguf) {
+    const char *err = NULL;
+    uint64_t rb;
+    if (!th_row_bytes(type, (uint64_t)K, &rb)) return "bad row length";
+    th_cu_mat m = { .type = type, .layout = TH_CU_GGUF, .rows = rows, .K = K, .row_bytes = (size_t)rb };
+    void *dw = NULL, *ds = NULL, *wbuf = NULL, *xbuf = NULL;
+    float *dx = NULL, *dy = NULL;
+    th_cu_q8 q8 = { 0 };
+    uint8_t *hq = NULL;
+    uint16_t *hs = NULL;
+    cublasHandle_t h = NULL;
+    if (th_cu_type_splittable(type) && !force_gguf) {
+        size_t qb = type == TH_Q4_0 ? (size_t)K / 2 : (size_t)K;
+        hq = malloc(qb * (size_t)rows);
+        hs = malloc((size_t)K / 32 * 2 * (size_t)rows);
+        if (!hq || !hs) { err = "out of memory"; goto done; }
+        th_cu_repack_split(type, w, (size_t)rb, rows, K, hq, hs);
+        TRY(cudaMalloc(&dw, qb * (size_t)rows));
+        TRY(cudaMalloc(&ds, (size_t)K / 32 * 2 * (size_t)rows));
+        TRY(cudaMemcpy(dw, hq, qb * (size_t)rows, cudaMemcpyHostToDevice));
+        TRY(cudaMemcpy(ds, hs, (size_t)K / 32 * 2 * (size_t)rows, cudaMemcpyHostToDevice));
+        m.layout = TH_CU_SPLIT;
+        m.scales = ds;
+    } else {
+        TRY(cudaMalloc(&dw, (size_t)rb * (size_t)rows));
+        TRY(cudaMemcpy(dw, w, (size_t)rb * (size_t)rows, cudaMemcpyHostToDevice));
+    }
+    m.data = dw;
+    TRY(cudaMalloc((void **)&dx, (size_t)n * K * 4));
+    TRY(cudaMalloc((void **)&dy, (size_t)n * rows * 4));
+    TRY(cudaMemcpy(dx, x, (size_t)n * K * 4, cudaMemcpyHostToDevice));
+    TRY(cudaMemset(dy, 0xff, (size_t)n * rows * 4)); /* NaN poison: every output must be written */
+    if (path == 0) {
+        bool q = th_cu_gemv_wants_q8(&m);
+        if (q) {
+            TRY(cudaMalloc((void **)&q8.q, (size_t)n * K));
+            TRY(cudaMalloc((void **)&q8.d, (size_t)n * (K / 32) * 4));
+            TRY(cudaMalloc((void **)&q8.s, (size_t)n * (K / 32) * 4));
+            th_cu_quantize_q8(dx, K, n, K, &q8, 0);
+        }
+        th_cu_gemv(&m, dx, K, q ? &q8 : NULL, n, dy, rows, false, 0);
+    } else {
+        if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) { err = "cublasCreate failed"; goto done; }
+        size_t wb = (size_t)TH_MAX(K * 2, TH_MIN(rows, 1000) * K * 2); /* small tiles: exercise the chunk loop */
+        TRY(cudaMalloc(&wbuf, wb));
+        TRY(cudaMalloc(&xbuf, (size_t)n * K * 2));
+        if (!th_cu_gemm(h, &m, dx, K, n, dy, rows, false, wbuf, wb, xbuf, 0)) { err = "cuBLAS GEMM failed"; goto done; }
+    }
+    TRY(cudaGetLastError());
+    TRY(cudaDeviceSynchronize());
+    TRY(cudaMemcpy(y, dy, (size_t)n * rows * 4, cudaMemcpyDeviceToHost));
+done:
+    if (h) cublasDestroy(h);
+    cudaFree(dw); cudaFree(ds); cudaFree(dx); cudaFree(dy); cudaFree(q8.q); cudaFree(q8.d); cudaFree(q8.s);
+    cudaFree(wbuf); cudaFree(xbuf);
+    free(hq); free(hs);
+    return err;
+}
+
+const char *th_cu_test_attention(int n_head, int n_kv, int hd, int hdv, int len, const float *q, const float *k,
+                                 const float *v, int n, int pos0, int window, float softcap, bool kv_f16, int block,
+                                 int force_split, float *out) {
+    const char *err = NULL;
+    int nblk = (len + block - 1) / block;
+    int64_t kd = (int64_t)n_kv * hd, vd = (int64_t)n_kv * hdv;
+    size_t esz = kv_f16 ? 2 : 4, bb = (size_t)block * (size_t)(kd + vd) * esz;
+    uint8_t *pool = calloc((size_t)nblk, bb);
+    int32_t *table = malloc((size_t)nblk * 4), *pos = malloc((size_t)n * 4), *seq = calloc((size_t)n, 4);
+    void *dpool = NULL, *dtab = NULL, *dpos = NULL, *dseq = NULL;
+    float *dq = NULL, *dout = NULL, *dpart = NULL;
+    if (!pool || !table || !pos || !seq) { err = "out of memory"; goto done; }
+    for (int b = 0; b < nblk; b++) table[b] = nblk - 1 - b; /* blocks in reverse order: paging must be honoured */
+    for (int p = 0; p < len; p++) {
+        uint8_t *base = pool + (size_t)table[p / block] * bb;
+        int slot = p % block;
+        for (int64_t i = 0; i < kd; i++) {
+            float kv_ = k[(int64_t)p * kd + i];
+            if (kv_f16) ((uint16_t *)base)[slot * kd + i] = th_f32_to_f16(kv_);
+            else ((float *)base)[slot * kd + i] = kv_;
+        }
+        for (int64_t i = 0; i < vd; i++) {
+            float vv = v[(int64_t)p * vd + i];
+            if (kv_f16) ((uint16_t *)base)[block * kd + slot * vd + i] = th_f32_to_f16(vv);
+            else ((float *)base)[block * kd + slot * vd + i] = vv;
+        }
+    }
+    for (int i = 0; i < n; i++) pos[i] = pos0 + i;
+    TRY(cudaMalloc(&dpool, (size_t)nblk * bb));
+    TRY(cudaMalloc(&dtab, (size_t)nblk * 4));
+    TRY(cudaMalloc(&dpos, (size_t)n * 4));
+    TRY(cudaMalloc(&dseq, (size_t)n * 4));
+    TRY(cudaMalloc((void **)&dq, (size_t)n * n_head * hd * 4));
+    TRY(cudaMalloc((void **)&dout, (size_t)n * n_head * hdv * 4));
+    TRY(cudaMemcpy(dpool, pool, (size_t)nblk * bb, cudaMemcpyHostToDevice));
+    TRY(cudaMemcpy(dtab, table, (size_t)nblk * 4, cudaMemcpyHostToDevice));
+    TRY(cudaMemcpy(dpos, pos, (size_t)n * 4, cudaMemcpyHostToDevice));
+    TRY(cudaMemcpy(dseq, seq, (size_t)n * 4, cudaMemcpyHostToDevice));
+    TRY(cudaMemcpy(dq, q, (size_t)n * n_head * hd * 4, cudaMemcpyHostToDevice));
+    TRY(cudaMemset(dout, 0xff, (size_t)n * n_head * hdv * 4));
+    th_cu_kv kv = { .pool = dpool, .f16 = kv_f16, .block_bytes = bb, .block = block, .k_dim = kd, .v_dim = vd,
+                    .table = dtab, .max_blocks = nblk };
+    th_cu_attn a = { .n_head = n_head, .n_head_kv = n_kv, .head_dim = hd, .head_dim_v = hdv,
+                     .scale = 1.0f / sqrtf((float)hd), .softcap = softcap, .window = window };
+    size_t cap = (size_t)n * n_head * (size_t)((len + 31) / 32) * (size_t)(hdv + 2);
+    TRY(cudaMalloc((void **)&dpart, cap * 4 + (size_t)n * n_head * 4));
+    TRY(cudaMemset(dpart, 0, cap * 4 + (size_t)n * n_head * 4));
+    a.partial = dpart;
+    a.counter = (int32_t *)(dpart + cap);
+    int sm = 132;
+    cudaDeviceGetAttribute(&sm, cudaDevAttrMultiProcessorCount, 0);
+    if (force_split) th_cu_attn_plan(n, n_head, hdv, len, cap, 1 << 20, 32, &a.n_split, &a.chunk);
+    else th_cu_attn_plan(n, n_head, hdv, pos0 + n, cap, sm, 0, &a.n_split, &a.chunk);
+    th_cu_attention(dq, (int64_t)n_head * hd, n, dpos, dseq, &a, &kv, 0, dout, (int64_t)n_head * hdv, NULL, 0);
+    TRY(cudaGetLastError());
+    TRY(cudaDeviceSynchronize());
+    TRY(cudaMemcpy(out, dout, (size_t)n * n_head * hdv * 4, cudaMemcpyDeviceToHost));
+done:
+    cudaFree(dpool); cudaFree(dtab); cudaFree(dpos); cudaFree(dseq); cudaFree(dq); cudaFree(dout); cudaFree(dpart);
+    free(pool); free(table); free(pos); free(seq);
+    return err;
+}
+
+double th_cu_copy_bandwidth(size_t bytes) {
+    void *a = NULL, *b = NULL;
+    cudaEvent_t e0 = NULL, e1 = NULL;
+    double gbs = 0;
+    if (cudaMalloc(&a, bytes) || cudaMalloc(&b, bytes)) goto done;
+    cudaMemset(a, 1, bytes);
+    cudaEventCreate(&e0);
+    cudaEventCreate(&e1);
+    for (int i = 0; i < 3; i++) cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice);
+    const int reps = 20;
+    cudaEventRecord(e0, 0);
+    for (int i = 0; i < reps; i++) cudaMemcpyAsync(i & 1 ? a : b, i & 1 ? b : a, bytes, cudaMemcpyDeviceToDevice, 0);
+    cudaEventRecord(e1, 0);
+    cudaEventSynchronize(e1);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, e0, e1);
+    if (ms > 0) gbs = 2.0 * (double)bytes * reps / (ms * 1e-3) / 1e9;
+done:
+    if (e0) cudaEventDestroy(e0);
+    if (e1) cudaEventDestroy(e1);
+    cudaFree(a);
+    cudaFree(b);
+    cudaGetLastError();
+    return gbs;
+}
+
+double th_cu_gemm_tflops(int n) {
+    size_t e = (size_t)n * n;
+    uint16_t *h = malloc(e * 2);
+    void *a = NULL, *b = NULL, *c = NULL;
+    cublasHandle_t hd = NULL;
+    cudaEvent_t e0 = NULL, e1 = NULL;
+    double tf = 0;
+    if (!h) return 0;
+    uint64_t s = 88172645463325252ull;
+    for (size_t i = 0; i < e; i++) { /* random fp16 in ±[0.25, 1) */
+        s ^= s << 13; s ^= s >> 7; s ^= s << 17;
+        h[i] = (uint16_t)((s & 0x83ff) | (((s >> 16) & 1 ? 13 : 14) << 10));
+    }
+    if (cudaMalloc(&a, e * 2) || cudaMalloc(&b, e * 2) || cudaMalloc(&c, e * 4)) goto done;
+    cudaMemcpy(a, h, e * 2, cudaMemcpyHostToDevice);
+    cudaMemcpy(b, h, e * 2, cudaMemcpyHostToDevice);
+    if (cublasCreate(&hd) != CUBLAS_STATUS_SUCCESS) goto done;
+    const float one = 1.0f, zero = 0.0f;
+    cudaEventCreate(&e0);
+    cudaEventCreate(&e1);
+    for (int r = 0; r < 13; r++) {
+        if (r == 3) cudaEventRecord(e0, 0);
+        cublasGemmEx(hd, CUBLAS_OP_T, CUBLAS_OP_N, n, n, n, &one, a, CUDA_R_16F, n, b, CUDA_R_16F, n, &zero, c,
+                     CUDA_R_32F, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    }
+    cudaEventRecord(e1, 0);
+    cudaEventSynchronize(e1);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, e0, e1);
+    if (ms > 0) tf = 2.0 * n * (double)n * n * 10 / (ms * 1e-3) / 1e12;
+done:
+    if (hd) cublasDestroy(hd);
+    if (e0) cudaEventDestroy(e0);
+    if (e1) cudaEventDestroy(e1);
+    cudaFree(a); cudaFree(b); cudaFree(c);
+    free(h);
+    cudaGetLastError();
+    return tf;
+}

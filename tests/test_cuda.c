@@ -1,0 +1,400 @@
+/* test_cuda.c — the CUDA backend. Without a GPU (or in a build without CUDA)
+ * every GPU test prints "skipped: no GPU" and the no-GPU behaviour is checked
+ * instead (a clear error from a --gpu context; the CPU still works).
+ * With a GPU:
+ *   - each matrix kernel (every weight type; GEMV at 1..11 tokens, GEMM) against
+ *     the CPU reference on random inputs of awkward sizes (rows not a multiple
+ *     of the tile, K not a multiple of the vector width where the type allows);
+ *     the int8 kernels also against th_ref_vec_dot on the same q8 activations;
+ *   - attention over a paged cache (blocks in reverse order) against a float64
+ *     reference, with GQA, sliding window, softcap, F16/F32 KV, forced splits;
+ *   - the whole forward pass against llama.cpp's tiny goldens (all 15 types
+ *     present under $SHARED/fixtures/tiny) with the CPU tolerances, through the
+ *     GEMV path (one batch), the GEMM path, and token by token (CUDA graphs);
+ *   - a ragged multi-sequence batch with copy-on-write prefix sharing against
+ *     the CPU backend. */
+#include "check.h"
+#include "theseus.h"
+#include <stdint.h>
+#ifdef TH_CUDA
+#include "cuda/backend.h"
+#include "quant/quant.h"
+#endif
+
+static char gpu_desc[256];
+static int gpu_ok = -1;
+
+static bool have_gpu(void) {
+    if (gpu_ok < 0) gpu_ok = th_gpu_available(gpu_desc, sizeof gpu_desc) == TH_OK;
+    return gpu_ok;
+}
+#define NEED_GPU() do { if (!have_gpu()) SKIP("no GPU (%s)", th_last_error()); } while (0)
+
+/* ------------------------------------------------------------------ helpers */
+
+static uint64_t rng = 0x9E3779B97F4A7C15ull;
+__attribute__((unused)) static float frand(void) { /* uniform in [-1, 1) */
+    rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
+    return (float)((rng >> 40) * (1.0 / 8388608.0)) - 1.0f;
+}
+
+__attribute__((unused)) static double rel_l2(const float *a, const double *ref, size_t n) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (a[i] != a[i]) return INFINITY;
+        num += (a[i] - ref[i]) * (a[i] - ref[i]);
+        den += ref[i] * ref[i];
+    }
+    return sqrt(num / (den > 0 ? den : 1));
+}
+
+typedef struct { uint32_t n, nv; int32_t *tok; float *logits; } thlg;
+
+static bool thlg_load(const char *path, thlg *g) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return false;
+    uint32_t h[4];
+    bool ok = fread(h, 4, 4, f) == 4 && h[0] == 0x474C4854u && h[1] == 1;
+    if (ok) {
+        g->n = h[2]; g->nv = h[3];
+        g->tok = malloc(g->n * 4);
+        g->logits = malloc((size_t)g->n * g->nv * 4);
+        ok = g->tok && g->logits && fread(g->tok, 4, g->n, f) == g->n &&
+             fread(g->logits, 4, (size_t)g->n * g->nv, f) == (size_t)g->n * g->nv;
+    }
+    fclose(f);
+    return ok;
+}
+
+static int argmax(const float *x, int n) {
+    int b = 0;
+    for (int i = 1; i < n; i++) if (x[i] > x[b]) b = i;
+    return b;
+}
+
+static void compare(const float *a, const float *b, int n, int nv, double *worst, double *top1) {
+    *worst = 0;
+    int agree = 0;
+    for (int p = 0; p < n; p++) {
+        double num = 0, den = 0;
+        for (int i = 0; i < nv; i++) {
+            double d = (double)a[(size_t)p * nv + i] - b[(size_t)p * nv + i];
+            num += d * d;
+            den += (double)b[(size_t)p * nv + i] * b[(size_t)p * nv + i];
+        }
+        double r = sqrt(num) / (den > 0 ? sqrt(den) : 1);
+        if (!(r <= *worst)) *worst = r;
+        agree += argmax(a + (size_t)p * nv, nv) == argmax(b + (size_t)p * nv, nv);
+    }
+    *top1 = (double)agree / n;
+}
+
+/* Logits of every token of `tok`, decoded in batches of `chunk` on the GPU (or CPU). */
+static float *run_logits(th_model *m, const int32_t *tok, int n, int chunk, bool gpu, int kv_type) {
+    th_context_params cp = th_context_default_params();
+    cp.n_ctx = 64;
+    cp.n_batch = (uint32_t)chunk;
+    cp.kv_block = 16;
+    cp.kv_type = kv_type;
+    cp.n_threads = 2;
+    cp.gpu = gpu;
+    th_context *c;
+    if (th_context_new(m, &cp, &c)) return NULL;
+    int nv = th_model_n_vocab(m);
+    float *out = malloc((size_t)n * nv * sizeof(float));
+    int8_t want[64];
+    memset(want, 1, sizeof want);
+    for (int i0 = 0; i0 < n; i0 += chunk) {
+        int nb = n - i0 < chunk ? n - i0 : chunk;
+        th_batch b = { .n_tokens = nb, .token = tok + i0, .logits = want };
+        if (th_decode(c, &b)) { free(out); th_context_free(c); return NULL; }
+        for (int j = 0; j < nb; j++) memcpy(out + (size_t)(i0 + j) * nv, th_get_logits(c, j), (size_t)nv * 4);
+    }
+    th_context_free(c);
+    return out;
+}
+
+/* ------------------------------------------------------------------ no GPU */
+
+/* Without a GPU: asking for one fails with a message that says so; the CPU runs. */
+static void test_no_gpu_message(void) {
+    if (have_gpu()) SKIP("a GPU is present (%s)", gpu_desc);
+    printf("  skipped: no GPU (%s)\n", th_last_error());
+    th_model *m;
+    if (th_model_load(fixture("tiny/tiny-Q8_0.gguf"), NULL, &m)) SKIP("fixture missing: %s", th_last_error());
+    th_context_params cp = th_context_default_params();
+    cp.n_ctx = 32; cp.n_threads = 1; cp.gpu = true;
+    th_context *c = NULL;
+    CHECK(th_context_new(m, &cp, &c) != TH_OK && c == NULL, "a GPU context without a GPU must fail");
+    const char *e = th_last_error();
+    CHECK(strstr(e, "GPU") || strstr(e, "CUDA"), "error should say why: %s", e);
+    cp.gpu = false;
+    CHECK(th_context_new(m, &cp, &c) == TH_OK, "the CPU must still work: %s", th_last_error());
+    int32_t tok[3] = { 1, 450, 439 };
+    th_batch b = { .n_tokens = 3, .token = tok };
+    CHECK(c && th_decode(c, &b) == TH_OK, "%s", th_last_error());
+    th_context_free(c);
+    th_model_free(m);
+}
+
+#ifdef TH_CUDA
+/* ------------------------------------------------------------------ kernels */
+
+static const uint32_t all_types[] = { TH_F32, TH_F16, TH_BF16, TH_Q4_0, TH_Q4_1, TH_Q5_0, TH_Q5_1, TH_Q8_0,
+                                      TH_Q2_K, TH_Q3_K, TH_Q4_K, TH_Q5_K, TH_Q6_K, TH_IQ4_NL, TH_IQ4_XS };
+
+/* One type: random weights quantized by the reference, GPU product vs the
+ * float64 product of the reference-dequantized weights. */
+static void check_matmul_type(uint32_t type, int64_t rows, int64_t K) {
+    uint64_t rb;
+    if (!th_row_bytes(type, (uint64_t)K, &rb)) { CHECK(0, "%s: K %lld", th_type_name(type), (long long)K); return; }
+    const int max_n = 40;
+    float *wf = malloc((size_t)rows * K * 4), *wd = malloc((size_t)rows * K * 4);
+    uint8_t *wq = malloc((size_t)rows * rb);
+    float *x = malloc((size_t)max_n * K * 4), *y = malloc((size_t)max_n * rows * 4);
+    double *ref = malloc((size_t)max_n * rows * 8);
+    for (int64_t i = 0; i < rows * K; i++) wf[i] = frand() * (1.0f + (float)(i % 7));
+    if (th_ref_can_quantize(type)) {
+        for (int64_t r = 0; r < rows; r++) th_ref_quantize(type, wf + r * K, wq + r * rb, K);
+    } else { /* no reference quantizer: random blocks with small fp16 scales */
+        for (size_t i = 0; i < (size_t)rows * rb; i++) wq[i] = (uint8_t)(frand() * 128.0f + 128.0f);
+        const th_type_info *ti = th_type_info_get(type);
+        size_t d_at = type == TH_Q2_K ? 80 : type == TH_Q3_K ? 108 : type == TH_Q6_K ? 208 : 0;
+        bool has_min = type == TH_Q2_K || type == TH_Q4_K || type == TH_Q5_K;
+        for (size_t b = 0; b < (size_t)rows * rb; b += ti->bytes) {
+            uint16_t d = th_f32_to_f16(0.01f + 0.01f * frand());
+            memcpy(wq + b + d_at, &d, 2);
+            if (has_min) memcpy(wq + b + d_at + 2, &d, 2);
+        }
+    }
+    th_ref_dequantize(type, wq, wd, rows * K);
+    for (int64_t i = 0; i < max_n * K; i++) x[i] = frand();
+    for (int t = 0; t < max_n; t++)
+        for (int64_t r = 0; r < rows; r++) {
+            double s = 0;
+            for (int64_t k = 0; k < K; k++) s += (double)wd[r * K + k] * x[t * K + k];
+            ref[t * rows + r] = s;
+        }
+    bool q8 = type == TH_Q4_0 || type == TH_Q8_0;
+    /* fp32 math: ~1e-6; q8 activations: ~1/127 per block; 16-bit GEMM inputs: ~1e-3 */
+    double tol_gemv_f = 1e-5, tol_q8 = 2e-2, tol_gemm = type == TH_F32 ? 1e-5 : type == TH_BF16 ? 1e-2 : 4e-3;
+    const int ns[] = { 1, 3, 8, 11 };
+    double worst = 0;
+    for (int gg = 0; gg < (q8 ? 2 : 1); gg++)
+        for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++) {
+            const char *e = th_cu_test_matmul(type, wq, rows, K, x, ns[i], y, 0, gg == 1);
+            CHECK(!e, "%s gemv: %s", th_type_name(type), e);
+            if (e) continue;
+            double r = rel_l2(y, ref, (size_t)ns[i] * rows), tol = q8 && gg == 0 ? tol_q8 : tol_gemv_f;
+            if (r > worst) worst = r;
+            CHECK(r <= tol, "%s gemv n=%d %s: rel-L2 %.3e > %.1e", th_type_name(type), ns[i], gg ? "gguf" : "split", r, tol);
+        }
+    const char *e = th_cu_test_matmul(type, wq, rows, K, x, max_n, y, 1, false);
+    CHECK(!e, "%s gemm: %s", th_type_name(type), e);
+    double rg = e ? INFINITY : rel_l2(y, ref, (size_t)max_n * rows);
+    CHECK(rg <= tol_gemm, "%s gemm: rel-L2 %.3e > %.1e", th_type_name(type), rg, tol_gemm);
+    if (q8) { /* the int8 kernels compute exactly th_ref_vec_dot on q8 activations */
+        uint8_t *xq = malloc((size_t)(K / 32) * 34);
+        const char *e2 = th_cu_test_matmul(type, wq, rows, K, x, 1, y, 0, false);
+        th_ref_quantize(TH_Q8_0, x, xq, K);
+        double num = 0, den = 0;
+        for (int64_t r = 0; r < rows && !e2; r++) {
+            double d = th_ref_vec_dot(type, K, wq + r * rb, xq);
+            num += (y[r] - d) * (y[r] - d);
+            den += d * d;
+        }
+        CHECK(!e2 && sqrt(num / den) < 2e-5, "%s vs th_ref_vec_dot: rel-L2 %.3e", th_type_name(type), sqrt(num / den));
+        free(xq);
+    }
+    printf("  %-7s %lldx%lld gemv worst %.2e  gemm %.2e\n", th_type_name(type), (long long)rows, (long long)K, worst, rg);
+    free(wf); free(wd); free(wq); free(x); free(y); free(ref);
+}
+
+static void test_matmul_kernels(void) {
+    NEED_GPU();
+    for (size_t i = 0; i < sizeof all_types / sizeof all_types[0]; i++) {
+        uint32_t t = all_types[i];
+        bool kq = th_type_info_get(t)->block == 256;
+        check_matmul_type(t, 37, kq ? 768 : 96);     /* short rows: lanes idle, rows not a multiple of 4 */
+        check_matmul_type(t, 67, kq ? 2816 : 1312);  /* longer rows: several steps per lane */
+    }
+    check_matmul_type(TH_F32, 29, 100);   /* K not a multiple of 8: the scalar paths */
+    check_matmul_type(TH_F16, 29, 36);
+    check_matmul_type(TH_BF16, 29, 52);
+}
+
+/* float64 reference of causal attention for one sequence */
+static void attn_ref(int n_head, int n_kv, int hd, int hdv, const float *q, const float *k, const float *v, int n,
+                     int pos0, int window, float softcap, bool f16, double *out) {
+    int grp = n_head / n_kv;
+    double *sc = malloc(sizeof(double) * (size_t)(pos0 + n));
+    for (int t = 0; t < n; t++)
+        for (int h = 0; h < n_head; h++) {
+            int p = pos0 + t, lo = window > 0 && p - window + 1 > 0 ? p - window + 1 : 0, kh = h / grp;
+            double mx = -INFINITY;
+            for (int j = lo; j <= p; j++) {
+                double s = 0;
+                for (int i = 0; i < hd; i++) {
+                    float kk = k[(size_t)j * n_kv * hd + kh * hd + i];
+                    if (f16) kk = th_f16_to_f32(th_f32_to_f16(kk));
+                    s += (double)q[((size_t)t * n_head + h) * hd + i] * kk;
+                }
+                s /= sqrt((double)hd);
+                if (softcap > 0) s = softcap * tanh(s / softcap);
+                sc[j] = s;
+                if (s > mx) mx = s;
+            }
+            double sum = 0;
+            for (int j = lo; j <= p; j++) { sc[j] = exp(sc[j] - mx); sum += sc[j]; }
+            for (int i = 0; i < hdv; i++) {
+                double a = 0;
+                for (int j = lo; j <= p; j++) {
+                    float vv = v[(size_t)j * n_kv * hdv + kh * hdv + i];
+                    if (f16) vv = th_f16_to_f32(th_f32_to_f16(vv));
+                    a += sc[j] * vv;
+                }
+                out[((size_t)t * n_head + h) * hdv + i] = a / sum;
+            }
+        }
+    free(sc);
+}
+
+static void check_attention(int n_head, int n_kv, int hd, int hdv, int len, int n, int window, float softcap,
+                            bool f16, int block, int force_split) {
+    int pos0 = len - n;
+    float *q = malloc(sizeof(float) * (size_t)n * n_head * hd), *k = malloc(sizeof(float) * (size_t)len * n_kv * hd);
+    float *v = malloc(sizeof(float) * (size_t)len * n_kv * hdv), *out = malloc(sizeof(float) * (size_t)n * n_head * hdv);
+    double *ref = malloc(sizeof(double) * (size_t)n * n_head * hdv);
+    for (size_t i = 0; i < (size_t)n * n_head * hd; i++) q[i] = 2.0f * frand();
+    for (size_t i = 0; i < (size_t)len * n_kv * hd; i++) k[i] = frand();
+    for (size_t i = 0; i < (size_t)len * n_kv * hdv; i++) v[i] = frand();
+    const char *e = th_cu_test_attention(n_head, n_kv, hd, hdv, len, q, k, v, n, pos0, window, softcap, f16, block,
+                                         force_split, out);
+    CHECK(!e, "attention: %s", e);
+    if (!e) {
+        attn_ref(n_head, n_kv, hd, hdv, q, k, v, n, pos0, window, softcap, f16, ref);
+        double r = rel_l2(out, ref, (size_t)n * n_head * hdv);
+        printf("  attention heads %d/%d hd %d/%d len %d tokens %d window %d softcap %.0f %s block %d%s: rel-L2 %.2e\n",
+               n_head, n_kv, hd, hdv, len, n, window, softcap, f16 ? "f16" : "f32", block, force_split ? " split" : "", r);
+        CHECK(r < 1e-5, "rel-L2 %.3e", r);
+    }
+    free(q); free(k); free(v); free(out); free(ref);
+}
+
+static void test_attention_kernel(void) {
+    NEED_GPU();
+    check_attention(8, 2, 64, 64, 300, 1, 0, 0, false, 16, 1);
+    check_attention(8, 2, 64, 64, 300, 1, 0, 0, false, 16, 0);
+    check_attention(4, 4, 128, 128, 517, 5, 0, 0, true, 7, 1);
+    check_attention(6, 3, 36, 20, 200, 9, 50, 30.0f, false, 5, 0);   /* awkward widths, window, softcap */
+    check_attention(2, 1, 256, 256, 1100, 2, 0, 0, true, 16, 1);     /* widest heads, many splits */
+    check_attention(9, 3, 64, 64, 33, 33, 0, 0, false, 4, 0);        /* prefill-like: every token causal */
+}
+#endif
+
+/* ------------------------------------------------------------------ model */
+
+static void check_golden(const char *type, double max_rel, double min_top1) {
+    char mp[256], gp[256];
+    snprintf(mp, sizeof mp, "tiny/tiny-%s.gguf", type);
+    snprintf(gp, sizeof gp, "tiny/golden/tiny-%s.logits", type);
+    thlg g;
+    th_model *m;
+    FILE *probe = fopen(fixture(mp), "rb");
+    if (!probe) { printf("  %-7s fixture not present, not checked\n", type); return; }
+    fclose(probe);
+    if (!thlg_load(fixture(gp), &g)) { CHECK(0, "cannot read %s", fixture(gp)); return; }
+    th_status s = th_model_load(fixture(mp), NULL, &m);
+    CHECK(s == TH_OK, "load %s: %s", mp, th_last_error());
+    if (s) { free(g.tok); free(g.logits); return; }
+    /* one batch (GEMV path), GEMM path for the batch, token by token (graphs) */
+    const char *modes[3] = { "batch", "gemm", "tokens" };
+    for (int mode = 0; mode < 3; mode++) {
+        setenv("TH_GPU_GEMM_MIN", mode == 1 ? "1" : "33", 1);
+        float *lg = run_logits(m, g.tok, (int)g.n, mode == 2 ? 1 : (int)g.n, true, TH_KV_F32);
+        CHECK(lg != NULL, "%s %s: %s", type, modes[mode], th_last_error());
+        if (!lg) continue;
+        double worst, top1;
+        compare(lg, g.logits, (int)g.n, (int)g.nv, &worst, &top1);
+        printf("  %-7s %-6s rel_l2_max=%.2e top1=%.3f (limits %.0e, %.2f)\n", type, modes[mode], worst, top1, max_rel, min_top1);
+        CHECK(worst <= max_rel, "%s %s: rel-L2 %.3e > %.1e", type, modes[mode], worst, max_rel);
+        CHECK(top1 >= min_top1, "%s %s: top-1 %.3f < %.2f", type, modes[mode], top1, min_top1);
+        free(lg);
+    }
+    unsetenv("TH_GPU_GEMM_MIN");
+    th_model_free(m);
+    free(g.tok); free(g.logits);
+}
+
+static void test_golden_float(void) {
+    NEED_GPU();
+    printf("  GPU: %s\n", gpu_desc);
+    check_golden("F32", 1e-4, 0.9);
+    check_golden("F16", 3e-3, 0.9);
+    check_golden("BF16", 1e-2, 0.9);
+}
+
+static void test_golden_quantized(void) {
+    NEED_GPU();
+    const char *types[] = { "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K_M", "Q4_K_M",
+                            "Q5_K_M", "Q6_K", "IQ4_NL", "IQ4_XS" };
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) check_golden(types[i], 5e-2, 0.9);
+}
+
+/* Two sequences share a prefix (copy-on-write on the device), then decode
+ * interleaved in one ragged batch with F16 KV: the same logits as the CPU. */
+static void test_ragged_and_shared(void) {
+    NEED_GPU();
+    th_model *m;
+    if (th_model_load(fixture("tiny/tiny-F32.gguf"), NULL, &m) && th_model_load(fixture("tiny/tiny-F16.gguf"), NULL, &m))
+        SKIP("fixture missing: %s", th_last_error());
+    int nv = th_model_n_vocab(m);
+    const int32_t a[9] = { 1, 450, 439, 860, 3347, 113, 1701, 123, 432 };
+    const int32_t b[9] = { 1, 450, 439, 860, 3347, 113, 975, 278, 425 };
+    float *res[2][6];
+    for (int gpu = 0; gpu < 2; gpu++) {
+        th_context_params cp = th_context_default_params();
+        cp.n_ctx = 24; cp.n_seq_max = 2; cp.kv_block = 4; cp.kv_type = TH_KV_F16; cp.n_threads = 2; cp.gpu = gpu;
+        th_context *c;
+        CHECK(th_context_new(m, &cp, &c) == TH_OK, "%s", th_last_error());
+        th_batch p = { .n_tokens = 6, .token = a };
+        CHECK(th_decode(c, &p) == TH_OK, "%s", th_last_error());
+        CHECK(th_kv_seq_copy(c, 1, 0) == TH_OK);
+        int32_t tok[6] = { a[6], b[6], a[7], b[7], a[8], b[8] }, pos[6] = { 6, 6, 7, 7, 8, 8 }, sid[6] = { 0, 1, 0, 1, 0, 1 };
+        int8_t want[6] = { 1, 1, 1, 1, 1, 1 };
+        th_batch d = { .n_tokens = 6, .token = tok, .pos = pos, .seq_id = sid, .logits = want };
+        CHECK(th_decode(c, &d) == TH_OK, "%s", th_last_error());
+        for (int j = 0; j < 6; j++) {
+            res[gpu][j] = malloc((size_t)nv * 4);
+            memcpy(res[gpu][j], th_get_logits(c, j), (size_t)nv * 4);
+        }
+        th_context_free(c);
+    }
+    double worst = 0;
+    for (int j = 0; j < 6; j++) {
+        double num = 0, den = 0;
+        for (int v = 0; v < nv; v++) {
+            double d = res[1][j][v] - res[0][j][v];
+            num += d * d;
+            den += (double)res[0][j][v] * res[0][j][v];
+        }
+        if (sqrt(num / den) > worst) worst = sqrt(num / den);
+        free(res[0][j]); free(res[1][j]);
+    }
+    printf("  ragged batch with shared prefix, GPU vs CPU: worst rel-L2 %.2e\n", worst);
+    CHECK(worst < 3e-3, "GPU vs CPU %.3e", worst);
+    th_model_free(m);
+}
+
+int main(void) {
+    if (!have_gpu()) printf("skipped: no GPU (%s)\n", th_last_error());
+    RUN(test_no_gpu_message);
+#ifdef TH_CUDA
+    RUN(test_matmul_kernels);
+    RUN(test_attention_kernel);
+#endif
+    RUN(test_golden_float);
+    RUN(test_golden_quantized);
+    RUN(test_ragged_and_shared);
+    return CHECK_DONE();
+}
