@@ -61,7 +61,8 @@ static bool client_gone(int fd) {
     return false;
 }
 
-/* Waits until the job changes past *seen. False if the client went away. */
+/* Waits until the job changes past *seen. False if the client went away (checked
+ * every 100 ms while nothing happens, and at every change). */
 static bool wait_change(srv_job *j, uint64_t *seen, int fd) {
     pthread_mutex_lock(&j->mu);
     while (j->version == *seen) {
@@ -77,7 +78,8 @@ static bool wait_change(srv_job *j, uint64_t *seen, int fd) {
     }
     *seen = j->version;
     pthread_mutex_unlock(&j->mu);
-    return true;
+    /* a running job changes more often than the 100 ms timeout: look at every change */
+    return !client_gone(fd);
 }
 
 /* ---------------------------------------------------------------- streaming */

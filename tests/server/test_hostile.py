@@ -183,10 +183,16 @@ def t_slow_client():
     return f"others served in {served:.1f}s; the slow one closed"
 
 
+# SmolLM2's end-of-generation tokens: <|endoftext|> (0), <|im_start|> (1), <|im_end|> (2)
+NO_EOG = {"0": -100, "1": -100, "2": -100}
+
+
 def t_disconnect_mid_stream():
     wait_idle()
     s = raw_connect()
-    body = json.dumps({"prompt": "Tell me a long story.", "max_tokens": 200, "stream": True}).encode()
+    # end-of-text tokens banned, so the stream is still running when we hang up
+    body = json.dumps({"prompt": "Tell me a long story.", "max_tokens": 200, "stream": True,
+                       "logit_bias": NO_EOG}).encode()
     s.sendall(raw_request_head("/v1/completions", len(body)) + body)
     s.settimeout(60)
     got = b""
@@ -203,7 +209,7 @@ def t_disconnect_mid_stream():
     still_serving()
     # the same for a non-streamed request
     s = raw_connect()
-    body = json.dumps({"prompt": "Tell me a long story.", "max_tokens": 200}).encode()
+    body = json.dumps({"prompt": "Tell me a long story.", "max_tokens": 200, "logit_bias": NO_EOG}).encode()
     s.sendall(raw_request_head("/v1/completions", len(body)) + body)
     t_end = time.time() + 30
     while metrics()["theseus_active_sequences"] < 1 and time.time() < t_end:
