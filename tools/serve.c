@@ -21,6 +21,7 @@ static void usage(FILE *f) {
                "  -b, --batch N          tokens per forward pass (default 256); long prompts\n"
                "                         are fed in chunks so running streams keep going\n"
                "  -t, --threads N        threads (default: all cores)\n"
+               "  --gpu                  run the model on the GPU (CUDA build)\n"
                "  --queue N              requests that may wait for a slot (default 64); more get 503\n"
                "  --api-key KEY          require Authorization: Bearer KEY (all but /health)\n"
                "  --api-key-file FILE    the same, the key read from FILE's first line\n"
@@ -48,6 +49,7 @@ static int parse_args(int argc, char **argv, srv_config *c, char **key_buf) {
         long l;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 1; }
         if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) { c->verbose = true; continue; }
+        if (!strcmp(a, "--gpu")) { c->gpu = true; continue; }
         if (!v) { fprintf(stderr, "theseus serve: unknown or incomplete option '%s'\n", a); return 2; }
         i++;
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) c->model_path = v;

@@ -28,7 +28,7 @@ typedef struct srv_config {
     const char *model_path, *host, *api_key, *alias;
     int port, parallel, ctx, batch, threads, queue, timeout_s;
     size_t max_body;
-    bool verbose;
+    bool verbose, gpu;
 } srv_config;
 
 /* ---------------------------------------------------------------- jobs */

@@ -405,6 +405,7 @@ th_status sched_start(th_model *m, const srv_config *cfg, srv_sched **out) {
     S->pad_seq = cfg->parallel;
     cp.kv_block = blk;
     cp.n_threads = cfg->threads;
+    cp.gpu = cfg->gpu;
     th_status s = th_context_new(m, &cp, &S->ctx);
     if (s) return s;
     S->q_cap = cfg->queue;
