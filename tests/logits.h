@@ -53,7 +53,7 @@ static inline void compare_logits(const float *a, const float *b, int n, int nv,
     *worst = 0;
     for (int p = 0; p < n; p++) {
         double r = rel_l2(a + (size_t)p * nv, b + (size_t)p * nv, nv);
-        if (r > *worst) { *worst = r; wp = p; }
+        if (!(r <= *worst)) { *worst = r; wp = p; }   /* NaN counts as the worst */
         agree += argmax(a + (size_t)p * nv, nv) == argmax(b + (size_t)p * nv, nv);
     }
     if (worst_pos) *worst_pos = wp;

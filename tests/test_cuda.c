@@ -14,6 +14,7 @@
  *   - a ragged multi-sequence batch with copy-on-write prefix sharing against
  *     the CPU backend. */
 #include "check.h"
+#include "logits.h"
 #include "theseus.h"
 #include <stdint.h>
 #ifdef TH_CUDA
@@ -38,7 +39,8 @@ __attribute__((unused)) static float frand(void) { /* uniform in [-1, 1) */
     return (float)((rng >> 40) * (1.0 / 8388608.0)) - 1.0f;
 }
 
-__attribute__((unused)) static double rel_l2(const float *a, const double *ref, size_t n) {
+/* relative L2 error of a against a float64 reference (NaN anywhere: infinite) */
+__attribute__((unused)) static double rel_l2_ref(const float *a, const double *ref, size_t n) {
     double num = 0, den = 0;
     for (size_t i = 0; i < n; i++) {
         if (a[i] != a[i]) return INFINITY;
@@ -46,47 +48,6 @@ __attribute__((unused)) static double rel_l2(const float *a, const double *ref, 
         den += ref[i] * ref[i];
     }
     return sqrt(num / (den > 0 ? den : 1));
-}
-
-typedef struct { uint32_t n, nv; int32_t *tok; float *logits; } thlg;
-
-static bool thlg_load(const char *path, thlg *g) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return false;
-    uint32_t h[4];
-    bool ok = fread(h, 4, 4, f) == 4 && h[0] == 0x474C4854u && h[1] == 1;
-    if (ok) {
-        g->n = h[2]; g->nv = h[3];
-        g->tok = malloc(g->n * 4);
-        g->logits = malloc((size_t)g->n * g->nv * 4);
-        ok = g->tok && g->logits && fread(g->tok, 4, g->n, f) == g->n &&
-             fread(g->logits, 4, (size_t)g->n * g->nv, f) == (size_t)g->n * g->nv;
-    }
-    fclose(f);
-    return ok;
-}
-
-static int argmax(const float *x, int n) {
-    int b = 0;
-    for (int i = 1; i < n; i++) if (x[i] > x[b]) b = i;
-    return b;
-}
-
-static void compare(const float *a, const float *b, int n, int nv, double *worst, double *top1) {
-    *worst = 0;
-    int agree = 0;
-    for (int p = 0; p < n; p++) {
-        double num = 0, den = 0;
-        for (int i = 0; i < nv; i++) {
-            double d = (double)a[(size_t)p * nv + i] - b[(size_t)p * nv + i];
-            num += d * d;
-            den += (double)b[(size_t)p * nv + i] * b[(size_t)p * nv + i];
-        }
-        double r = sqrt(num) / (den > 0 ? sqrt(den) : 1);
-        if (!(r <= *worst)) *worst = r;
-        agree += argmax(a + (size_t)p * nv, nv) == argmax(b + (size_t)p * nv, nv);
-    }
-    *top1 = (double)agree / n;
 }
 
 /* Logits of every token of `tok`, decoded in batches of `chunk` on the GPU (or CPU). */
@@ -185,13 +146,13 @@ static void check_matmul_type(uint32_t type, int64_t rows, int64_t K) {
             const char *e = th_cu_test_matmul(type, wq, rows, K, x, ns[i], y, 0, gg == 1);
             CHECK(!e, "%s gemv: %s", th_type_name(type), e);
             if (e) continue;
-            double r = rel_l2(y, ref, (size_t)ns[i] * rows), tol = q8 && gg == 0 ? tol_q8 : tol_gemv_f;
+            double r = rel_l2_ref(y, ref, (size_t)ns[i] * rows), tol = q8 && gg == 0 ? tol_q8 : tol_gemv_f;
             if (r > worst) worst = r;
             CHECK(r <= tol, "%s gemv n=%d %s: rel-L2 %.3e > %.1e", th_type_name(type), ns[i], gg ? "gguf" : "split", r, tol);
         }
     const char *e = th_cu_test_matmul(type, wq, rows, K, x, max_n, y, 1, false);
     CHECK(!e, "%s gemm: %s", th_type_name(type), e);
-    double rg = e ? INFINITY : rel_l2(y, ref, (size_t)max_n * rows);
+    double rg = e ? INFINITY : rel_l2_ref(y, ref, (size_t)max_n * rows);
     CHECK(rg <= tol_gemm, "%s gemm: rel-L2 %.3e > %.1e", th_type_name(type), rg, tol_gemm);
     if (q8) { /* the int8 kernels compute exactly th_ref_vec_dot on q8 activations */
         uint8_t *xq = malloc((size_t)(K / 32) * 34);
@@ -273,7 +234,7 @@ static void check_attention(int n_head, int n_kv, int hd, int hdv, int len, int 
     CHECK(!e, "attention: %s", e);
     if (!e) {
         attn_ref(n_head, n_kv, hd, hdv, q, k, v, n, pos0, window, softcap, f16, ref);
-        double r = rel_l2(out, ref, (size_t)n * n_head * hdv);
+        double r = rel_l2_ref(out, ref, (size_t)n * n_head * hdv);
         printf("  attention heads %d/%d hd %d/%d len %d tokens %d window %d softcap %.0f %s block %d%s: rel-L2 %.2e\n",
                n_head, n_kv, hd, hdv, len, n, window, softcap, f16 ? "f16" : "f32", block, force_split ? " split" : "", r);
         CHECK(r < 1e-5, "rel-L2 %.3e", r);
@@ -315,7 +276,7 @@ static void check_golden(const char *type, double max_rel, double min_top1) {
         CHECK(lg != NULL, "%s %s: %s", type, modes[mode], th_last_error());
         if (!lg) continue;
         double worst, top1;
-        compare(lg, g.logits, (int)g.n, (int)g.nv, &worst, &top1);
+        compare_logits(lg, g.logits, (int)g.n, (int)g.nv, &worst, NULL, &top1);
         printf("  %-7s %-6s rel_l2_max=%.2e top1=%.3f (limits %.0e, %.2f)\n", type, modes[mode], worst, top1, max_rel, min_top1);
         CHECK(worst <= max_rel, "%s %s: rel-L2 %.3e > %.1e", type, modes[mode], worst, max_rel);
         CHECK(top1 >= min_top1, "%s %s: top-1 %.3f < %.2f", type, modes[mode], top1, min_top1);
