@@ -14,6 +14,7 @@ int cmd_logits(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 int cmd_template(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
 
 #define TH_MIN_SZ(a, b) ((size_t)(a) < (size_t)(b) ? (size_t)(a) : (size_t)(b))
 

@@ -11,6 +11,7 @@ static const command commands[] = {
     { "tokenize", cmd_tokenize, "print the token ids of stdin" },
     { "inspect", cmd_inspect, "list a model file's metadata and tensors" },
     { "template", cmd_template, "render a chat template" },
+    { "bench", cmd_bench, "measure prompt and generation speed (llama-bench-style table)" },
 };
 
 static void usage(FILE *f) {

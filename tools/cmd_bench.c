@@ -1,0 +1,349 @@
+/* cmd_bench.c — `theseus bench`: llama-bench-style throughput rows for one model.
+ *
+ *   pp N : one batch of N random token ids into an empty KV cache (cleared
+ *          between repetitions); tok/s = N / time of that th_decode call.
+ *   tg N : N single-token decodes after a short prompt (PROMPT_TG tokens, not
+ *          timed); tok/s = N / time of the N calls.
+ *
+ * Each test runs once untimed (warm-up), then -r times; the row shows the median
+ * tok/s ± the sample standard deviation. For tg it also shows the weight bytes
+ * read per token × tok/s (GB/s, 1 GB = 1e9 bytes) and that as a fraction of the
+ * machine's read bandwidth, which is measured first in the same run: a
+ * STREAM-like read pass over a buffer much larger than the caches (1 GiB by
+ * default), split over the same number of threads, best of BW_PASSES passes.
+ *
+ * Bytes read per decoded token = all weight bytes (th_model_size_bytes) minus
+ * token_embd.weight when the model has a separate output.weight: the embedding
+ * lookup reads one row, not the matrix. With a tied output the embedding matrix
+ * is read in full as the output projection, so it counts. The KV cache reads
+ * (small at these lengths) and activations are not counted.
+ */
+#include "cli.h"
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+enum { PROMPT_TG = 8, BW_PASSES = 5 };
+
+typedef struct bench_opts {
+    const char *model;
+    long pp, tg, threads, reps, bw_mib;
+    bool gpu, verbose;
+} bench_opts;
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: theseus bench -m MODEL [options]\n"
+               "  -m, --model FILE    GGUF model\n"
+               "  -p, --n-prompt N    prompt-processing test: one batch of N tokens (default 128; 0 = skip)\n"
+               "  -n, --n-gen N       generation test: N single-token decodes (default 64; 0 = skip)\n"
+               "  -t, --threads N     threads (default: all cores)\n"
+               "  -r, --reps N        timed repetitions per test (default 5); median ± sd is shown\n"
+               "  --gpu               run the model on the GPU (CUDA build)\n"
+               "  --bw-mib N          buffer of the read-bandwidth pass in MiB (default 1024; 0 = skip)\n"
+               "  -v, --verbose       print load information\n");
+}
+
+/* Returns 0 on success, 1 = handled (help), 2 = usage error. */
+static int parse_opts(int argc, char **argv, bench_opts *o) {
+    *o = (bench_opts){ .pp = 128, .tg = 64, .reps = 5, .bw_mib = 1024 };
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 1; }
+        else if (!strcmp(a, "--gpu")) o->gpu = true;
+        else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) o->verbose = true;
+        else if (!v) { fprintf(stderr, "theseus bench: unknown or incomplete option '%s'\n", a); return 2; }
+        else if (!strcmp(a, "-m") || !strcmp(a, "--model")) { o->model = v; i++; }
+        else if (!strcmp(a, "-p") || !strcmp(a, "--n-prompt")) { if (!cli_int("bench", a, v, 0, 65536, &o->pp)) return 2; i++; }
+        else if (!strcmp(a, "-n") || !strcmp(a, "--n-gen")) { if (!cli_int("bench", a, v, 0, 1 << 20, &o->tg)) return 2; i++; }
+        else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) { if (!cli_int("bench", a, v, 1, 1024, &o->threads)) return 2; i++; }
+        else if (!strcmp(a, "-r") || !strcmp(a, "--reps")) { if (!cli_int("bench", a, v, 1, 1000, &o->reps)) return 2; i++; }
+        else if (!strcmp(a, "--bw-mib")) { if (!cli_int("bench", a, v, 0, 1 << 20, &o->bw_mib)) return 2; i++; }
+        else { fprintf(stderr, "theseus bench: unknown option '%s'\n", a); return 2; }
+    }
+    if (!o->model) { usage(stderr); return 2; }
+    if (!o->threads) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        o->threads = n > 0 ? n : 1;
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- read bandwidth */
+
+typedef struct bw_slice { const uint64_t *p; size_t n; uint64_t sum; bool touch; } bw_slice;
+
+static void *bw_worker(void *arg) {
+    bw_slice *s = arg;
+    if (s->touch) {   /* first touch: fault the pages in from the thread that reads them */
+        memset((void *)s->p, 1, s->n * sizeof *s->p);
+        return NULL;
+    }
+    uint64_t a = 0, b = 0, c = 0, d = 0;
+    size_t i = 0;
+    for (; i + 4 <= s->n; i += 4) { a += s->p[i]; b ^= s->p[i + 1]; c += s->p[i + 2]; d ^= s->p[i + 3]; }
+    for (; i < s->n; i++) a += s->p[i];
+    s->sum = a + b + c + d;
+    return NULL;
+}
+
+static bool bw_run(bw_slice *sl, int nt, bool touch) {
+    pthread_t tid[1024];
+    int started = 0;
+    for (int t = 0; t < nt; t++) {
+        sl[t].touch = touch;
+        if (pthread_create(&tid[t], NULL, bw_worker, &sl[t])) break;
+        started++;
+    }
+    for (int t = 0; t < started; t++) pthread_join(tid[t], NULL);
+    return started == nt;
+}
+
+/* Best read bandwidth in GB/s (1e9 bytes/s) over BW_PASSES passes; 0 on failure. */
+static double measure_read_bw(long mib, int nt) {
+    size_t bytes = (size_t)mib << 20, words = bytes / sizeof(uint64_t);
+    uint64_t *buf = malloc(bytes);
+    bw_slice *sl = calloc((size_t)nt, sizeof *sl);
+    double best = 0;
+    volatile uint64_t sink = 0;
+    if (buf && sl) {
+        for (int t = 0; t < nt; t++) {
+            size_t lo = words * (size_t)t / (size_t)nt, hi = words * (size_t)(t + 1) / (size_t)nt;
+            sl[t] = (bw_slice){ buf + lo, hi - lo, 0, false };
+        }
+        bool ok = bw_run(sl, nt, true);
+        for (int pass = 0; ok && pass < BW_PASSES; pass++) {
+            double t0 = now_s();
+            ok = bw_run(sl, nt, false);
+            double dt = now_s() - t0;
+            for (int t = 0; t < nt; t++) sink += sl[t].sum;
+            if (ok && dt > 0 && (double)bytes / dt / 1e9 > best) best = (double)bytes / dt / 1e9;
+        }
+        if (!ok) best = 0;
+    }
+    (void)sink;
+    free(sl);
+    free(buf);
+    return best;
+}
+
+/* ---------------------------------------------------------------- statistics */
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, long n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static double stddev(const double *v, long n) {
+    if (n < 2) return 0;
+    double mean = 0, ss = 0;
+    for (long i = 0; i < n; i++) mean += v[i];
+    mean /= (double)n;
+    for (long i = 0; i < n; i++) ss += (v[i] - mean) * (v[i] - mean);
+    return sqrt(ss / (double)(n - 1));
+}
+
+/* ---------------------------------------------------------------- the tests */
+
+typedef struct bench_run {
+    th_model *m;
+    th_context *ctx;
+    th_token *tok;   /* random ids, max(pp, PROMPT_TG + tg) of them */
+    uint64_t rng;
+} bench_run;
+
+static th_token random_token(bench_run *R) {
+    R->rng ^= R->rng << 13; R->rng ^= R->rng >> 7; R->rng ^= R->rng << 17;
+    return (th_token)(R->rng % (uint64_t)th_model_n_vocab(R->m));
+}
+
+static void fill_tokens(bench_run *R, long n) {
+    for (long i = 0; i < n; i++) R->tok[i] = random_token(R);
+}
+
+/* One pp repetition: *secs = time of one th_decode of n tokens into an empty cache. */
+static th_status run_pp(bench_run *R, long n, double *secs) {
+    th_status s = th_kv_seq_clear(R->ctx, 0);
+    if (s) return s;
+    fill_tokens(R, n);
+    th_batch b = { .n_tokens = (int32_t)n, .token = R->tok };
+    double t0 = now_s();
+    s = th_decode(R->ctx, &b);
+    *secs = now_s() - t0;
+    return s;
+}
+
+/* One tg repetition: an untimed prompt of PROMPT_TG tokens, then n timed
+ * single-token decodes. */
+static th_status run_tg(bench_run *R, long n, double *secs) {
+    th_status s = th_kv_seq_clear(R->ctx, 0);
+    if (s) return s;
+    fill_tokens(R, PROMPT_TG + n);
+    th_batch b = { .n_tokens = PROMPT_TG, .token = R->tok };
+    if ((s = th_decode(R->ctx, &b))) return s;
+    double t0 = now_s();
+    for (long i = 0; i < n && !s; i++) {
+        th_batch one = { .n_tokens = 1, .token = R->tok + PROMPT_TG + i };
+        s = th_decode(R->ctx, &one);
+    }
+    *secs = now_s() - t0;
+    return s;
+}
+
+/* ---------------------------------------------------------------- table */
+
+typedef struct table {
+    int w_model;
+    char size[32], params[32], backend[32];
+    long threads;
+} table;
+
+static void fmt_size(char *buf, size_t cap, uint64_t bytes) {
+    double b = (double)bytes;
+    if (b >= (double)(1u << 30)) snprintf(buf, cap, "%.2f GiB", b / (double)(1u << 30));
+    else snprintf(buf, cap, "%.2f MiB", b / (double)(1u << 20));
+}
+
+static void fmt_params(char *buf, size_t cap, uint64_t n) {
+    double p = (double)n;
+    if (p >= 1e9) snprintf(buf, cap, "%.2f B", p / 1e9);
+    else if (p >= 1e6) snprintf(buf, cap, "%.2f M", p / 1e6);
+    else snprintf(buf, cap, "%.2f K", p / 1e3);
+}
+
+static void dashes(int n, bool right) {
+    putchar(' ');
+    for (int i = 0; i < n - (right ? 1 : 0); i++) putchar('-');
+    if (right) putchar(':');
+    fputs(" |", stdout);
+}
+
+static void print_header(const table *T) {
+    printf("| %-*s | %10s | %10s | %-12s | %7s | %8s | %20s | %8s | %7s |\n", T->w_model, "model", "size",
+           "params", "backend", "threads", "test", "t/s", "GB/s", "% BW");
+    putchar('|');
+    dashes(T->w_model, false); dashes(10, true); dashes(10, true); dashes(12, false); dashes(7, true);
+    dashes(8, true); dashes(20, true); dashes(8, true); dashes(7, true);
+    putchar('\n');
+}
+
+static void print_row(const table *T, const char *desc, const char *test, double med, double sd, double gbs,
+                      double bw) {
+    char ts[48], g[24] = "-", pct[24] = "-";
+    snprintf(ts, sizeof ts, "%.2f ± %.2f", med, sd);
+    if (gbs > 0) snprintf(g, sizeof g, "%.2f", gbs);
+    if (gbs > 0 && bw > 0) snprintf(pct, sizeof pct, "%.1f %%", 100.0 * gbs / bw);
+    /* "±" is two bytes but one column: pad the field by one more byte */
+    printf("| %-*s | %10s | %10s | %-12s | %7ld | %8s | %21s | %8s | %7s |\n", T->w_model, desc, T->size,
+           T->params, T->backend, T->threads, test, ts, g, pct);
+    fflush(stdout);
+}
+
+/* Runs warm-up + reps of one test and prints its row. bytes_per_tok > 0 for tg. */
+static th_status bench_test(bench_run *R, const table *T, const bench_opts *o, bool pp, double bytes_per_tok,
+                            double bw) {
+    long n = pp ? o->pp : o->tg;
+    double *tps = calloc((size_t)o->reps, sizeof *tps), secs = 0;
+    if (!tps) return th_set_error(TH_ERR_NOMEM, "out of memory");
+    th_status s = pp ? run_pp(R, n, &secs) : run_tg(R, TH_MIN_SZ(n, 4), &secs);   /* warm-up */
+    for (long r = 0; r < o->reps && !s; r++) {
+        s = pp ? run_pp(R, n, &secs) : run_tg(R, n, &secs);
+        tps[r] = secs > 0 ? (double)n / secs : 0;
+    }
+    if (!s) {
+        double sd = stddev(tps, o->reps), med = median(tps, o->reps);
+        char test[24];
+        snprintf(test, sizeof test, "%s%ld", pp ? "pp" : "tg", n);
+        print_row(T, th_model_desc(R->m), test, med, sd, pp ? 0 : med * bytes_per_tok / 1e9, bw);
+    }
+    free(tps);
+    return s;
+}
+
+/* Weight bytes read per decoded token (see the top of the file). */
+static double weight_bytes_per_token(const th_model *m, const char *path) {
+    uint64_t total = th_model_size_bytes(m), embd = 0;
+    bool has_output = false;
+    th_file *f;
+    if (th_file_open(path, &f) == TH_OK) {
+        for (int64_t i = 0; i < th_file_n_tensors(f); i++) {
+            th_tensor_info ti;
+            if (th_file_tensor(f, i, &ti) != TH_OK) continue;
+            if (!strcmp(ti.name, "token_embd.weight")) embd = ti.nbytes;
+            if (!strcmp(ti.name, "output.weight")) has_output = true;
+        }
+        th_file_close(f);
+    }
+    return (double)(has_output && embd <= total ? total - embd : total);
+}
+
+static th_status open_run(const bench_opts *o, bench_run *R) {
+    th_model_params mp = th_model_default_params();
+    mp.verbose = o->verbose;
+    th_status s = th_model_load(o->model, &mp, &R->m);
+    if (s) return s;
+    th_context_params cp = th_context_default_params();
+    long need = o->pp > PROMPT_TG + o->tg ? o->pp : PROMPT_TG + o->tg;
+    cp.n_ctx = (uint32_t)(need + 16);
+    cp.n_batch = (uint32_t)(o->pp > PROMPT_TG ? o->pp : PROMPT_TG);
+    cp.n_threads = (int32_t)o->threads;
+    cp.gpu = o->gpu;
+    if ((s = th_context_new(R->m, &cp, &R->ctx))) return s;
+    R->tok = malloc((size_t)need * sizeof *R->tok);
+    R->rng = 0x9E3779B97F4A7C15ULL;
+    return R->tok ? TH_OK : th_set_error(TH_ERR_NOMEM, "out of memory");
+}
+
+int cmd_bench(int argc, char **argv) {
+    bench_opts o;
+    int rc = parse_opts(argc, argv, &o);
+    if (rc) return rc == 1 ? 0 : rc;
+    if (o.gpu) {
+        char dev[256] = "";
+        th_status s = th_gpu_available(dev, sizeof dev);
+        if (s) return cli_fail("bench", s);
+    }
+    /* Bandwidth first, before the model is mapped, so the two do not compete for memory. */
+    double bw = o.bw_mib ? measure_read_bw(o.bw_mib, (int)o.threads) : 0;
+    bench_run R = { 0 };
+    th_status s = open_run(&o, &R);
+    if (!s) {
+        table T = { .threads = o.threads };
+        int w = (int)strlen(th_model_desc(R.m));
+        T.w_model = w > 20 ? w : 20;   /* a common width, so that tables of several runs line up */
+        fmt_size(T.size, sizeof T.size, th_model_size_bytes(R.m));
+        fmt_params(T.params, sizeof T.params, th_model_n_params(R.m));
+        snprintf(T.backend, sizeof T.backend, "%s", o.gpu ? "CUDA" : th_cpu_level());
+        if (!o.gpu) snprintf(T.backend, sizeof T.backend, "CPU %s", th_cpu_level());
+        double bpt = weight_bytes_per_token(R.m, o.model);
+        print_header(&T);
+        if (o.pp) s = bench_test(&R, &T, &o, true, bpt, o.gpu ? 0 : bw);
+        if (!s && o.tg) s = bench_test(&R, &T, &o, false, bpt, o.gpu ? 0 : bw);
+        if (!s) {
+            printf("\nweights read per generated token: %.2f MiB; ", bpt / (1 << 20));
+            if (bw > 0)
+                printf("read bandwidth: %.2f GB/s (%ld threads, %ld MiB, best of %d)%s\n", bw, o.threads, o.bw_mib,
+                       BW_PASSES, o.gpu ? " (host memory; % BW not shown for the GPU)" : "");
+            else
+                printf("read bandwidth: not measured\n");
+        }
+    }
+    if (s) rc = cli_fail("bench", s);
+    free(R.tok);
+    th_context_free(R.ctx);
+    th_model_free(R.m);
+    return rc;
+}
