@@ -18,6 +18,20 @@
 #include <math.h>
 #include <stdlib.h>
 
+#ifdef TH_PROFILE /* build with EXTRA_CFLAGS=-DTH_PROFILE: CPU time per phase of the calling thread */
+#include <stdio.h>
+#include <time.h>
+enum { P_NORM, P_QKV, P_ROPE, P_STORE, P_ATTN, P_WO, P_FFN_MM, P_ACT, P_DOWN, P_RESID, P_OUT, P_N };
+static const char *prof_names[P_N] = { "norm", "qkv", "rope", "store", "attn", "wo", "gate/up", "act", "down", "resid", "output" };
+static double prof_acc[P_N];
+static double prof_now(void) { struct timespec ts; clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts); return ts.tv_sec + ts.tv_nsec * 1e-9; }
+#define PROF(id, stmt) do { double t0_ = prof_now(); stmt; prof_acc[id] += prof_now() - t0_; } while (0)
+static void prof_dump(void) { double tot = 0; for (int i = 0; i < P_N; i++) tot += prof_acc[i];
+    for (int i = 0; i < P_N; i++) fprintf(stderr, "prof %-8s %8.3f s %5.1f %%\n", prof_names[i], prof_acc[i], 100 * prof_acc[i] / tot); }
+#else
+#define PROF(id, stmt) do { stmt; } while (0)
+#endif
+
 /* ------------------------------------------------------------------ matmul */
 
 typedef struct {
@@ -84,29 +98,28 @@ typedef struct {
     const float *sinks;                     /* per head, or NULL */
 } attn_task;
 
+/* One query head of one token against its sequence's cached K/V (positions lo..p).
+ * With an F16 cache, q and the softmax weights are rounded to f16 first, as ggml does
+ * for its F16 K·q and V·p products; the dots and sums are the kernel table's. */
 static void attn_head(th_context *c, const attn_task *t, int32_t ti, int32_t h, float *sc, float *qtmp) {
     const th_hparams *hp = &c->model->hp;
     const th_kv *kv = &c->kv;
+    const th_kernels *k = c->k;
+    uint32_t kt = kv->f16 ? TH_F16 : TH_F32;
     int32_t hd = hp->head_dim, hdv = hp->head_dim_v, kvh = h / (hp->n_head / hp->n_head_kv);
     int32_t p = t->pos[ti], s = t->seq[ti];
     int32_t lo = t->window > 0 ? TH_MAX(0, p - t->window + 1) : 0;
     const float *qv = c->q + (int64_t)ti * c->q_w + (int64_t)h * hd;
-    if (kv->f16) { /* ggml rounds q to fp16 for the F16·F32 product */
-        for (int32_t i = 0; i < hd; i++) qtmp[i] = th_f16_to_f32(th_f32_to_f16(qv[i]));
-        qv = qtmp;
+    const void *qa = qv;
+    if (kv->f16) {
+        k->quantize[TH_F16](qv, qtmp, hd);
+        qa = qtmp;
     }
+    size_t ko = (size_t)kvh * (size_t)hd * (kv->f16 ? 2 : 4), vo = (size_t)kvh * (size_t)hdv * (kv->f16 ? 2 : 4);
     int32_t n = p - lo + 1;
     for (int32_t j = 0; j < n; j++) {
-        float dot = 0.0f;
-        if (kv->f16) {
-            const uint16_t *kj = (const uint16_t *)th_kv_k(kv, t->il, s, lo + j) + (int64_t)kvh * hd;
-            double acc = 0.0;
-            for (int32_t i = 0; i < hd; i++) acc += (double)qv[i] * th_f16_to_f32(kj[i]);
-            dot = (float)acc;
-        } else {
-            const float *kj = (const float *)th_kv_k(kv, t->il, s, lo + j) + (int64_t)kvh * hd;
-            for (int32_t i = 0; i < hd; i++) dot += qv[i] * kj[i];
-        }
+        float dot;
+        k->vec_dot[kt](hd, &dot, (const uint8_t *)th_kv_k(kv, t->il, s, lo + j) + ko, qa);
         sc[j] = dot * hp->attn_scale;
     }
     if (hp->attn_softcap > 0) th_op_softcap(sc, hp->attn_softcap, n);
@@ -115,14 +128,8 @@ static void attn_head(th_context *c, const attn_task *t, int32_t ti, int32_t h, 
     float *out = c->att + (int64_t)ti * c->att_w + (int64_t)h * hdv;
     memset(out, 0, (size_t)hdv * sizeof(float));
     for (int32_t j = 0; j < n; j++) {
-        if (kv->f16) {
-            float pj = th_f16_to_f32(th_f32_to_f16(sc[j]));
-            const uint16_t *vj = (const uint16_t *)th_kv_v(kv, t->il, s, lo + j) + (int64_t)kvh * hdv;
-            for (int32_t i = 0; i < hdv; i++) out[i] += pj * th_f16_to_f32(vj[i]);
-        } else {
-            const float *vj = (const float *)th_kv_v(kv, t->il, s, lo + j) + (int64_t)kvh * hdv;
-            for (int32_t i = 0; i < hdv; i++) out[i] += sc[j] * vj[i];
-        }
+        float pj = kv->f16 ? th_f16_to_f32(th_f32_to_f16(sc[j])) : sc[j];
+        k->axpy[kt](hdv, pj, (const uint8_t *)th_kv_v(kv, t->il, s, lo + j) + vo, out);
     }
 }
 
@@ -220,21 +227,21 @@ static void residual_add(th_context *c, const float *y, int32_t n) { residual_ad
 static void attention_block(th_context *c, int32_t il, int32_t n, const int32_t *pos, const int32_t *seq) {
     const th_layer *L = &c->model->layers[il];
     int64_t E = c->model->hp.n_embd;
-    th_fwd_norm_rows(c, c->h, c->x, &L->attn_norm, n, E);
+    PROF(P_NORM, th_fwd_norm_rows(c, c->h, c->x, &L->attn_norm, n, E));
     if (L->wkv_a_mqa.data) {
         th_mla_project(c, il, n, pos);
     } else {
-        project_qkv(c, L, n);
-        qk_prepare(c, il, n, pos);
+        PROF(P_QKV, project_qkv(c, L, n));
+        PROF(P_ROPE, qk_prepare(c, il, n, pos));
     }
-    store_kv(c, il, n, pos, seq);
+    PROF(P_STORE, store_kv(c, il, n, pos, seq));
     attn_task at = { .c = c, .il = il, .n_tokens = n, .pos = pos, .seq = seq, .window = L->window,
                      .sinks = L->attn_sinks.data };
-    th_pool_run(c->pool, attn_worker, &at);
-    th_fwd_matmul(c, &L->wo, 0, c->att, c->att_w, n, c->tmp, E);
+    PROF(P_ATTN, th_pool_run(c->pool, attn_worker, &at));
+    PROF(P_WO, th_fwd_matmul(c, &L->wo, 0, c->att, c->att_w, n, c->tmp, E));
     add_bias(&L->bo, c->tmp, E, n);
     if (L->post_attn_norm.data) th_fwd_norm_rows(c, c->tmp, c->tmp, &L->post_attn_norm, n, E);
-    residual_add(c, c->tmp, n);
+    PROF(P_RESID, residual_add(c, c->tmp, n));
 }
 
 void th_fwd_ffn(th_context *c, const th_weight *gate, const th_weight *up, const th_weight *down,
@@ -243,28 +250,28 @@ void th_fwd_ffn(th_context *c, const th_weight *gate, const th_weight *up, const
     float *g = c->ff_g, *u = c->ff_u;
     int64_t stride = c->ff_w;
     if (gate) {
-        th_fwd_matmul(c, gate, 0, in, E, n, c->ff_g, c->ff_w);
-        th_fwd_matmul(c, up, 0, in, E, n, c->ff_u, c->ff_w);
+        PROF(P_FFN_MM, th_fwd_matmul(c, gate, 0, in, E, n, c->ff_g, c->ff_w));
+        PROF(P_FFN_MM, th_fwd_matmul(c, up, 0, in, E, n, c->ff_u, c->ff_w));
     } else { /* fused [gate; up]: one matmul into the wide scratch, rows of 2F */
         stride = 2 * F;
         th_fwd_matmul(c, up, 0, in, E, n, c->wide, stride);
         g = c->wide;
         u = c->wide + F;
     }
-    for (int32_t t = 0; t < n; t++) th_fwd_act(c, g + t * stride, u + t * stride, F);
+    PROF(P_ACT, for (int32_t t = 0; t < n; t++) th_fwd_act(c, g + t * stride, u + t * stride, F));
     float *dst = accumulate ? c->tmp2 : out;
-    th_fwd_matmul(c, down, 0, g, stride, n, dst, E);
+    PROF(P_DOWN, th_fwd_matmul(c, down, 0, g, stride, n, dst, E));
     if (accumulate) residual_add_to(out, dst, n, E);
 }
 
 static void ffn_block(th_context *c, int32_t il, int32_t n) {
     const th_layer *L = &c->model->layers[il];
     int64_t E = c->model->hp.n_embd;
-    th_fwd_norm_rows(c, c->h, c->x, &L->ffn_norm, n, E);
+    PROF(P_NORM, th_fwd_norm_rows(c, c->h, c->x, &L->ffn_norm, n, E));
     if (L->router.data) th_moe_ffn(c, L, c->h, n, c->tmp);
     else th_fwd_ffn(c, L->w_gate.data ? &L->w_gate : NULL, &L->w_up, &L->w_down, c->h, n, c->tmp, false);
     if (L->post_ffn_norm.data) th_fwd_norm_rows(c, c->tmp, c->tmp, &L->post_ffn_norm, n, E);
-    residual_add(c, c->tmp, n);
+    PROF(P_RESID, residual_add(c, c->tmp, n));
 }
 
 static void embed(th_context *c, const th_token *tok, int32_t n) {
@@ -368,7 +375,7 @@ th_status th_decode(th_context *c, const th_batch *b) {
             attention_block(c, il, n, c->pos_buf, c->seq_buf);
             ffn_block(c, il, n);
         }
-        output_logits(c, n, n_out);
+        PROF(P_OUT, output_logits(c, n, n_out));
     }
     for (uint32_t q = 0; q < c->p.n_seq_max; q++) c->kv.seqs[q].len = c->new_len[q];
     c->n_last = n;
@@ -538,6 +545,9 @@ th_status th_context_new(th_model *m, const th_context_params *params, th_contex
 
 void th_context_free(th_context *c) {
     if (!c) return;
+#ifdef TH_PROFILE
+    prof_dump();
+#endif
     th_gpu_free(c->gpu);
     free(c->block_tables);
     th_pool_free(c->pool);

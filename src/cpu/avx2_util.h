@@ -153,6 +153,10 @@ void th_avx2_dot_q6_K(int64_t n, float *s, const void *w, const void *a);
 void th_avx2_dot_mxfp4(int64_t n, float *s, const void *w, const void *a);
 void th_avx2_dot_iq4_xs(int64_t n, float *s, const void *w, const void *a);
 
+/* ops_avx2.c: y += a * x for attention's V rows. */
+void th_avx2_axpy_f32(int64_t n, float a, const void *x, float *y);
+void th_avx2_axpy_f16(int64_t n, float a, const void *x, float *y);
+
 /* gemm_avx2.c: fills k->gemm[] for the types it tiles. */
 void th_avx2_fill_gemm(th_kernels *k);
 /* gemm_kquant_avx2.c: the K-quant and IQ4_XS gemm entries. */
