@@ -34,18 +34,30 @@ static void prof_dump(void) { double tot = 0; for (int i = 0; i < P_N; i++) tot 
 
 /* ------------------------------------------------------------------ matmul */
 
+/* Up to MM_MAX weight matrices with the same input width and activation type, applied
+ * to the same input rows in one pass: the rows are quantized once, and the weight
+ * rows of all the matrices are split over the threads in one fork/join (q, k, v
+ * projections; gate and up). */
+enum { MM_MAX = 3 };
+
 typedef struct {
     const th_kernels *k;
-    uint32_t type, act_type;
-    int64_t n, rows, nb;
-    const uint8_t *w;
-    size_t w_stride;
+    uint32_t act_type;
+    int64_t n, nb;
+    int n_mats;
+    struct {
+        uint32_t type;
+        int64_t rows, chunk0;                 /* chunk0: first 8-row chunk in the joint numbering */
+        const uint8_t *w;
+        size_t w_stride;
+        float *y;
+        int64_t y_stride;
+    } m[MM_MAX];
+    int64_t chunks;                           /* total 8-row chunks */
     const float *x;
     int64_t x_stride;
     uint8_t *xq;
     size_t xq_stride;
-    float *y;
-    int64_t y_stride;
 } mm_task;
 
 static void mm_quantize_worker(void *arg, int ith, int nth) {
@@ -57,26 +69,61 @@ static void mm_quantize_worker(void *arg, int ith, int nth) {
 static void mm_worker(void *arg, int ith, int nth) {
     mm_task *t = arg;
     /* split rows in chunks of 8 so threads touch whole cache lines of y */
-    int64_t chunks = (t->rows + 7) / 8;
-    int64_t c0 = chunks * ith / nth, c1 = chunks * (ith + 1) / nth;
-    int64_t r0 = c0 * 8, r1 = TH_MIN(c1 * 8, t->rows);
-    if (r0 >= r1) return;
-    t->k->gemm[t->type](t->n, r0, r1, t->w, t->w_stride, t->nb, t->xq, t->xq_stride, t->y, t->y_stride);
+    int64_t c0 = t->chunks * ith / nth, c1 = t->chunks * (ith + 1) / nth;
+    for (int i = 0; i < t->n_mats; i++) {
+        int64_t m0 = t->m[i].chunk0, m1 = m0 + (t->m[i].rows + 7) / 8;
+        int64_t a = TH_MAX(c0, m0), b = TH_MIN(c1, m1);
+        if (a >= b) continue;
+        int64_t r0 = (a - m0) * 8, r1 = TH_MIN((b - m0) * 8, t->m[i].rows);
+        t->k->gemm[t->m[i].type](t->n, r0, r1, t->m[i].w, t->m[i].w_stride, t->nb, t->xq, t->xq_stride,
+                                 t->m[i].y, t->m[i].y_stride);
+    }
+}
+
+static void mm_add(mm_task *t, const th_weight *w, int64_t mat, float *y, int64_t y_stride) {
+    int i = t->n_mats++;
+    t->m[i].type = w->type;
+    t->m[i].rows = w->ne1;
+    t->m[i].chunk0 = t->chunks;
+    t->m[i].w = (const uint8_t *)w->data + (size_t)mat * (size_t)w->ne1 * w->row_bytes;
+    t->m[i].w_stride = w->row_bytes;
+    t->m[i].y = y;
+    t->m[i].y_stride = y_stride;
+    t->chunks += (w->ne1 + 7) / 8;
+}
+
+static void mm_run(th_context *c, mm_task *t) {
+    uint64_t qs;
+    th_row_bytes(t->act_type, (uint64_t)t->n, &qs);
+    t->xq_stride = (size_t)qs;
+    if (t->nb >= 4) th_pool_run(c->pool, mm_quantize_worker, t);
+    else mm_quantize_worker(t, 0, 1);
+    th_pool_run(c->pool, mm_worker, t);
+}
+
+static mm_task mm_begin(th_context *c, const th_weight *w, const float *x, int64_t x_stride, int64_t nb) {
+    return (mm_task){ .k = c->k, .act_type = th_type_info_get(w->type)->act_type, .n = w->ne0, .nb = nb,
+                      .x = x, .x_stride = x_stride, .xq = c->actq };
 }
 
 void th_fwd_matmul(th_context *c, const th_weight *w, int64_t mat, const float *x, int64_t x_stride,
                    int64_t nb, float *y, int64_t y_stride) {
-    mm_task t = { .k = c->k, .type = w->type, .act_type = th_type_info_get(w->type)->act_type,
-                  .n = w->ne0, .rows = w->ne1, .nb = nb,
-                  .w = (const uint8_t *)w->data + (size_t)mat * (size_t)w->ne1 * w->row_bytes,
-                  .w_stride = w->row_bytes, .x = x, .x_stride = x_stride, .xq = c->actq,
-                  .y = y, .y_stride = y_stride };
-    uint64_t qs;
-    th_row_bytes(t.act_type, (uint64_t)t.n, &qs);
-    t.xq_stride = (size_t)qs;
-    if (nb >= 4) th_pool_run(c->pool, mm_quantize_worker, &t);
-    else mm_quantize_worker(&t, 0, 1);
-    th_pool_run(c->pool, mm_worker, &t);
+    mm_task t = mm_begin(c, w, x, x_stride, nb);
+    mm_add(&t, w, mat, y, y_stride);
+    mm_run(c, &t);
+}
+
+/* y_i = W_i · x for up to three weights (NULL entries skipped); one pass when they
+ * share the input width and activation type, else one matmul each. */
+static void matmul_multi(th_context *c, const th_weight *const ws[], float *const ys[], const int64_t y_strides[],
+                         int count, const float *x, int64_t x_stride, int64_t nb) {
+    mm_task t = mm_begin(c, ws[0], x, x_stride, nb);
+    for (int i = 0; i < count; i++) {
+        bool joinable = ws[i]->ne0 == t.n && th_type_info_get(ws[i]->type)->act_type == t.act_type;
+        if (joinable) mm_add(&t, ws[i], 0, ys[i], y_strides[i]);
+        else th_fwd_matmul(c, ws[i], 0, x, x_stride, nb, ys[i], y_strides[i]);
+    }
+    if (t.n_mats) mm_run(c, &t);
 }
 
 void th_fwd_add_bias(const float *bias, int64_t width, float *y, int64_t stride, int64_t nb) {
@@ -210,9 +257,10 @@ static void project_qkv(th_context *c, const th_layer *L, int32_t n) {
         }
         return;
     }
-    th_fwd_matmul(c, &L->wq, 0, c->h, E, n, c->q, c->q_w);
-    th_fwd_matmul(c, &L->wk, 0, c->h, E, n, c->kc, c->k_w);
-    th_fwd_matmul(c, &L->wv, 0, c->h, E, n, c->vc, c->v_w);
+    const th_weight *ws[3] = { &L->wq, &L->wk, &L->wv };
+    float *const ys[3] = { c->q, c->kc, c->vc };
+    const int64_t strides[3] = { c->q_w, c->k_w, c->v_w };
+    matmul_multi(c, ws, ys, strides, 3, c->h, E, n);
     add_bias(&L->bq, c->q, c->q_w, n);
     add_bias(&L->bk, c->kc, c->k_w, n);
     add_bias(&L->bv, c->vc, c->v_w, n);
@@ -250,8 +298,10 @@ void th_fwd_ffn(th_context *c, const th_weight *gate, const th_weight *up, const
     float *g = c->ff_g, *u = c->ff_u;
     int64_t stride = c->ff_w;
     if (gate) {
-        PROF(P_FFN_MM, th_fwd_matmul(c, gate, 0, in, E, n, c->ff_g, c->ff_w));
-        PROF(P_FFN_MM, th_fwd_matmul(c, up, 0, in, E, n, c->ff_u, c->ff_w));
+        const th_weight *ws[2] = { gate, up };
+        float *const ys[2] = { c->ff_g, c->ff_u };
+        const int64_t strides[2] = { c->ff_w, c->ff_w };
+        PROF(P_FFN_MM, matmul_multi(c, ws, ys, strides, 2, in, E, n));
     } else { /* fused [gate; up]: one matmul into the wide scratch, rows of 2F */
         stride = 2 * F;
         th_fwd_matmul(c, up, 0, in, E, n, c->wide, stride);
