@@ -15,6 +15,7 @@
  * allocated when the context is created. The context struct lives in forward.h. */
 #include "forward.h"
 #include "arch/arch.h"
+#include "cpu/repack.h"
 #include <math.h>
 #include <stdlib.h>
 
@@ -46,7 +47,7 @@ typedef struct {
     int64_t n, nb;
     int n_mats;
     struct {
-        uint32_t type;
+        th_gemm_fn gemm;
         int64_t rows, chunk0;                 /* chunk0: first 8-row chunk in the joint numbering */
         const uint8_t *w;
         size_t w_stride;
@@ -75,17 +76,17 @@ static void mm_worker(void *arg, int ith, int nth) {
         int64_t a = TH_MAX(c0, m0), b = TH_MIN(c1, m1);
         if (a >= b) continue;
         int64_t r0 = (a - m0) * 8, r1 = TH_MIN((b - m0) * 8, t->m[i].rows);
-        t->k->gemm[t->m[i].type](t->n, r0, r1, t->m[i].w, t->m[i].w_stride, t->nb, t->xq, t->xq_stride,
+        t->m[i].gemm(t->n, r0, r1, t->m[i].w, t->m[i].w_stride, t->nb, t->xq, t->xq_stride,
                                  t->m[i].y, t->m[i].y_stride);
     }
 }
 
 static void mm_add(mm_task *t, const th_weight *w, int64_t mat, float *y, int64_t y_stride) {
     int i = t->n_mats++;
-    t->m[i].type = w->type;
+    t->m[i].gemm = w->packed ? t->k->gemm_packed[w->type] : t->k->gemm[w->type];
     t->m[i].rows = w->ne1;
     t->m[i].chunk0 = t->chunks;
-    t->m[i].w = (const uint8_t *)w->data + (size_t)mat * (size_t)w->ne1 * w->row_bytes;
+    t->m[i].w = (const uint8_t *)(w->packed ? w->packed : w->data) + (size_t)mat * (size_t)w->ne1 * w->row_bytes;
     t->m[i].w_stride = w->row_bytes;
     t->m[i].y = y;
     t->m[i].y_stride = y_stride;
@@ -525,6 +526,65 @@ static void setup_rope(th_context *c) {
     }
 }
 
+/* ------------------------------------------------------------------ repacking */
+
+/* The weights the CPU forward pass multiplies with (th_fwd_matmul). */
+static int matmul_weights(th_model *m, th_weight **out, int cap) {
+    int n = 0;
+#define W(x) do { if ((x).data && n < cap) out[n++] = &(x); } while (0)
+    W(m->output);
+    for (int32_t il = 0; il < m->hp.n_layer; il++) {
+        th_layer *L = &m->layers[il];
+        W(L->wq); W(L->wk); W(L->wv); W(L->wo); W(L->wqkv);
+        W(L->wq_a); W(L->wq_b); W(L->wkv_a_mqa); W(L->wkv_b);
+        W(L->w_gate); W(L->w_up); W(L->w_down);
+        W(L->gate_exps); W(L->up_exps); W(L->down_exps);
+        W(L->gate_shexp); W(L->up_shexp); W(L->down_shexp);
+    }
+#undef W
+    return n;
+}
+
+static bool packable(const th_kernels *k, const th_weight *w) {
+    return w->ne1 % 8 == 0 && th_repack_supported(k, w->type, w->ne1 * TH_MAX(w->ne2, 1));
+}
+
+/* Once per model: copy the weights whose type has a packed gemm at this CPU level into
+ * one allocation in the interleaved layout; the matmuls then read only the copy (the
+ * mapped originals stay untouched, so resident memory does not double). TH_REPACK=0
+ * turns it off (A/B measurements). */
+static th_status repack_model(th_model *m, const th_kernels *k) {
+    if (m->repacked) return TH_OK;
+    m->repacked = true;
+    const char *env = getenv("TH_REPACK");
+    if (env && !strcmp(env, "0")) return TH_OK;
+    int cap = 4 + 24 * m->hp.n_layer, n;
+    th_weight **ws = malloc((size_t)cap * sizeof *ws);
+    if (!ws) return th_set_error(TH_ERR_NOMEM, "out of memory");
+    n = matmul_weights(m, ws, cap);
+    uint64_t total = 0;
+    for (int i = 0; i < n; i++) {
+        if (!packable(k, ws[i])) continue;
+        uint64_t bytes = (uint64_t)ws[i]->row_bytes * (uint64_t)ws[i]->ne1 * (uint64_t)TH_MAX(ws[i]->ne2, 1);
+        total += (bytes + 63) & ~(uint64_t)63;
+    }
+    if (total && !(m->packed_buf = aligned_alloc(64, (size_t)total))) {
+        free(ws);
+        return th_set_error(TH_ERR_NOMEM, "out of memory for %llu bytes of repacked weights", (unsigned long long)total);
+    }
+    uint8_t *p = m->packed_buf;
+    for (int i = 0; i < n && total; i++) {
+        th_weight *w = ws[i];
+        if (!packable(k, w)) continue;
+        int64_t rows = w->ne1 * TH_MAX(w->ne2, 1);
+        th_repack_rows(w->type, w->data, p, rows, w->row_bytes);
+        w->packed = p;
+        p += ((uint64_t)w->row_bytes * (uint64_t)rows + 63) & ~(uint64_t)63;
+    }
+    free(ws);
+    return TH_OK;
+}
+
 /* Features of the CPU forward pass that the GPU seam (gpu.h) does not carry yet;
  * NULL when the GPU backend can run the model. (A safety net: the backend may
  * refuse more.) */
@@ -588,6 +648,7 @@ th_status th_context_new(th_model *m, const th_context_params *params, th_contex
     if (!s) s = alloc_scratch(c);
     if (!s) setup_rope(c);
     if (!s && p.gpu) s = gpu_setup(c);
+    else if (!s) s = repack_model(m, c->k);
     if (s) { th_context_free(c); return s; }
     *out = c;
     return TH_OK;

@@ -163,6 +163,8 @@ void th_avx2_fill_gemm(th_kernels *k);
 void th_avx2_fill_gemm_kquant(th_kernels *k);
 /* gemm_x8_avx2.c: 8-row interleaved gemm for Q4_0, Q4_1, Q5_0, Q5_1 (overrides). */
 void th_avx2_fill_gemm_x8(th_kernels *k);
+/* gemm_packed_avx2.c: gemm on 8-row interleaved weights (cpu/repack.h). */
+void th_avx2_fill_gemm_packed(th_kernels *k);
 /* gemm_float_avx2.c: the F32/F16/BF16 gemm entries. */
 void th_avx2_fill_gemm_float(th_kernels *k);
 

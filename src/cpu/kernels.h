@@ -28,6 +28,10 @@ typedef struct th_kernels {
     th_quantize_fn quantize[TH_TYPE_COUNT];  /* by activation type */
     th_dequant_fn dequant[TH_TYPE_COUNT];    /* by weight type */
     th_axpy_fn axpy[TH_TYPE_COUNT];          /* F32, F16 only */
+    /* gemm on a weight repacked by th_repack_rows (cpu/repack.h): same arguments,
+     * w the packed copy (row r at the same offset as in the original); NULL: the
+     * level has no packed kernel for the type, so weights of it are not repacked */
+    th_gemm_fn gemm_packed[TH_TYPE_COUNT];
 } th_kernels;
 
 const th_kernels *th_cpu_kernels(void);

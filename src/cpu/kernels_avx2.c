@@ -124,4 +124,5 @@ void th_kernels_fill_avx2(th_kernels *k) {
     k->axpy[TH_F16] = th_avx2_axpy_f16;
 
     th_avx2_fill_gemm(k);
+    th_avx2_fill_gemm_packed(k);
 }

@@ -1,0 +1,114 @@
+/* gemm_packed_avx2.c — AVX2 gemm on weights repacked at load time (cpu/repack.c) into
+ * groups of 8 interleaved rows, so the kernel needs no transpose and no gathers:
+ *
+ *   Q4_0 x8, per 32-element block (144 bytes, as 8 original blocks):
+ *     16 bytes: the 8 rows' d (f16), then 4 x 32 bytes R_k (k < 4): the 8 rows'
+ *     qs[4k..4k+3], row i at bytes 4i..4i+3. R_k & 15 holds elements 4k..4k+3 of every
+ *     row, R_k >> 4 elements 16+4k..16+4k+3: 32-bit lane i is row i, so one vpmaddubsw
+ *     per 4 activation values (broadcast) and one vpmaddwd give 8 rows' sums at once.
+ *
+ * Tiles of 8 rows x 4 activation rows for batches, 8 rows x 1 for single rows (decode).
+ * The Q4_0 offset 8 is removed with the activation block sums, as in gemm_x8_avx2.c.
+ * Results are the reference's integer block sums scaled in f32 (only the order of
+ * the f32 additions differs from the vec_dot path). */
+#include "cpu/avx2_util.h"
+
+static inline __m256i bcast32(const int8_t *p) { int32_t v; memcpy(&v, p, 4); return _mm256_set1_epi32(v); }
+
+enum { Q40X8_BLOCK = 144 };
+
+/* The 8 code registers of one packed Q4_0 block: g[k] = elements 4k..4k+3 of the 8 rows. */
+static inline void q4_0x8_codes(const uint8_t *wb, __m256i g[8]) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
+        __m256i r = _mm256_loadu_si256((const __m256i *)(wb + 16 + 32 * k));
+        g[k] = _mm256_and_si256(r, m4);
+        g[k + 4] = _mm256_and_si256(_mm256_srli_epi16(r, 4), m4);
+    }
+}
+
+/* sum over the 8 groups of the 8 rows' code·activation products (8 x i32) */
+static inline __m256i q4_0x8_dot(const __m256i g[8], const int8_t *aq) {
+    __m256i p16 = _mm256_maddubs_epi16(g[0], bcast32(aq));
+    _Pragma("GCC unroll 8") for (int k = 1; k < 8; k++) p16 = _mm256_add_epi16(p16, _mm256_maddubs_epi16(g[k], bcast32(aq + 4 * k)));
+    return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
+}
+
+static void q4_0x8_tile4(int64_t nblk, const uint8_t *w, const char *const x[4], __m256 out[4]) {
+    __m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps() };
+    const __m256i ones8 = _mm256_set1_epi8(1);
+    for (int64_t b = 0; b < nblk; b++) {
+        const uint8_t *wb = w + b * Q40X8_BLOCK;
+        __m256i g[8];
+        q4_0x8_codes(wb, g);
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)wb));
+        const th_block_q8_0 *a[4];
+        _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) a[j] = (const th_block_q8_0 *)x[j] + b;
+        __m128i s4 = avx2_reduce4(avx2_dot_u8s8(ones8, _mm256_loadu_si256((const __m256i *)a[0]->qs)),
+                                  avx2_dot_u8s8(ones8, _mm256_loadu_si256((const __m256i *)a[1]->qs)),
+                                  avx2_dot_u8s8(ones8, _mm256_loadu_si256((const __m256i *)a[2]->qs)),
+                                  avx2_dot_u8s8(ones8, _mm256_loadu_si256((const __m256i *)a[3]->qs)));
+        const __m256i corr = _mm256_broadcastsi128_si256(_mm_slli_epi32(s4, 3)); /* 8 * sum, lanes j, j+4 */
+        _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {
+            __m256i sum = _mm256_sub_epi32(q4_0x8_dot(g, a[j]->qs), _mm256_permutevar8x32_epi32(corr, _mm256_set1_epi32(j)));
+            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(dw, _mm256_set1_ps(avx2_f16(a[j]->d))), acc[j]);
+        }
+    }
+    for (int j = 0; j < 4; j++) out[j] = acc[j];
+}
+
+static __m256 q4_0x8_tile1(int64_t nblk, const uint8_t *w, const char *x) {
+    __m256 acc = _mm256_setzero_ps();
+    const __m256i ones8 = _mm256_set1_epi8(1);
+    for (int64_t b = 0; b < nblk; b++) {
+        const uint8_t *wb = w + b * Q40X8_BLOCK;
+        const th_block_q8_0 *a = (const th_block_q8_0 *)x + b;
+        __m256i g[8];
+        q4_0x8_codes(wb, g);
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)wb));
+        __m256i s = avx2_dot_u8s8(ones8, _mm256_loadu_si256((const __m256i *)a->qs));
+        s = _mm256_add_epi32(s, _mm256_shuffle_epi32(s, 0x4e));
+        s = _mm256_add_epi32(s, _mm256_shuffle_epi32(s, 0xb1));
+        s = _mm256_add_epi32(s, _mm256_permute2x128_si256(s, s, 0x01)); /* the block sum in every lane */
+        __m256i sum = _mm256_sub_epi32(q4_0x8_dot(g, a->qs), _mm256_slli_epi32(s, 3));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(dw, _mm256_set1_ps(avx2_f16(a->d))), acc);
+    }
+    return acc;
+}
+
+/* Rows [r0, r1) (r0 a multiple of 8; r1 a multiple of 8 or the last row) of a packed
+ * Q4_0 matrix whose row r starts at w + r * ws (ws = the original row size). */
+static void gemm_packed_q4_0(int64_t n, int64_t r0, int64_t r1, const void *w, size_t ws, int64_t nb,
+                             const void *x, size_t xs, float *y, int64_t ys) {
+    const int64_t nblk = n / TH_QK;
+    float tmp[8];
+    for (int64_t c0 = 0; c0 < nb; c0 += 32) {            /* 32 activation rows stay in L2 */
+        const int64_t c1 = TH_MIN(nb, c0 + 32);
+        for (int64_t r = r0; r < r1; r += 8) {
+            const uint8_t *wg = (const uint8_t *)w + (size_t)r * ws;
+            const int rm = (int)TH_MIN(8, r1 - r);
+            for (int64_t c = c0; c < c1;) {
+                __m256 out[4];
+                int cn = (int)TH_MIN(4, c1 - c);
+                if (cn >= 2) {
+                    const char *xp[4];
+                    for (int j = 0; j < 4; j++) xp[j] = (const char *)x + (size_t)(c + TH_MIN(j, cn - 1)) * xs;
+                    q4_0x8_tile4(nblk, wg, xp, out);
+                } else {
+                    out[0] = q4_0x8_tile1(nblk, wg, (const char *)x + (size_t)c * xs);
+                }
+                for (int j = 0; j < cn; j++) {
+                    float *dst = y + (c + j) * ys + r;
+                    if (rm == 8) { _mm256_storeu_ps(dst, out[j]); continue; }
+                    _mm256_storeu_ps(tmp, out[j]);
+                    for (int i = 0; i < rm; i++) dst[i] = tmp[i];
+                }
+                c += cn;
+            }
+        }
+    }
+}
+
+void th_avx2_fill_gemm_packed(th_kernels *k) {
+    k->gemm_packed[TH_Q4_0] = gemm_packed_q4_0;
+}
