@@ -7,6 +7,11 @@
  *     row, R_k >> 4 elements 16+4k..16+4k+3: 32-bit lane i is row i, so one vpmaddubsw
  *     per 4 activation values (broadcast) and one vpmaddwd give 8 rows' sums at once.
  *
+ *   Q8_0 x8, per 32-element block (272 bytes, as 8 original blocks):
+ *     16 bytes: the 8 rows' d (f16), then 8 x 32 bytes R_k (k < 8): the 8 rows'
+ *     qs[4k..4k+3], row i at bytes 4i..4i+3 (signed: |w| and the sign moved onto the
+ *     activation for vpmaddubsw, each product pair widened at once by vpmaddwd).
+ *
  * Tiles of 8 rows x 4 activation rows for batches, 8 rows x 1 for single rows (decode).
  * The Q4_0 offset 8 is removed with the activation block sums, as in gemm_x8_avx2.c.
  * Results are the reference's integer block sums scaled in f32 (only the order of
@@ -76,10 +81,54 @@ static __m256 q4_0x8_tile1(int64_t nblk, const uint8_t *w, const char *x) {
     return acc;
 }
 
+enum { Q80X8_BLOCK = 272 };
+
+/* 8 rows x NC activation rows (NC = 1 or 4, constant after inlining). */
+static inline __attribute__((always_inline)) void q8_0x8_tile(const int NC, int64_t nblk, const uint8_t *w,
+                                                              const char *const x[4], __m256 out[4]) {
+    __m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps() };
+    const __m256i ones16 = _mm256_set1_epi16(1);
+    for (int64_t b = 0; b < nblk; b++) {
+        const uint8_t *wb = w + b * Q80X8_BLOCK;
+        const th_block_q8_0 *a[4];
+        __m256i sum[4];
+        _Pragma("GCC unroll 4") for (int j = 0; j < NC; j++) {
+            a[j] = (const th_block_q8_0 *)x[j] + b;
+            sum[j] = _mm256_setzero_si256();
+        }
+        _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) {
+            const __m256i wk = _mm256_loadu_si256((const __m256i *)(wb + 16 + 32 * k));
+            const __m256i aw = _mm256_sign_epi8(wk, wk);
+            _Pragma("GCC unroll 4") for (int j = 0; j < NC; j++) {
+                __m256i p = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(bcast32(a[j]->qs + 4 * k), wk));
+                sum[j] = _mm256_add_epi32(sum[j], _mm256_madd_epi16(p, ones16));
+            }
+        }
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)wb));
+        _Pragma("GCC unroll 4") for (int j = 0; j < NC; j++)
+            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum[j]), _mm256_mul_ps(dw, _mm256_set1_ps(avx2_f16(a[j]->d))), acc[j]);
+    }
+    for (int j = 0; j < NC; j++) out[j] = acc[j];
+}
+
+static void q8_0x8_tile4(int64_t nblk, const uint8_t *w, const char *const x[4], __m256 out[4]) {
+    q8_0x8_tile(4, nblk, w, x, out);
+}
+
+static __m256 q8_0x8_tile1(int64_t nblk, const uint8_t *w, const char *x) {
+    const char *xp[4] = { x, x, x, x };
+    __m256 out[4];
+    q8_0x8_tile(1, nblk, w, xp, out);
+    return out[0];
+}
+
+typedef void (*tile4_fn)(int64_t nblk, const uint8_t *w, const char *const x[4], __m256 out[4]);
+typedef __m256 (*tile1_fn)(int64_t nblk, const uint8_t *w, const char *x);
+
 /* Rows [r0, r1) (r0 a multiple of 8; r1 a multiple of 8 or the last row) of a packed
  * Q4_0 matrix whose row r starts at w + r * ws (ws = the original row size). */
-static void gemm_packed_q4_0(int64_t n, int64_t r0, int64_t r1, const void *w, size_t ws, int64_t nb,
-                             const void *x, size_t xs, float *y, int64_t ys) {
+static void gemm_packed(tile4_fn tile4, tile1_fn tile1, int64_t n, int64_t r0, int64_t r1, const void *w,
+                        size_t ws, int64_t nb, const void *x, size_t xs, float *y, int64_t ys) {
     const int64_t nblk = n / TH_QK;
     float tmp[8];
     for (int64_t c0 = 0; c0 < nb; c0 += 32) {            /* 32 activation rows stay in L2 */
@@ -93,9 +142,9 @@ static void gemm_packed_q4_0(int64_t n, int64_t r0, int64_t r1, const void *w, s
                 if (cn >= 2) {
                     const char *xp[4];
                     for (int j = 0; j < 4; j++) xp[j] = (const char *)x + (size_t)(c + TH_MIN(j, cn - 1)) * xs;
-                    q4_0x8_tile4(nblk, wg, xp, out);
+                    tile4(nblk, wg, xp, out);
                 } else {
-                    out[0] = q4_0x8_tile1(nblk, wg, (const char *)x + (size_t)c * xs);
+                    out[0] = tile1(nblk, wg, (const char *)x + (size_t)c * xs);
                 }
                 for (int j = 0; j < cn; j++) {
                     float *dst = y + (c + j) * ys + r;
@@ -109,6 +158,17 @@ static void gemm_packed_q4_0(int64_t n, int64_t r0, int64_t r1, const void *w, s
     }
 }
 
+static void gemm_packed_q4_0(int64_t n, int64_t r0, int64_t r1, const void *w, size_t ws, int64_t nb,
+                             const void *x, size_t xs, float *y, int64_t ys) {
+    gemm_packed(q4_0x8_tile4, q4_0x8_tile1, n, r0, r1, w, ws, nb, x, xs, y, ys);
+}
+
+static void gemm_packed_q8_0(int64_t n, int64_t r0, int64_t r1, const void *w, size_t ws, int64_t nb,
+                             const void *x, size_t xs, float *y, int64_t ys) {
+    gemm_packed(q8_0x8_tile4, q8_0x8_tile1, n, r0, r1, w, ws, nb, x, xs, y, ys);
+}
+
 void th_avx2_fill_gemm_packed(th_kernels *k) {
     k->gemm_packed[TH_Q4_0] = gemm_packed_q4_0;
+    k->gemm_packed[TH_Q8_0] = gemm_packed_q8_0;
 }
