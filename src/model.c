@@ -86,8 +86,9 @@ static void mm_add(mm_task *t, const th_weight *w, int64_t mat, float *y, int64_
     t->m[i].gemm = w->packed ? t->k->gemm_packed[w->type] : t->k->gemm[w->type];
     t->m[i].rows = w->ne1;
     t->m[i].chunk0 = t->chunks;
-    t->m[i].w = (const uint8_t *)(w->packed ? w->packed : w->data) + (size_t)mat * (size_t)w->ne1 * w->row_bytes;
-    t->m[i].w_stride = w->row_bytes;
+    size_t rb = w->packed ? th_repack_row_bytes(w->type, w->row_bytes) : w->row_bytes;
+    t->m[i].w = (const uint8_t *)(w->packed ? w->packed : w->data) + (size_t)mat * (size_t)w->ne1 * rb;
+    t->m[i].w_stride = rb;
     t->m[i].y = y;
     t->m[i].y_stride = y_stride;
     t->chunks += (w->ne1 + 7) / 8;
@@ -565,7 +566,8 @@ static th_status repack_model(th_model *m, const th_kernels *k) {
     uint64_t total = 0;
     for (int i = 0; i < n; i++) {
         if (!packable(k, ws[i])) continue;
-        uint64_t bytes = (uint64_t)ws[i]->row_bytes * (uint64_t)ws[i]->ne1 * (uint64_t)TH_MAX(ws[i]->ne2, 1);
+        uint64_t bytes = (uint64_t)th_repack_row_bytes(ws[i]->type, ws[i]->row_bytes) * (uint64_t)ws[i]->ne1 *
+                         (uint64_t)TH_MAX(ws[i]->ne2, 1);
         total += (bytes + 63) & ~(uint64_t)63;
     }
     if (total && !(m->packed_buf = aligned_alloc(64, (size_t)total))) {
@@ -579,7 +581,7 @@ static th_status repack_model(th_model *m, const th_kernels *k) {
         int64_t rows = w->ne1 * TH_MAX(w->ne2, 1);
         th_repack_rows(w->type, w->data, p, rows, w->row_bytes);
         w->packed = p;
-        p += ((uint64_t)w->row_bytes * (uint64_t)rows + 63) & ~(uint64_t)63;
+        p += ((uint64_t)th_repack_row_bytes(w->type, w->row_bytes) * (uint64_t)rows + 63) & ~(uint64_t)63;
     }
     free(ws);
     return TH_OK;

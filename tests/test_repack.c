@@ -11,6 +11,21 @@
 static uint32_t rng = 12345;
 static float frand(void) { rng = rng * 1664525u + 1013904223u; return (float)(rng >> 8) / (float)(1 << 24) * 2.0f - 1.0f; }
 
+/* Random blocks of a weight type: random bytes, with the f16 scale fields set to finite
+ * values in [2^-8, 2^-7) (d, and dmin for Q4_K) so that every code path is exercised. */
+static bool random_blocks(uint32_t type, uint8_t *p, size_t bytes) {
+    size_t bsz = th_type_info_get(type)->bytes, nf = type == TH_Q4_K ? 2 : 1;
+    if (type != TH_Q4_0 && type != TH_Q8_0 && type != TH_Q4_K) return false;
+    for (size_t i = 0; i < bytes; i++) { rng = rng * 1664525u + 1013904223u; p[i] = (uint8_t)(rng >> 24); }
+    for (size_t b = 0; b + bsz <= bytes; b += bsz)
+        for (size_t f = 0; f < nf; f++) {
+            rng = rng * 1664525u + 1013904223u;
+            uint16_t h = (uint16_t)(0x1c00 + (rng >> 22)); /* [2^-8, 2^-7): exponent 7, any mantissa */
+            memcpy(p + b + 2 * f, &h, 2);
+        }
+    return true;
+}
+
 static void check_type(const th_kernels *gen, const th_kernels *k, uint32_t type) {
     const uint32_t at = th_type_info_get(type)->act_type;
     const int64_t blk = th_type_info_get(type)->block;
@@ -21,11 +36,12 @@ static void check_type(const th_kernels *gen, const th_kernels *k, uint32_t type
             uint64_t rb, ab;
             th_row_bytes(type, (uint64_t)n, &rb);
             th_row_bytes(at, (uint64_t)n, &ab);
-            uint8_t *w = malloc((size_t)(rb * rows)), *wp = malloc((size_t)(rb * rows)), *x = malloc((size_t)ab * 33);
+            size_t prb = th_repack_row_bytes(type, (size_t)rb);
+            uint8_t *w = malloc((size_t)(rb * rows)), *wp = malloc(prb * (size_t)rows), *x = malloc((size_t)ab * 33);
             float *f = malloc((size_t)n * sizeof *f), *y0 = calloc((size_t)(33 * rows), 4), *y1 = calloc((size_t)(33 * rows), 4);
-            for (int64_t r = 0; r < rows; r++) {
-                for (int64_t i = 0; i < n; i++) f[i] = frand() * (1.0f + (float)(r % 5));
-                gen->quantize[type](f, w + r * rb, n);
+            if (!random_blocks(type, w, (size_t)(rb * rows))) {
+                CHECK(0, "no random-block rule for type %u", type);
+                return;
             }
             for (int64_t b = 0; b < 33; b++) {
                 for (int64_t i = 0; i < n; i++) f[i] = frand();
@@ -36,12 +52,12 @@ static void check_type(const th_kernels *gen, const th_kernels *k, uint32_t type
                 int64_t nb = nbs[bi], r0 = rows > 8 ? 8 : 0;
                 memset(y1, 0, (size_t)(33 * rows) * 4);
                 gen->gemm[type](n, r0, rows, w, (size_t)rb, nb, x, (size_t)ab, y0, rows);
-                k->gemm_packed[type](n, r0, rows, wp, (size_t)rb, nb, x, (size_t)ab, y1, rows);
+                k->gemm_packed[type](n, r0, rows, wp, prb, nb, x, (size_t)ab, y1, rows);
                 int bad = 0;
                 for (int64_t b = 0; b < nb; b++)
                     for (int64_t r = r0; r < rows; r++) {
                         float a = y0[b * rows + r], c = y1[b * rows + r];
-                        if (!(fabsf(a - c) <= 1e-5f * (fabsf(a) + (float)n * 0.01f))) bad++;
+                        if (!(fabsf(a - c) <= 1e-5f * (fabsf(a) + (float)n * 0.01f))) { if (getenv("DBG")) fprintf(stderr, "r %lld b %lld: %g vs %g\n", (long long)r, (long long)b, a, c); bad++; }
                     }
                 CHECK(bad == 0, "type %u n %lld rows %lld nb %lld: %d outputs differ", type, (long long)n,
                       (long long)rows, (long long)nb, bad);

@@ -12,11 +12,18 @@
  *     qs[4k..4k+3], row i at bytes 4i..4i+3 (signed: |w| and the sign moved onto the
  *     activation for vpmaddubsw, each product pair widened at once by vpmaddwd).
  *
+ *   Q4_K x8, per 256-element super-block (8 x 148 bytes; see repack.c): d and dmin of
+ *     the 8 rows, their sub-block scales and mins as bytes, then the codes as for Q4_0
+ *     (per 32-byte half of qs, 8 registers of 4-byte groups). vpmaddwd with each row's
+ *     scale (expanded to 16-bit pairs by one vpshufb) weighs the sub-block sums; mins
+ *     times the activation's 32-element sums come from its 16-element bsums.
+ *
  * Tiles of 8 rows x 4 activation rows for batches, 8 rows x 1 for single rows (decode).
  * The Q4_0 offset 8 is removed with the activation block sums, as in gemm_x8_avx2.c.
  * Results are the reference's integer block sums scaled in f32 (only the order of
  * the f32 additions differs from the vec_dot path). */
 #include "cpu/avx2_util.h"
+#include "cpu/repack.h"
 
 static inline __m256i bcast32(const int8_t *p) { int32_t v; memcpy(&v, p, 4); return _mm256_set1_epi32(v); }
 
@@ -122,14 +129,76 @@ static __m256 q8_0x8_tile1(int64_t nblk, const uint8_t *w, const char *x) {
     return out[0];
 }
 
+enum { Q4KX8_SB = 8 * TH_Q4_K_PACKED_BYTES };
+
+static inline __attribute__((always_inline)) void q4_Kx8_tile(const int NC, int64_t nsb, const uint8_t *w,
+                                                              const char *const x[4], __m256 out[4]) {
+    __m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps() };
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    const __m256i dup = _mm256_setr_epi8(0, -1, 0, -1, 1, -1, 1, -1, 2, -1, 2, -1, 3, -1, 3, -1,
+                                         4, -1, 4, -1, 5, -1, 5, -1, 6, -1, 6, -1, 7, -1, 7, -1);
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        const uint8_t *wb = w + sb * Q4KX8_SB;
+        const th_block_q8_K *a[4];
+        __m256i sumi[4];
+        _Pragma("GCC unroll 4") for (int j = 0; j < NC; j++) {
+            a[j] = (const th_block_q8_K *)x[j] + sb;
+            sumi[j] = _mm256_setzero_si256();
+        }
+        _Pragma("GCC unroll 8") for (int c = 0; c < 8; c++) {
+            const uint8_t *cq = wb + 160 + 256 * (c / 2);
+            __m256i p16[4];
+            _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) {
+                __m256i r = _mm256_loadu_si256((const __m256i *)(cq + 32 * k));
+                __m256i g = _mm256_and_si256(c & 1 ? _mm256_srli_epi16(r, 4) : r, m4);
+                _Pragma("GCC unroll 4") for (int j = 0; j < NC; j++) {
+                    __m256i t = _mm256_maddubs_epi16(g, bcast32(a[j]->qs + 32 * c + 4 * k));
+                    p16[j] = k ? _mm256_add_epi16(p16[j], t) : t;
+                }
+            }
+            int64_t sc8;
+            memcpy(&sc8, wb + 32 + 8 * c, 8);
+            const __m256i sc = _mm256_shuffle_epi8(_mm256_set1_epi64x(sc8), dup);
+            _Pragma("GCC unroll 4") for (int j = 0; j < NC; j++) sumi[j] = _mm256_add_epi32(sumi[j], _mm256_madd_epi16(p16[j], sc));
+        }
+        const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)wb));
+        const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(wb + 16)));
+        _Pragma("GCC unroll 4") for (int j = 0; j < NC; j++) {
+            const int16_t *bs = a[j]->bsums;
+            const __m256i pairs = _mm256_castsi128_si256(_mm_hadd_epi16(_mm_loadu_si128((const __m128i *)bs),
+                                                                        _mm_loadu_si128((const __m128i *)(bs + 8))));
+            __m256i ms = _mm256_setzero_si256();
+            _Pragma("GCC unroll 4") for (int q = 0; q < 4; q++) {
+                const __m256i mn = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(wb + 96 + 16 * q)));
+                ms = _mm256_add_epi32(ms, _mm256_madd_epi16(mn, _mm256_permutevar8x32_epi32(pairs, _mm256_set1_epi32(q))));
+            }
+            const __m256 da = _mm256_set1_ps(a[j]->d);
+            acc[j] = _mm256_fmadd_ps(_mm256_mul_ps(d, da), _mm256_cvtepi32_ps(sumi[j]), acc[j]);
+            acc[j] = _mm256_fnmadd_ps(_mm256_mul_ps(dmin, da), _mm256_cvtepi32_ps(ms), acc[j]);
+        }
+    }
+    for (int j = 0; j < NC; j++) out[j] = acc[j];
+}
+
+static void q4_Kx8_tile4(int64_t nsb, const uint8_t *w, const char *const x[4], __m256 out[4]) {
+    q4_Kx8_tile(4, nsb, w, x, out);
+}
+
+static __m256 q4_Kx8_tile1(int64_t nsb, const uint8_t *w, const char *x) {
+    const char *xp[4] = { x, x, x, x };
+    __m256 out[4];
+    q4_Kx8_tile(1, nsb, w, xp, out);
+    return out[0];
+}
+
 typedef void (*tile4_fn)(int64_t nblk, const uint8_t *w, const char *const x[4], __m256 out[4]);
 typedef __m256 (*tile1_fn)(int64_t nblk, const uint8_t *w, const char *x);
 
 /* Rows [r0, r1) (r0 a multiple of 8; r1 a multiple of 8 or the last row) of a packed
  * Q4_0 matrix whose row r starts at w + r * ws (ws = the original row size). */
-static void gemm_packed(tile4_fn tile4, tile1_fn tile1, int64_t n, int64_t r0, int64_t r1, const void *w,
+static void gemm_packed(tile4_fn tile4, tile1_fn tile1, int64_t block, int64_t n, int64_t r0, int64_t r1, const void *w,
                         size_t ws, int64_t nb, const void *x, size_t xs, float *y, int64_t ys) {
-    const int64_t nblk = n / TH_QK;
+    const int64_t nblk = n / block;
     float tmp[8];
     for (int64_t c0 = 0; c0 < nb; c0 += 32) {            /* 32 activation rows stay in L2 */
         const int64_t c1 = TH_MIN(nb, c0 + 32);
@@ -160,15 +229,21 @@ static void gemm_packed(tile4_fn tile4, tile1_fn tile1, int64_t n, int64_t r0, i
 
 static void gemm_packed_q4_0(int64_t n, int64_t r0, int64_t r1, const void *w, size_t ws, int64_t nb,
                              const void *x, size_t xs, float *y, int64_t ys) {
-    gemm_packed(q4_0x8_tile4, q4_0x8_tile1, n, r0, r1, w, ws, nb, x, xs, y, ys);
+    gemm_packed(q4_0x8_tile4, q4_0x8_tile1, TH_QK, n, r0, r1, w, ws, nb, x, xs, y, ys);
 }
 
 static void gemm_packed_q8_0(int64_t n, int64_t r0, int64_t r1, const void *w, size_t ws, int64_t nb,
                              const void *x, size_t xs, float *y, int64_t ys) {
-    gemm_packed(q8_0x8_tile4, q8_0x8_tile1, n, r0, r1, w, ws, nb, x, xs, y, ys);
+    gemm_packed(q8_0x8_tile4, q8_0x8_tile1, TH_QK, n, r0, r1, w, ws, nb, x, xs, y, ys);
+}
+
+static void gemm_packed_q4_K(int64_t n, int64_t r0, int64_t r1, const void *w, size_t ws, int64_t nb,
+                             const void *x, size_t xs, float *y, int64_t ys) {
+    gemm_packed(q4_Kx8_tile4, q4_Kx8_tile1, TH_QK_K, n, r0, r1, w, ws, nb, x, xs, y, ys);
 }
 
 void th_avx2_fill_gemm_packed(th_kernels *k) {
+    k->gemm_packed[TH_Q4_K] = gemm_packed_q4_K;
     k->gemm_packed[TH_Q4_0] = gemm_packed_q4_0;
     k->gemm_packed[TH_Q8_0] = gemm_packed_q8_0;
 }
