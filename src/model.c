@@ -231,17 +231,29 @@ static void qk_norm(const th_context *c, float *x, const th_weight *w, int64_t r
         for (int32_t h = 0; h < n_heads; h++) th_op_rmsnorm(x + (int64_t)h * hd, x + (int64_t)h * hd, w->data, hd, eps);
 }
 
-static void qk_prepare(th_context *c, int32_t il, int32_t n, const int32_t *pos) {
+typedef struct { th_context *c; int32_t il, n; const int32_t *pos; } qk_task;
+
+static void qk_worker(void *arg, int ith, int nth) {
+    qk_task *k = arg;
+    th_context *c = k->c;
     const th_hparams *hp = &c->model->hp;
-    const th_layer *L = &c->model->layers[il];
-    const th_rope_params *rp = &c->rope[il];
-    for (int32_t t = 0; t < n; t++) {
-        float *q = c->q + (int64_t)t * c->q_w, *k = c->kc + (int64_t)t * c->k_w;
+    const th_layer *L = &c->model->layers[k->il];
+    const th_rope_params *rp = &c->rope[k->il];
+    const int32_t *pos = k->pos;
+    for (int32_t t = k->n * ith / nth; t < k->n * (ith + 1) / nth; t++) {
+        float *q = c->q + (int64_t)t * c->q_w, *kr = c->kc + (int64_t)t * c->k_w;
         if (L->q_norm.data) qk_norm(c, q, &L->q_norm, c->q_w, hp->n_head, hp->head_dim);
-        if (L->k_norm.data) qk_norm(c, k, &L->k_norm, c->k_w, hp->n_head_kv, hp->head_dim);
+        if (L->k_norm.data) qk_norm(c, kr, &L->k_norm, c->k_w, hp->n_head_kv, hp->head_dim);
         for (int32_t h = 0; h < hp->n_head; h++) th_op_rope_ext(q + (int64_t)h * hp->head_dim, pos[t], rp);
-        for (int32_t h = 0; h < hp->n_head_kv; h++) th_op_rope_ext(k + (int64_t)h * hp->head_dim, pos[t], rp);
+        for (int32_t h = 0; h < hp->n_head_kv; h++) th_op_rope_ext(kr + (int64_t)h * hp->head_dim, pos[t], rp);
     }
+}
+
+/* q/k norms and rope of the batch's rows, split over the threads by token for batches. */
+static void qk_prepare(th_context *c, int32_t il, int32_t n, const int32_t *pos) {
+    qk_task t = { c, il, n, pos };
+    if (n >= 4) th_pool_run(c->pool, qk_worker, &t);
+    else qk_worker(&t, 0, 1);
 }
 
 /* q, k, v of the batch from c->h: separate projections or one fused [q; k; v]. */
@@ -294,6 +306,14 @@ static void attention_block(th_context *c, int32_t il, int32_t n, const int32_t 
     PROF(P_RESID, residual_add(c, c->tmp, n));
 }
 
+typedef struct { th_context *c; float *g; const float *u; int64_t stride, width; int32_t n; } act_task;
+
+static void act_worker(void *arg, int ith, int nth) {
+    act_task *a = arg;
+    for (int32_t t = a->n * ith / nth; t < a->n * (ith + 1) / nth; t++)
+        th_fwd_act(a->c, a->g + t * a->stride, a->u + t * a->stride, a->width);
+}
+
 void th_fwd_ffn(th_context *c, const th_weight *gate, const th_weight *up, const th_weight *down,
                 const float *in, int32_t n, float *out, bool accumulate) {
     int64_t E = c->model->hp.n_embd, F = down->ne0;
@@ -310,7 +330,9 @@ void th_fwd_ffn(th_context *c, const th_weight *gate, const th_weight *up, const
         g = c->wide;
         u = c->wide + F;
     }
-    PROF(P_ACT, for (int32_t t = 0; t < n; t++) th_fwd_act(c, g + t * stride, u + t * stride, F));
+    act_task at = { c, g, u, stride, F, n };
+    if (n >= 4) PROF(P_ACT, th_pool_run(c->pool, act_worker, &at));
+    else PROF(P_ACT, act_worker(&at, 0, 1));
     float *dst = accumulate ? c->tmp2 : out;
     PROF(P_DOWN, th_fwd_matmul(c, down, 0, g, stride, n, dst, E));
     if (accumulate) residual_add_to(out, dst, n, E);
