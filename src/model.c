@@ -17,6 +17,7 @@
 #include "arch/arch.h"
 #include "cpu/repack.h"
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 
 #ifdef TH_PROFILE /* build with EXTRA_CFLAGS=-DTH_PROFILE: CPU time per phase of the calling thread */
@@ -55,6 +56,8 @@ typedef struct {
         int64_t y_stride;
     } m[MM_MAX];
     int64_t chunks;                           /* total 8-row chunks */
+    int64_t grab;                             /* chunks a thread takes at a time */
+    _Atomic int64_t next;                     /* first chunk not yet taken */
     const float *x;
     int64_t x_stride;
     uint8_t *xq;
@@ -67,18 +70,26 @@ static void mm_quantize_worker(void *arg, int ith, int nth) {
         t->k->quantize[t->act_type](t->x + b * t->x_stride, t->xq + (size_t)b * t->xq_stride, t->n);
 }
 
+/* Threads take runs of `grab` chunks from a shared counter (not a fixed share each), so
+ * a thread that the OS preempts (cores shared with other processes) delays the join
+ * by at most its current run; 8-row chunks keep threads on whole cache lines of y. */
 static void mm_worker(void *arg, int ith, int nth) {
     mm_task *t = arg;
-    /* split rows in chunks of 8 so threads touch whole cache lines of y */
-    int64_t c0 = t->chunks * ith / nth, c1 = t->chunks * (ith + 1) / nth;
-    for (int i = 0; i < t->n_mats; i++) {
-        int64_t m0 = t->m[i].chunk0, m1 = m0 + (t->m[i].rows + 7) / 8;
-        int64_t a = TH_MAX(c0, m0), b = TH_MIN(c1, m1);
-        if (a >= b) continue;
-        int64_t r0 = (a - m0) * 8, r1 = TH_MIN((b - m0) * 8, t->m[i].rows);
-        t->m[i].gemm(t->n, r0, r1, t->m[i].w, t->m[i].w_stride, t->nb, t->xq, t->xq_stride,
-                                 t->m[i].y, t->m[i].y_stride);
+    for (;;) {
+        int64_t c0 = atomic_fetch_add_explicit(&t->next, t->grab, memory_order_relaxed);
+        if (c0 >= t->chunks) return;
+        int64_t c1 = TH_MIN(c0 + t->grab, t->chunks);
+        for (int i = 0; i < t->n_mats; i++) {
+            int64_t m0 = t->m[i].chunk0, m1 = m0 + (t->m[i].rows + 7) / 8;
+            int64_t a = TH_MAX(c0, m0), b = TH_MIN(c1, m1);
+            if (a >= b) continue;
+            int64_t r0 = (a - m0) * 8, r1 = TH_MIN((b - m0) * 8, t->m[i].rows);
+            t->m[i].gemm(t->n, r0, r1, t->m[i].w, t->m[i].w_stride, t->nb, t->xq, t->xq_stride,
+                         t->m[i].y, t->m[i].y_stride);
+        }
     }
+    (void)ith;
+    (void)nth;
 }
 
 static void mm_add(mm_task *t, const th_weight *w, int64_t mat, float *y, int64_t y_stride) {
@@ -100,6 +111,9 @@ static void mm_run(th_context *c, mm_task *t) {
     t->xq_stride = (size_t)qs;
     if (t->nb >= 4) th_pool_run(c->pool, mm_quantize_worker, t);
     else mm_quantize_worker(t, 0, 1);
+    int64_t nth = th_pool_size(c->pool);
+    t->grab = nth == 1 ? t->chunks : TH_MAX(1, t->chunks / (8 * nth));
+    atomic_store_explicit(&t->next, 0, memory_order_relaxed);
     th_pool_run(c->pool, mm_worker, t);
 }
 
