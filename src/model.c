@@ -163,7 +163,8 @@ typedef struct {
 
 /* One query head of one token against its sequence's cached K/V (positions lo..p).
  * With an F16 cache, q and the softmax weights are rounded to f16 first, as ggml does
- * for its F16 K·q and V·p products; the dots and sums are the kernel table's. */
+ * for its F16 K·q and V·p products; K·q sums exact products in double (dot_f16_f64);
+ * the V·p sums are the kernel table's axpy. */
 static void attn_head(th_context *c, const attn_task *t, int32_t ti, int32_t h, float *sc, float *qtmp) {
     const th_hparams *hp = &c->model->hp;
     const th_kv *kv = &c->kv;
@@ -182,7 +183,9 @@ static void attn_head(th_context *c, const attn_task *t, int32_t ti, int32_t h, 
     int32_t n = p - lo + 1;
     for (int32_t j = 0; j < n; j++) {
         float dot;
-        k->vec_dot[kt](hd, &dot, (const uint8_t *)th_kv_k(kv, t->il, s, lo + j) + ko, qa);
+        const void *kj = (const uint8_t *)th_kv_k(kv, t->il, s, lo + j) + ko;
+        if (kv->f16) k->dot_f16_f64(hd, &dot, kj, qa);
+        else k->vec_dot[TH_F32](hd, &dot, kj, qa);
         sc[j] = dot * hp->attn_scale;
     }
     if (hp->attn_softcap > 0) th_op_softcap(sc, hp->attn_softcap, n);

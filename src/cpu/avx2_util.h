@@ -156,6 +156,7 @@ void th_avx2_dot_iq4_xs(int64_t n, float *s, const void *w, const void *a);
 /* ops_avx2.c: y += a * x for attention's V rows. */
 void th_avx2_axpy_f32(int64_t n, float a, const void *x, float *y);
 void th_avx2_axpy_f16(int64_t n, float a, const void *x, float *y);
+void th_avx2_dot_f16_f64(int64_t n, float *s, const void *w, const void *a);
 
 /* gemm_avx2.c: fills k->gemm[] for the types it tiles. */
 void th_avx2_fill_gemm(th_kernels *k);

@@ -28,6 +28,9 @@ typedef struct th_kernels {
     th_quantize_fn quantize[TH_TYPE_COUNT];  /* by activation type */
     th_dequant_fn dequant[TH_TYPE_COUNT];    /* by weight type */
     th_axpy_fn axpy[TH_TYPE_COUNT];          /* F32, F16 only */
+    /* attention's K·q over F16 rows: exact f16 products summed in double (as ggml's
+     * scalar F16 dot, which attention results and tests were checked against) */
+    th_vec_dot_fn dot_f16_f64;
     /* gemm on a weight repacked by th_repack_rows (cpu/repack.h): same arguments,
      * w the packed copy (row r at the same offset as in the original); NULL: the
      * level has no packed kernel for the type, so weights of it are not repacked */
