@@ -15,23 +15,53 @@
  * allocated when the context is created. The context struct lives in forward.h. */
 #include "forward.h"
 #include "arch/arch.h"
+#include "cpu/repack.h"
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
+
+#ifdef TH_PROFILE /* build with EXTRA_CFLAGS=-DTH_PROFILE: CPU time per phase of the calling thread */
+#include <stdio.h>
+#include <time.h>
+enum { P_NORM, P_QKV, P_ROPE, P_STORE, P_ATTN, P_WO, P_FFN_MM, P_ACT, P_DOWN, P_RESID, P_OUT, P_N };
+static const char *prof_names[P_N] = { "norm", "qkv", "rope", "store", "attn", "wo", "gate/up", "act", "down", "resid", "output" };
+static double prof_acc[P_N];
+static double prof_now(void) { struct timespec ts; clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts); return ts.tv_sec + ts.tv_nsec * 1e-9; }
+#define PROF(id, stmt) do { double t0_ = prof_now(); stmt; prof_acc[id] += prof_now() - t0_; } while (0)
+static void prof_dump(void) { double tot = 0; for (int i = 0; i < P_N; i++) tot += prof_acc[i];
+    for (int i = 0; i < P_N; i++) fprintf(stderr, "prof %-8s %8.3f s %5.1f %%\n", prof_names[i], prof_acc[i], 100 * prof_acc[i] / tot); }
+#else
+#define PROF(id, stmt) do { stmt; } while (0)
+#endif
 
 /* ------------------------------------------------------------------ matmul */
 
+/* Up to MM_MAX weight matrices with the same input width and activation type, applied
+ * to the same input rows in one pass: the rows are quantized once, and the weight
+ * rows of all the matrices are split over the threads in one fork/join (q, k, v
+ * projections; gate and up). */
+enum { MM_MAX = 3 };
+
 typedef struct {
     const th_kernels *k;
-    uint32_t type, act_type;
-    int64_t n, rows, nb;
-    const uint8_t *w;
-    size_t w_stride;
+    uint32_t act_type;
+    int64_t n, nb;
+    int n_mats;
+    struct {
+        th_gemm_fn gemm;
+        int64_t rows, chunk0;                 /* chunk0: first 8-row chunk in the joint numbering */
+        const uint8_t *w;
+        size_t w_stride;
+        float *y;
+        int64_t y_stride;
+    } m[MM_MAX];
+    int64_t chunks;                           /* total 8-row chunks */
+    int64_t grab;                             /* chunks a thread takes at a time */
+    _Atomic int64_t next;                     /* first chunk not yet taken */
     const float *x;
     int64_t x_stride;
     uint8_t *xq;
     size_t xq_stride;
-    float *y;
-    int64_t y_stride;
 } mm_task;
 
 static void mm_quantize_worker(void *arg, int ith, int nth) {
@@ -40,29 +70,76 @@ static void mm_quantize_worker(void *arg, int ith, int nth) {
         t->k->quantize[t->act_type](t->x + b * t->x_stride, t->xq + (size_t)b * t->xq_stride, t->n);
 }
 
+/* Threads take runs of `grab` chunks from a shared counter (not a fixed share each), so
+ * a thread that the OS preempts (cores shared with other processes) delays the join
+ * by at most its current run; 8-row chunks keep threads on whole cache lines of y. */
 static void mm_worker(void *arg, int ith, int nth) {
     mm_task *t = arg;
-    /* split rows in chunks of 8 so threads touch whole cache lines of y */
-    int64_t chunks = (t->rows + 7) / 8;
-    int64_t c0 = chunks * ith / nth, c1 = chunks * (ith + 1) / nth;
-    int64_t r0 = c0 * 8, r1 = TH_MIN(c1 * 8, t->rows);
-    if (r0 >= r1) return;
-    t->k->gemm[t->type](t->n, r0, r1, t->w, t->w_stride, t->nb, t->xq, t->xq_stride, t->y, t->y_stride);
+    for (;;) {
+        int64_t c0 = atomic_fetch_add_explicit(&t->next, t->grab, memory_order_relaxed);
+        if (c0 >= t->chunks) return;
+        int64_t c1 = TH_MIN(c0 + t->grab, t->chunks);
+        for (int i = 0; i < t->n_mats; i++) {
+            int64_t m0 = t->m[i].chunk0, m1 = m0 + (t->m[i].rows + 7) / 8;
+            int64_t a = TH_MAX(c0, m0), b = TH_MIN(c1, m1);
+            if (a >= b) continue;
+            int64_t r0 = (a - m0) * 8, r1 = TH_MIN((b - m0) * 8, t->m[i].rows);
+            t->m[i].gemm(t->n, r0, r1, t->m[i].w, t->m[i].w_stride, t->nb, t->xq, t->xq_stride,
+                         t->m[i].y, t->m[i].y_stride);
+        }
+    }
+    (void)ith;
+    (void)nth;
+}
+
+static void mm_add(mm_task *t, const th_weight *w, int64_t mat, float *y, int64_t y_stride) {
+    int i = t->n_mats++;
+    t->m[i].gemm = w->packed ? t->k->gemm_packed[w->type] : t->k->gemm[w->type];
+    t->m[i].rows = w->ne1;
+    t->m[i].chunk0 = t->chunks;
+    size_t rb = w->packed ? th_repack_row_bytes(w->type, w->row_bytes) : w->row_bytes;
+    t->m[i].w = (const uint8_t *)(w->packed ? w->packed : w->data) + (size_t)mat * (size_t)w->ne1 * rb;
+    t->m[i].w_stride = rb;
+    t->m[i].y = y;
+    t->m[i].y_stride = y_stride;
+    t->chunks += (w->ne1 + 7) / 8;
+}
+
+static void mm_run(th_context *c, mm_task *t) {
+    uint64_t qs;
+    th_row_bytes(t->act_type, (uint64_t)t->n, &qs);
+    t->xq_stride = (size_t)qs;
+    if (t->nb >= 4) th_pool_run(c->pool, mm_quantize_worker, t);
+    else mm_quantize_worker(t, 0, 1);
+    int64_t nth = th_pool_size(c->pool);
+    t->grab = nth == 1 ? t->chunks : TH_MAX(1, t->chunks / (8 * nth));
+    atomic_store_explicit(&t->next, 0, memory_order_relaxed);
+    th_pool_run(c->pool, mm_worker, t);
+}
+
+static mm_task mm_begin(th_context *c, const th_weight *w, const float *x, int64_t x_stride, int64_t nb) {
+    return (mm_task){ .k = c->k, .act_type = th_type_info_get(w->type)->act_type, .n = w->ne0, .nb = nb,
+                      .x = x, .x_stride = x_stride, .xq = c->actq };
 }
 
 void th_fwd_matmul(th_context *c, const th_weight *w, int64_t mat, const float *x, int64_t x_stride,
                    int64_t nb, float *y, int64_t y_stride) {
-    mm_task t = { .k = c->k, .type = w->type, .act_type = th_type_info_get(w->type)->act_type,
-                  .n = w->ne0, .rows = w->ne1, .nb = nb,
-                  .w = (const uint8_t *)w->data + (size_t)mat * (size_t)w->ne1 * w->row_bytes,
-                  .w_stride = w->row_bytes, .x = x, .x_stride = x_stride, .xq = c->actq,
-                  .y = y, .y_stride = y_stride };
-    uint64_t qs;
-    th_row_bytes(t.act_type, (uint64_t)t.n, &qs);
-    t.xq_stride = (size_t)qs;
-    if (nb >= 4) th_pool_run(c->pool, mm_quantize_worker, &t);
-    else mm_quantize_worker(&t, 0, 1);
-    th_pool_run(c->pool, mm_worker, &t);
+    mm_task t = mm_begin(c, w, x, x_stride, nb);
+    mm_add(&t, w, mat, y, y_stride);
+    mm_run(c, &t);
+}
+
+/* y_i = W_i · x for up to three weights (NULL entries skipped); one pass when they
+ * share the input width and activation type, else one matmul each. */
+static void matmul_multi(th_context *c, const th_weight *const ws[], float *const ys[], const int64_t y_strides[],
+                         int count, const float *x, int64_t x_stride, int64_t nb) {
+    mm_task t = mm_begin(c, ws[0], x, x_stride, nb);
+    for (int i = 0; i < count; i++) {
+        bool joinable = ws[i]->ne0 == t.n && th_type_info_get(ws[i]->type)->act_type == t.act_type;
+        if (joinable) mm_add(&t, ws[i], 0, ys[i], y_strides[i]);
+        else th_fwd_matmul(c, ws[i], 0, x, x_stride, nb, ys[i], y_strides[i]);
+    }
+    if (t.n_mats) mm_run(c, &t);
 }
 
 void th_fwd_add_bias(const float *bias, int64_t width, float *y, int64_t stride, int64_t nb) {
@@ -84,29 +161,31 @@ typedef struct {
     const float *sinks;                     /* per head, or NULL */
 } attn_task;
 
+/* One query head of one token against its sequence's cached K/V (positions lo..p).
+ * With an F16 cache, q and the softmax weights are rounded to f16 first, as ggml does
+ * for its F16 K·q and V·p products; K·q sums exact products in double (dot_f16_f64);
+ * the V·p sums are the kernel table's axpy. */
 static void attn_head(th_context *c, const attn_task *t, int32_t ti, int32_t h, float *sc, float *qtmp) {
     const th_hparams *hp = &c->model->hp;
     const th_kv *kv = &c->kv;
+    const th_kernels *k = c->k;
+    uint32_t kt = kv->f16 ? TH_F16 : TH_F32;
     int32_t hd = hp->head_dim, hdv = hp->head_dim_v, kvh = h / (hp->n_head / hp->n_head_kv);
     int32_t p = t->pos[ti], s = t->seq[ti];
     int32_t lo = t->window > 0 ? TH_MAX(0, p - t->window + 1) : 0;
     const float *qv = c->q + (int64_t)ti * c->q_w + (int64_t)h * hd;
-    if (kv->f16) { /* ggml rounds q to fp16 for the F16·F32 product */
-        for (int32_t i = 0; i < hd; i++) qtmp[i] = th_f16_to_f32(th_f32_to_f16(qv[i]));
-        qv = qtmp;
+    const void *qa = qv;
+    if (kv->f16) {
+        k->quantize[TH_F16](qv, qtmp, hd);
+        qa = qtmp;
     }
+    size_t ko = (size_t)kvh * (size_t)hd * (kv->f16 ? 2 : 4), vo = (size_t)kvh * (size_t)hdv * (kv->f16 ? 2 : 4);
     int32_t n = p - lo + 1;
     for (int32_t j = 0; j < n; j++) {
-        float dot = 0.0f;
-        if (kv->f16) {
-            const uint16_t *kj = (const uint16_t *)th_kv_k(kv, t->il, s, lo + j) + (int64_t)kvh * hd;
-            double acc = 0.0;
-            for (int32_t i = 0; i < hd; i++) acc += (double)qv[i] * th_f16_to_f32(kj[i]);
-            dot = (float)acc;
-        } else {
-            const float *kj = (const float *)th_kv_k(kv, t->il, s, lo + j) + (int64_t)kvh * hd;
-            for (int32_t i = 0; i < hd; i++) dot += qv[i] * kj[i];
-        }
+        float dot;
+        const void *kj = (const uint8_t *)th_kv_k(kv, t->il, s, lo + j) + ko;
+        if (kv->f16) k->dot_f16_f64(hd, &dot, kj, qa);
+        else k->vec_dot[TH_F32](hd, &dot, kj, qa);
         sc[j] = dot * hp->attn_scale;
     }
     if (hp->attn_softcap > 0) th_op_softcap(sc, hp->attn_softcap, n);
@@ -115,14 +194,8 @@ static void attn_head(th_context *c, const attn_task *t, int32_t ti, int32_t h, 
     float *out = c->att + (int64_t)ti * c->att_w + (int64_t)h * hdv;
     memset(out, 0, (size_t)hdv * sizeof(float));
     for (int32_t j = 0; j < n; j++) {
-        if (kv->f16) {
-            float pj = th_f16_to_f32(th_f32_to_f16(sc[j]));
-            const uint16_t *vj = (const uint16_t *)th_kv_v(kv, t->il, s, lo + j) + (int64_t)kvh * hdv;
-            for (int32_t i = 0; i < hdv; i++) out[i] += pj * th_f16_to_f32(vj[i]);
-        } else {
-            const float *vj = (const float *)th_kv_v(kv, t->il, s, lo + j) + (int64_t)kvh * hdv;
-            for (int32_t i = 0; i < hdv; i++) out[i] += sc[j] * vj[i];
-        }
+        float pj = kv->f16 ? th_f16_to_f32(th_f32_to_f16(sc[j])) : sc[j];
+        k->axpy[kt](hdv, pj, (const uint8_t *)th_kv_v(kv, t->il, s, lo + j) + vo, out);
     }
 }
 
@@ -175,17 +248,29 @@ static void qk_norm(const th_context *c, float *x, const th_weight *w, int64_t r
         for (int32_t h = 0; h < n_heads; h++) th_op_rmsnorm(x + (int64_t)h * hd, x + (int64_t)h * hd, w->data, hd, eps);
 }
 
-static void qk_prepare(th_context *c, int32_t il, int32_t n, const int32_t *pos) {
+typedef struct { th_context *c; int32_t il, n; const int32_t *pos; } qk_task;
+
+static void qk_worker(void *arg, int ith, int nth) {
+    qk_task *k = arg;
+    th_context *c = k->c;
     const th_hparams *hp = &c->model->hp;
-    const th_layer *L = &c->model->layers[il];
-    const th_rope_params *rp = &c->rope[il];
-    for (int32_t t = 0; t < n; t++) {
-        float *q = c->q + (int64_t)t * c->q_w, *k = c->kc + (int64_t)t * c->k_w;
+    const th_layer *L = &c->model->layers[k->il];
+    const th_rope_params *rp = &c->rope[k->il];
+    const int32_t *pos = k->pos;
+    for (int32_t t = k->n * ith / nth; t < k->n * (ith + 1) / nth; t++) {
+        float *q = c->q + (int64_t)t * c->q_w, *kr = c->kc + (int64_t)t * c->k_w;
         if (L->q_norm.data) qk_norm(c, q, &L->q_norm, c->q_w, hp->n_head, hp->head_dim);
-        if (L->k_norm.data) qk_norm(c, k, &L->k_norm, c->k_w, hp->n_head_kv, hp->head_dim);
+        if (L->k_norm.data) qk_norm(c, kr, &L->k_norm, c->k_w, hp->n_head_kv, hp->head_dim);
         for (int32_t h = 0; h < hp->n_head; h++) th_op_rope_ext(q + (int64_t)h * hp->head_dim, pos[t], rp);
-        for (int32_t h = 0; h < hp->n_head_kv; h++) th_op_rope_ext(k + (int64_t)h * hp->head_dim, pos[t], rp);
+        for (int32_t h = 0; h < hp->n_head_kv; h++) th_op_rope_ext(kr + (int64_t)h * hp->head_dim, pos[t], rp);
     }
+}
+
+/* q/k norms and rope of the batch's rows, split over the threads by token for batches. */
+static void qk_prepare(th_context *c, int32_t il, int32_t n, const int32_t *pos) {
+    qk_task t = { c, il, n, pos };
+    if (n >= 4) th_pool_run(c->pool, qk_worker, &t);
+    else qk_worker(&t, 0, 1);
 }
 
 /* q, k, v of the batch from c->h: separate projections or one fused [q; k; v]. */
@@ -203,9 +288,10 @@ static void project_qkv(th_context *c, const th_layer *L, int32_t n) {
         }
         return;
     }
-    th_fwd_matmul(c, &L->wq, 0, c->h, E, n, c->q, c->q_w);
-    th_fwd_matmul(c, &L->wk, 0, c->h, E, n, c->kc, c->k_w);
-    th_fwd_matmul(c, &L->wv, 0, c->h, E, n, c->vc, c->v_w);
+    const th_weight *ws[3] = { &L->wq, &L->wk, &L->wv };
+    float *const ys[3] = { c->q, c->kc, c->vc };
+    const int64_t strides[3] = { c->q_w, c->k_w, c->v_w };
+    matmul_multi(c, ws, ys, strides, 3, c->h, E, n);
     add_bias(&L->bq, c->q, c->q_w, n);
     add_bias(&L->bk, c->kc, c->k_w, n);
     add_bias(&L->bv, c->vc, c->v_w, n);
@@ -220,21 +306,29 @@ static void residual_add(th_context *c, const float *y, int32_t n) { residual_ad
 static void attention_block(th_context *c, int32_t il, int32_t n, const int32_t *pos, const int32_t *seq) {
     const th_layer *L = &c->model->layers[il];
     int64_t E = c->model->hp.n_embd;
-    th_fwd_norm_rows(c, c->h, c->x, &L->attn_norm, n, E);
+    PROF(P_NORM, th_fwd_norm_rows(c, c->h, c->x, &L->attn_norm, n, E));
     if (L->wkv_a_mqa.data) {
         th_mla_project(c, il, n, pos);
     } else {
-        project_qkv(c, L, n);
-        qk_prepare(c, il, n, pos);
+        PROF(P_QKV, project_qkv(c, L, n));
+        PROF(P_ROPE, qk_prepare(c, il, n, pos));
     }
-    store_kv(c, il, n, pos, seq);
+    PROF(P_STORE, store_kv(c, il, n, pos, seq));
     attn_task at = { .c = c, .il = il, .n_tokens = n, .pos = pos, .seq = seq, .window = L->window,
                      .sinks = L->attn_sinks.data };
-    th_pool_run(c->pool, attn_worker, &at);
-    th_fwd_matmul(c, &L->wo, 0, c->att, c->att_w, n, c->tmp, E);
+    PROF(P_ATTN, th_pool_run(c->pool, attn_worker, &at));
+    PROF(P_WO, th_fwd_matmul(c, &L->wo, 0, c->att, c->att_w, n, c->tmp, E));
     add_bias(&L->bo, c->tmp, E, n);
     if (L->post_attn_norm.data) th_fwd_norm_rows(c, c->tmp, c->tmp, &L->post_attn_norm, n, E);
-    residual_add(c, c->tmp, n);
+    PROF(P_RESID, residual_add(c, c->tmp, n));
+}
+
+typedef struct { th_context *c; float *g; const float *u; int64_t stride, width; int32_t n; } act_task;
+
+static void act_worker(void *arg, int ith, int nth) {
+    act_task *a = arg;
+    for (int32_t t = a->n * ith / nth; t < a->n * (ith + 1) / nth; t++)
+        th_fwd_act(a->c, a->g + t * a->stride, a->u + t * a->stride, a->width);
 }
 
 void th_fwd_ffn(th_context *c, const th_weight *gate, const th_weight *up, const th_weight *down,
@@ -243,28 +337,32 @@ void th_fwd_ffn(th_context *c, const th_weight *gate, const th_weight *up, const
     float *g = c->ff_g, *u = c->ff_u;
     int64_t stride = c->ff_w;
     if (gate) {
-        th_fwd_matmul(c, gate, 0, in, E, n, c->ff_g, c->ff_w);
-        th_fwd_matmul(c, up, 0, in, E, n, c->ff_u, c->ff_w);
+        const th_weight *ws[2] = { gate, up };
+        float *const ys[2] = { c->ff_g, c->ff_u };
+        const int64_t strides[2] = { c->ff_w, c->ff_w };
+        PROF(P_FFN_MM, matmul_multi(c, ws, ys, strides, 2, in, E, n));
     } else { /* fused [gate; up]: one matmul into the wide scratch, rows of 2F */
         stride = 2 * F;
         th_fwd_matmul(c, up, 0, in, E, n, c->wide, stride);
         g = c->wide;
         u = c->wide + F;
     }
-    for (int32_t t = 0; t < n; t++) th_fwd_act(c, g + t * stride, u + t * stride, F);
+    act_task at = { c, g, u, stride, F, n };
+    if (n >= 4) PROF(P_ACT, th_pool_run(c->pool, act_worker, &at));
+    else PROF(P_ACT, act_worker(&at, 0, 1));
     float *dst = accumulate ? c->tmp2 : out;
-    th_fwd_matmul(c, down, 0, g, stride, n, dst, E);
+    PROF(P_DOWN, th_fwd_matmul(c, down, 0, g, stride, n, dst, E));
     if (accumulate) residual_add_to(out, dst, n, E);
 }
 
 static void ffn_block(th_context *c, int32_t il, int32_t n) {
     const th_layer *L = &c->model->layers[il];
     int64_t E = c->model->hp.n_embd;
-    th_fwd_norm_rows(c, c->h, c->x, &L->ffn_norm, n, E);
+    PROF(P_NORM, th_fwd_norm_rows(c, c->h, c->x, &L->ffn_norm, n, E));
     if (L->router.data) th_moe_ffn(c, L, c->h, n, c->tmp);
     else th_fwd_ffn(c, L->w_gate.data ? &L->w_gate : NULL, &L->w_up, &L->w_down, c->h, n, c->tmp, false);
     if (L->post_ffn_norm.data) th_fwd_norm_rows(c, c->tmp, c->tmp, &L->post_ffn_norm, n, E);
-    residual_add(c, c->tmp, n);
+    PROF(P_RESID, residual_add(c, c->tmp, n));
 }
 
 static void embed(th_context *c, const th_token *tok, int32_t n) {
@@ -368,7 +466,7 @@ th_status th_decode(th_context *c, const th_batch *b) {
             attention_block(c, il, n, c->pos_buf, c->seq_buf);
             ffn_block(c, il, n);
         }
-        output_logits(c, n, n_out);
+        PROF(P_OUT, output_logits(c, n, n_out));
     }
     for (uint32_t q = 0; q < c->p.n_seq_max; q++) c->kv.seqs[q].len = c->new_len[q];
     c->n_last = n;
@@ -468,6 +566,66 @@ static void setup_rope(th_context *c) {
     }
 }
 
+/* ------------------------------------------------------------------ repacking */
+
+/* The weights the CPU forward pass multiplies with (th_fwd_matmul). */
+static int matmul_weights(th_model *m, th_weight **out, int cap) {
+    int n = 0;
+#define W(x) do { if ((x).data && n < cap) out[n++] = &(x); } while (0)
+    W(m->output);
+    for (int32_t il = 0; il < m->hp.n_layer; il++) {
+        th_layer *L = &m->layers[il];
+        W(L->wq); W(L->wk); W(L->wv); W(L->wo); W(L->wqkv);
+        W(L->wq_a); W(L->wq_b); W(L->wkv_a_mqa); W(L->wkv_b);
+        W(L->w_gate); W(L->w_up); W(L->w_down);
+        W(L->gate_exps); W(L->up_exps); W(L->down_exps);
+        W(L->gate_shexp); W(L->up_shexp); W(L->down_shexp);
+    }
+#undef W
+    return n;
+}
+
+static bool packable(const th_kernels *k, const th_weight *w) {
+    return w->ne1 % 8 == 0 && th_repack_supported(k, w->type, w->ne1 * TH_MAX(w->ne2, 1));
+}
+
+/* Once per model: copy the weights whose type has a packed gemm at this CPU level into
+ * one allocation in the interleaved layout; the matmuls then read only the copy (the
+ * mapped originals stay untouched, so resident memory does not double). TH_REPACK=0
+ * turns it off (A/B measurements). */
+static th_status repack_model(th_model *m, const th_kernels *k) {
+    if (m->repacked) return TH_OK;
+    m->repacked = true;
+    const char *env = getenv("TH_REPACK");
+    if (env && !strcmp(env, "0")) return TH_OK;
+    int cap = 4 + 24 * m->hp.n_layer, n;
+    th_weight **ws = malloc((size_t)cap * sizeof *ws);
+    if (!ws) return th_set_error(TH_ERR_NOMEM, "out of memory");
+    n = matmul_weights(m, ws, cap);
+    uint64_t total = 0;
+    for (int i = 0; i < n; i++) {
+        if (!packable(k, ws[i])) continue;
+        uint64_t bytes = (uint64_t)th_repack_row_bytes(ws[i]->type, ws[i]->row_bytes) * (uint64_t)ws[i]->ne1 *
+                         (uint64_t)TH_MAX(ws[i]->ne2, 1);
+        total += (bytes + 63) & ~(uint64_t)63;
+    }
+    if (total && !(m->packed_buf = aligned_alloc(64, (size_t)total))) {
+        free(ws);
+        return th_set_error(TH_ERR_NOMEM, "out of memory for %llu bytes of repacked weights", (unsigned long long)total);
+    }
+    uint8_t *p = m->packed_buf;
+    for (int i = 0; i < n && total; i++) {
+        th_weight *w = ws[i];
+        if (!packable(k, w)) continue;
+        int64_t rows = w->ne1 * TH_MAX(w->ne2, 1);
+        th_repack_rows(w->type, w->data, p, rows, w->row_bytes);
+        w->packed = p;
+        p += ((uint64_t)th_repack_row_bytes(w->type, w->row_bytes) * (uint64_t)rows + 63) & ~(uint64_t)63;
+    }
+    free(ws);
+    return TH_OK;
+}
+
 /* Features of the CPU forward pass that the GPU seam (gpu.h) does not carry yet;
  * NULL when the GPU backend can run the model. (A safety net: the backend may
  * refuse more.) */
@@ -531,6 +689,7 @@ th_status th_context_new(th_model *m, const th_context_params *params, th_contex
     if (!s) s = alloc_scratch(c);
     if (!s) setup_rope(c);
     if (!s && p.gpu) s = gpu_setup(c);
+    else if (!s) s = repack_model(m, c->k);
     if (s) { th_context_free(c); return s; }
     *out = c;
     return TH_OK;
@@ -538,6 +697,9 @@ th_status th_context_new(th_model *m, const th_context_params *params, th_contex
 
 void th_context_free(th_context *c) {
     if (!c) return;
+#ifdef TH_PROFILE
+    prof_dump();
+#endif
     th_gpu_free(c->gpu);
     free(c->block_tables);
     th_pool_free(c->pool);

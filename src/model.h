@@ -18,6 +18,7 @@ typedef struct th_weight {
     int64_t ne0, ne1, ne2;
     size_t row_bytes;
     const char *name;      /* points into the model's name storage */
+    const void *packed;    /* CPU: 8-row interleaved copy (cpu/repack.h) in the model's packed_buf, or NULL */
 } th_weight;
 
 enum th_rope_type { TH_ROPE_NORM = 0, TH_ROPE_NEOX = 1 };
@@ -91,6 +92,8 @@ struct th_model {
     uint64_t n_params, n_bytes;
     char **meta_cache;                       /* NUL-terminated copies returned by th_model_meta_str */
     size_t meta_cache_n;
+    void *packed_buf;                        /* one allocation: the repacked weights (model.c), or NULL */
+    bool repacked;                           /* repacking was done (or found nothing to do) */
 };
 
 /* ---- loader helpers for arch descriptors (model_load.c) ---- */

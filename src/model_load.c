@@ -194,6 +194,7 @@ void th_model_free(th_model *m) {
     free(m->meta_cache);
     free(m->layers);
     free(m->names);
+    free(m->packed_buf);
     gguf_close(m->file);
     free(m);
 }

@@ -153,12 +153,19 @@ void th_avx2_dot_q6_K(int64_t n, float *s, const void *w, const void *a);
 void th_avx2_dot_mxfp4(int64_t n, float *s, const void *w, const void *a);
 void th_avx2_dot_iq4_xs(int64_t n, float *s, const void *w, const void *a);
 
+/* ops_avx2.c: y += a * x for attention's V rows. */
+void th_avx2_axpy_f32(int64_t n, float a, const void *x, float *y);
+void th_avx2_axpy_f16(int64_t n, float a, const void *x, float *y);
+void th_avx2_dot_f16_f64(int64_t n, float *s, const void *w, const void *a);
+
 /* gemm_avx2.c: fills k->gemm[] for the types it tiles. */
 void th_avx2_fill_gemm(th_kernels *k);
 /* gemm_kquant_avx2.c: the K-quant and IQ4_XS gemm entries. */
 void th_avx2_fill_gemm_kquant(th_kernels *k);
 /* gemm_x8_avx2.c: 8-row interleaved gemm for Q4_0, Q4_1, Q5_0, Q5_1 (overrides). */
 void th_avx2_fill_gemm_x8(th_kernels *k);
+/* gemm_packed_avx2.c: gemm on 8-row interleaved weights (cpu/repack.h). */
+void th_avx2_fill_gemm_packed(th_kernels *k);
 /* gemm_float_avx2.c: the F32/F16/BF16 gemm entries. */
 void th_avx2_fill_gemm_float(th_kernels *k);
 

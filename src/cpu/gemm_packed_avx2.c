@@ -1,0 +1,249 @@
+/* gemm_packed_avx2.c — AVX2 gemm on weights repacked at load time (cpu/repack.c) into
+ * groups of 8 interleaved rows, so the kernel needs no transpose and no gathers:
+ *
+ *   Q4_0 x8, per 32-element block (144 bytes, as 8 original blocks):
+ *     16 bytes: the 8 rows' d (f16), then 4 x 32 bytes R_k (k < 4): the 8 rows'
+ *     qs[4k..4k+3], row i at bytes 4i..4i+3. R_k & 15 holds elements 4k..4k+3 of every
+ *     row, R_k >> 4 elements 16+4k..16+4k+3: 32-bit lane i is row i, so one vpmaddubsw
+ *     per 4 activation values (broadcast) and one vpmaddwd give 8 rows' sums at once.
+ *
+ *   Q8_0 x8, per 32-element block (272 bytes, as 8 original blocks):
+ *     16 bytes: the 8 rows' d (f16), then 8 x 32 bytes R_k (k < 8): the 8 rows'
+ *     qs[4k..4k+3], row i at bytes 4i..4i+3 (signed: |w| and the sign moved onto the
+ *     activation for vpmaddubsw, each product pair widened at once by vpmaddwd).
+ *
+ *   Q4_K x8, per 256-element super-block (8 x 148 bytes; see repack.c): d and dmin of
+ *     the 8 rows, their sub-block scales and mins as bytes, then the codes as for Q4_0
+ *     (per 32-byte half of qs, 8 registers of 4-byte groups). vpmaddwd with each row's
+ *     scale (expanded to 16-bit pairs by one vpshufb) weighs the sub-block sums; mins
+ *     times the activation's 32-element sums come from its 16-element bsums.
+ *
+ * Tiles of 8 rows x 4 activation rows for batches, 8 rows x 1 for single rows (decode).
+ * The Q4_0 offset 8 is removed with the activation block sums, as in gemm_x8_avx2.c.
+ * Results are the reference's integer block sums scaled in f32 (only the order of
+ * the f32 additions differs from the vec_dot path). */
+#include "cpu/avx2_util.h"
+#include "cpu/repack.h"
+
+static inline __m256i bcast32(const int8_t *p) { int32_t v; memcpy(&v, p, 4); return _mm256_set1_epi32(v); }
+
+enum { Q40X8_BLOCK = 144 };
+
+/* The 8 code registers of one packed Q4_0 block: g[k] = elements 4k..4k+3 of the 8 rows. */
+static inline void q4_0x8_codes(const uint8_t *wb, __m256i g[8]) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
+        __m256i r = _mm256_loadu_si256((const __m256i *)(wb + 16 + 32 * k));
+        g[k] = _mm256_and_si256(r, m4);
+        g[k + 4] = _mm256_and_si256(_mm256_srli_epi16(r, 4), m4);
+    }
+}
+
+/* sum over the 8 groups of the 8 rows' code·activation products (8 x i32) */
+static inline __m256i q4_0x8_dot(const __m256i g[8], const int8_t *aq) {
+    __m256i p16 = _mm256_maddubs_epi16(g[0], bcast32(aq));
+    _Pragma("GCC unroll 8") for (int k = 1; k < 8; k++) p16 = _mm256_add_epi16(p16, _mm256_maddubs_epi16(g[k], bcast32(aq + 4 * k)));
+    return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
+}
+
+static void q4_0x8_tile4(int64_t nblk, const uint8_t *w, const char *const x[4], __m256 out[4]) {
+    __m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps() };
+    const __m256i ones8 = _mm256_set1_epi8(1);
+    for (int64_t b = 0; b < nblk; b++) {
+        const uint8_t *wb = w + b * Q40X8_BLOCK;
+        __m256i g[8];
+        q4_0x8_codes(wb, g);
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)wb));
+        const th_block_q8_0 *a[4];
+        _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) a[j] = (const th_block_q8_0 *)x[j] + b;
+        __m128i s4 = avx2_reduce4(avx2_dot_u8s8(ones8, _mm256_loadu_si256((const __m256i *)a[0]->qs)),
+                                  avx2_dot_u8s8(ones8, _mm256_loadu_si256((const __m256i *)a[1]->qs)),
+                                  avx2_dot_u8s8(ones8, _mm256_loadu_si256((const __m256i *)a[2]->qs)),
+                                  avx2_dot_u8s8(ones8, _mm256_loadu_si256((const __m256i *)a[3]->qs)));
+        const __m256i corr = _mm256_broadcastsi128_si256(_mm_slli_epi32(s4, 3)); /* 8 * sum, lanes j, j+4 */
+        _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {
+            __m256i sum = _mm256_sub_epi32(q4_0x8_dot(g, a[j]->qs), _mm256_permutevar8x32_epi32(corr, _mm256_set1_epi32(j)));
+            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(dw, _mm256_set1_ps(avx2_f16(a[j]->d))), acc[j]);
+        }
+    }
+    for (int j = 0; j < 4; j++) out[j] = acc[j];
+}
+
+static __m256 q4_0x8_tile1(int64_t nblk, const uint8_t *w, const char *x) {
+    __m256 acc = _mm256_setzero_ps();
+    const __m256i ones8 = _mm256_set1_epi8(1);
+    for (int64_t b = 0; b < nblk; b++) {
+        const uint8_t *wb = w + b * Q40X8_BLOCK;
+        const th_block_q8_0 *a = (const th_block_q8_0 *)x + b;
+        __m256i g[8];
+        q4_0x8_codes(wb, g);
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)wb));
+        __m256i s = avx2_dot_u8s8(ones8, _mm256_loadu_si256((const __m256i *)a->qs));
+        s = _mm256_add_epi32(s, _mm256_shuffle_epi32(s, 0x4e));
+        s = _mm256_add_epi32(s, _mm256_shuffle_epi32(s, 0xb1));
+        s = _mm256_add_epi32(s, _mm256_permute2x128_si256(s, s, 0x01)); /* the block sum in every lane */
+        __m256i sum = _mm256_sub_epi32(q4_0x8_dot(g, a->qs), _mm256_slli_epi32(s, 3));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(dw, _mm256_set1_ps(avx2_f16(a->d))), acc);
+    }
+    return acc;
+}
+
+enum { Q80X8_BLOCK = 272 };
+
+/* 8 rows x NC activation rows (NC = 1 or 4, constant after inlining). */
+static inline __attribute__((always_inline)) void q8_0x8_tile(const int NC, int64_t nblk, const uint8_t *w,
+                                                              const char *const x[4], __m256 out[4]) {
+    __m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps() };
+    const __m256i ones16 = _mm256_set1_epi16(1);
+    for (int64_t b = 0; b < nblk; b++) {
+        const uint8_t *wb = w + b * Q80X8_BLOCK;
+        const th_block_q8_0 *a[4];
+        __m256i sum[4];
+        _Pragma("GCC unroll 4") for (int j = 0; j < NC; j++) {
+            a[j] = (const th_block_q8_0 *)x[j] + b;
+            sum[j] = _mm256_setzero_si256();
+        }
+        _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) {
+            const __m256i wk = _mm256_loadu_si256((const __m256i *)(wb + 16 + 32 * k));
+            const __m256i aw = _mm256_sign_epi8(wk, wk);
+            _Pragma("GCC unroll 4") for (int j = 0; j < NC; j++) {
+                __m256i p = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(bcast32(a[j]->qs + 4 * k), wk));
+                sum[j] = _mm256_add_epi32(sum[j], _mm256_madd_epi16(p, ones16));
+            }
+        }
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)wb));
+        _Pragma("GCC unroll 4") for (int j = 0; j < NC; j++)
+            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum[j]), _mm256_mul_ps(dw, _mm256_set1_ps(avx2_f16(a[j]->d))), acc[j]);
+    }
+    for (int j = 0; j < NC; j++) out[j] = acc[j];
+}
+
+static void q8_0x8_tile4(int64_t nblk, const uint8_t *w, const char *const x[4], __m256 out[4]) {
+    q8_0x8_tile(4, nblk, w, x, out);
+}
+
+static __m256 q8_0x8_tile1(int64_t nblk, const uint8_t *w, const char *x) {
+    const char *xp[4] = { x, x, x, x };
+    __m256 out[4];
+    q8_0x8_tile(1, nblk, w, xp, out);
+    return out[0];
+}
+
+enum { Q4KX8_SB = 8 * TH_Q4_K_PACKED_BYTES };
+
+static inline __attribute__((always_inline)) void q4_Kx8_tile(const int NC, int64_t nsb, const uint8_t *w,
+                                                              const char *const x[4], __m256 out[4]) {
+    __m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps() };
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    const __m256i dup = _mm256_setr_epi8(0, -1, 0, -1, 1, -1, 1, -1, 2, -1, 2, -1, 3, -1, 3, -1,
+                                         4, -1, 4, -1, 5, -1, 5, -1, 6, -1, 6, -1, 7, -1, 7, -1);
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        const uint8_t *wb = w + sb * Q4KX8_SB;
+        const th_block_q8_K *a[4];
+        __m256i sumi[4];
+        _Pragma("GCC unroll 4") for (int j = 0; j < NC; j++) {
+            a[j] = (const th_block_q8_K *)x[j] + sb;
+            sumi[j] = _mm256_setzero_si256();
+        }
+        _Pragma("GCC unroll 8") for (int c = 0; c < 8; c++) {
+            const uint8_t *cq = wb + 160 + 256 * (c / 2);
+            __m256i p16[4];
+            _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) {
+                __m256i r = _mm256_loadu_si256((const __m256i *)(cq + 32 * k));
+                __m256i g = _mm256_and_si256(c & 1 ? _mm256_srli_epi16(r, 4) : r, m4);
+                _Pragma("GCC unroll 4") for (int j = 0; j < NC; j++) {
+                    __m256i t = _mm256_maddubs_epi16(g, bcast32(a[j]->qs + 32 * c + 4 * k));
+                    p16[j] = k ? _mm256_add_epi16(p16[j], t) : t;
+                }
+            }
+            int64_t sc8;
+            memcpy(&sc8, wb + 32 + 8 * c, 8);
+            const __m256i sc = _mm256_shuffle_epi8(_mm256_set1_epi64x(sc8), dup);
+            _Pragma("GCC unroll 4") for (int j = 0; j < NC; j++) sumi[j] = _mm256_add_epi32(sumi[j], _mm256_madd_epi16(p16[j], sc));
+        }
+        const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)wb));
+        const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(wb + 16)));
+        _Pragma("GCC unroll 4") for (int j = 0; j < NC; j++) {
+            const int16_t *bs = a[j]->bsums;
+            const __m256i pairs = _mm256_castsi128_si256(_mm_hadd_epi16(_mm_loadu_si128((const __m128i *)bs),
+                                                                        _mm_loadu_si128((const __m128i *)(bs + 8))));
+            __m256i ms = _mm256_setzero_si256();
+            _Pragma("GCC unroll 4") for (int q = 0; q < 4; q++) {
+                const __m256i mn = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(wb + 96 + 16 * q)));
+                ms = _mm256_add_epi32(ms, _mm256_madd_epi16(mn, _mm256_permutevar8x32_epi32(pairs, _mm256_set1_epi32(q))));
+            }
+            const __m256 da = _mm256_set1_ps(a[j]->d);
+            acc[j] = _mm256_fmadd_ps(_mm256_mul_ps(d, da), _mm256_cvtepi32_ps(sumi[j]), acc[j]);
+            acc[j] = _mm256_fnmadd_ps(_mm256_mul_ps(dmin, da), _mm256_cvtepi32_ps(ms), acc[j]);
+        }
+    }
+    for (int j = 0; j < NC; j++) out[j] = acc[j];
+}
+
+static void q4_Kx8_tile4(int64_t nsb, const uint8_t *w, const char *const x[4], __m256 out[4]) {
+    q4_Kx8_tile(4, nsb, w, x, out);
+}
+
+static __m256 q4_Kx8_tile1(int64_t nsb, const uint8_t *w, const char *x) {
+    const char *xp[4] = { x, x, x, x };
+    __m256 out[4];
+    q4_Kx8_tile(1, nsb, w, xp, out);
+    return out[0];
+}
+
+typedef void (*tile4_fn)(int64_t nblk, const uint8_t *w, const char *const x[4], __m256 out[4]);
+typedef __m256 (*tile1_fn)(int64_t nblk, const uint8_t *w, const char *x);
+
+/* Rows [r0, r1) (r0 a multiple of 8; r1 a multiple of 8 or the last row) of a packed
+ * Q4_0 matrix whose row r starts at w + r * ws (ws = the original row size). */
+static void gemm_packed(tile4_fn tile4, tile1_fn tile1, int64_t block, int64_t n, int64_t r0, int64_t r1, const void *w,
+                        size_t ws, int64_t nb, const void *x, size_t xs, float *y, int64_t ys) {
+    const int64_t nblk = n / block;
+    float tmp[8];
+    for (int64_t c0 = 0; c0 < nb; c0 += 32) {            /* 32 activation rows stay in L2 */
+        const int64_t c1 = TH_MIN(nb, c0 + 32);
+        for (int64_t r = r0; r < r1; r += 8) {
+            const uint8_t *wg = (const uint8_t *)w + (size_t)r * ws;
+            const int rm = (int)TH_MIN(8, r1 - r);
+            for (int64_t c = c0; c < c1;) {
+                __m256 out[4];
+                int cn = (int)TH_MIN(4, c1 - c);
+                if (cn >= 2) {
+                    const char *xp[4];
+                    for (int j = 0; j < 4; j++) xp[j] = (const char *)x + (size_t)(c + TH_MIN(j, cn - 1)) * xs;
+                    tile4(nblk, wg, xp, out);
+                } else {
+                    out[0] = tile1(nblk, wg, (const char *)x + (size_t)c * xs);
+                }
+                for (int j = 0; j < cn; j++) {
+                    float *dst = y + (c + j) * ys + r;
+                    if (rm == 8) { _mm256_storeu_ps(dst, out[j]); continue; }
+                    _mm256_storeu_ps(tmp, out[j]);
+                    for (int i = 0; i < rm; i++) dst[i] = tmp[i];
+                }
+                c += cn;
+            }
+        }
+    }
+}
+
+static void gemm_packed_q4_0(int64_t n, int64_t r0, int64_t r1, const void *w, size_t ws, int64_t nb,
+                             const void *x, size_t xs, float *y, int64_t ys) {
+    gemm_packed(q4_0x8_tile4, q4_0x8_tile1, TH_QK, n, r0, r1, w, ws, nb, x, xs, y, ys);
+}
+
+static void gemm_packed_q8_0(int64_t n, int64_t r0, int64_t r1, const void *w, size_t ws, int64_t nb,
+                             const void *x, size_t xs, float *y, int64_t ys) {
+    gemm_packed(q8_0x8_tile4, q8_0x8_tile1, TH_QK, n, r0, r1, w, ws, nb, x, xs, y, ys);
+}
+
+static void gemm_packed_q4_K(int64_t n, int64_t r0, int64_t r1, const void *w, size_t ws, int64_t nb,
+                             const void *x, size_t xs, float *y, int64_t ys) {
+    gemm_packed(q4_Kx8_tile4, q4_Kx8_tile1, TH_QK_K, n, r0, r1, w, ws, nb, x, xs, y, ys);
+}
+
+void th_avx2_fill_gemm_packed(th_kernels *k) {
+    k->gemm_packed[TH_Q4_K] = gemm_packed_q4_K;
+    k->gemm_packed[TH_Q4_0] = gemm_packed_q4_0;
+    k->gemm_packed[TH_Q8_0] = gemm_packed_q8_0;
+}
