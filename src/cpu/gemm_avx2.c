@@ -9,6 +9,7 @@
  * store only the valid outputs. (Q4_0/Q4_1/Q5_0/Q5_1 are then overridden by the
  * 8-row kernels of gemm_x8_avx2.c; these tiles stay for Q8_0, IQ4_NL, MXFP4.)
  * A batch of one activation row goes to the table's vec_dot (matrix-vector). */
+#include "cpu/gemm_walk.h"
 #include "cpu/avx2_util.h"
 
 static const int8_t iq4nl_values[16] = { -127, -104, -83, -65, -49, -35, -22, -10,
@@ -94,33 +95,16 @@ TILE_FN(tile_mxfp4, 17, 34, 2, dec_mxfp4, KIND_SIGNED, 0, blk_e8m0)
 TILE_FN(tile_q4_1, 20, 36, 4, dec_q4_1, KIND_MIN, 0, blk_d)
 TILE_FN(tile_q5_1, 24, 36, 4, dec_q5_1, KIND_MIN, 0, blk_d)
 
-typedef void (*tile_fn)(int64_t nblk, const char *const w[4], const char *const x[4], float out[4][4]);
+typedef th_tile4_fn tile_fn;
 
-/* Walk [r0, r1) x [0, nb) in 4x4 tiles (edge tiles repeat the last valid row/column). */
+/* A batch of one goes through vec_dot; larger ones through the 4x4 tiles. */
 static void gemm_tiled(tile_fn tile, uint32_t type, int64_t n, int64_t r0, int64_t r1, const void *w,
                        size_t w_stride, int64_t nb, const void *x, size_t x_stride, float *y, int64_t y_stride) {
     if (nb < 2) {
         th_gemm_by_vec_dot(type, th_cpu_kernels(), n, r0, r1, w, w_stride, nb, x, x_stride, y, y_stride);
         return;
     }
-    const int64_t nblk = n / TH_QK;
-    float out[4][4];
-    for (int64_t c0 = 0; c0 < nb; c0 += 32) {          /* 32 activation rows stay in L2 */
-        const int64_t c1 = TH_MIN(nb, c0 + 32);
-        for (int64_t r = r0; r < r1; r += 4) {
-            const int rm = (int)TH_MIN(4, r1 - r);
-            const char *wp[4];
-            for (int i = 0; i < 4; i++) wp[i] = (const char *)w + (size_t)(r + TH_MIN(i, rm - 1)) * w_stride;
-            for (int64_t c = c0; c < c1; c += 4) {
-                const int cn = (int)TH_MIN(4, c1 - c);
-                const char *xp[4];
-                for (int j = 0; j < 4; j++) xp[j] = (const char *)x + (size_t)(c + TH_MIN(j, cn - 1)) * x_stride;
-                tile(nblk, wp, xp, out);
-                for (int i = 0; i < rm; i++)
-                    for (int j = 0; j < cn; j++) y[(c + j) * y_stride + r + i] = out[i][j];
-            }
-        }
-    }
+    th_gemm_walk4x4(tile, n / TH_QK, r0, r1, w, w_stride, nb, x, x_stride, y, y_stride);
 }
 
 #define GEMM_ENTRY(NAME, TILE, TYPE)                                                           \

@@ -9,6 +9,7 @@
  * pointer and store only the valid outputs. A batch of one activation row goes to
  * the NEON vec_dot (matrix-vector). The K-quants are in gemm_kquant_neon.c; the
  * float types keep the table's vec_dot loop (th_gemm_by_vec_dot). */
+#include "cpu/gemm_walk.h"
 #include "cpu/neon_legacy.h"
 
 /* One 4x4 tile over nblk blocks. w[i] / x[j]: row pointers; out[i][j] = dot(w_i, x_j).
@@ -52,9 +53,9 @@ TILE_FN(tile_q8_0, 34, 34, 2, dec_q8_0, legacy_d, 0)
 TILE_FN(tile_iq4_nl, 18, 34, 2, dec_iq4_nl, legacy_d, 0)
 TILE_FN(tile_mxfp4, 17, 34, 2, dec_mxfp4, legacy_e8m0, 0)
 
-typedef void (*tile_fn)(int64_t nblk, const char *const w[4], const char *const x[4], float out[4][4]);
+typedef th_tile4_fn tile_fn;
 
-/* Walk [r0, r1) x [0, nb) in 4x4 tiles (edge tiles repeat the last valid row/column). */
+/* A batch of one goes through vec_dot; larger ones through the 4x4 tiles. */
 static void gemm_tiled(tile_fn tile, th_vec_dot_fn dot, int64_t n, int64_t r0, int64_t r1, const void *w,
                        size_t w_stride, int64_t nb, const void *x, size_t x_stride, float *y, int64_t y_stride) {
     if (nb < 2) {
@@ -63,24 +64,7 @@ static void gemm_tiled(tile_fn tile, th_vec_dot_fn dot, int64_t n, int64_t r0, i
                 dot(n, &y[b * y_stride + r], (const char *)w + (size_t)r * w_stride, (const char *)x + (size_t)b * x_stride);
         return;
     }
-    const int64_t nblk = n / TH_QK;
-    float out[4][4];
-    for (int64_t c0 = 0; c0 < nb; c0 += 32) {
-        const int64_t c1 = TH_MIN(nb, c0 + 32);
-        for (int64_t r = r0; r < r1; r += 4) {
-            const int rm = (int)TH_MIN(4, r1 - r);
-            const char *wp[4];
-            for (int i = 0; i < 4; i++) wp[i] = (const char *)w + (size_t)(r + TH_MIN(i, rm - 1)) * w_stride;
-            for (int64_t c = c0; c < c1; c += 4) {
-                const int cn = (int)TH_MIN(4, c1 - c);
-                const char *xp[4];
-                for (int j = 0; j < 4; j++) xp[j] = (const char *)x + (size_t)(c + TH_MIN(j, cn - 1)) * x_stride;
-                tile(nblk, wp, xp, out);
-                for (int i = 0; i < rm; i++)
-                    for (int j = 0; j < cn; j++) y[(c + j) * y_stride + r + i] = out[i][j];
-            }
-        }
-    }
+    th_gemm_walk4x4(tile, n / TH_QK, r0, r1, w, w_stride, nb, x, x_stride, y, y_stride);
 }
 
 #define GEMM_ENTRY(NAME, TILE, DOT)                                                            \
