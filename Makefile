@@ -88,7 +88,7 @@ $(BUILD)/%.o: %.cu
 	@mkdir -p $(@D)
 	$(NVCC) $(NVFLAGS) -MMD -MP -c $< -o $@
 
-$(BUILD)/tests/%: tests/%.c tests/check.h tests/logits.h $(BUILD)/libtheseus.a
+$(BUILD)/tests/%: tests/%.c tests/check.h tests/logits.h tests/kernel_inputs.h $(BUILD)/libtheseus.a
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -Itests -o $@ $< $(BUILD)/libtheseus.a $(LDLIBS)
 
@@ -148,7 +148,7 @@ $(NEON_BUILD)/%.o: %.c
 	@mkdir -p $(@D)
 	$(AARCH64_CC) $(NEON_CFLAGS) $(call isa_flags,$<) -MMD -MP -c $< -o $@
 
-$(NEON_BUILD)/tests/test_kernels_neon: tests/test_kernels_neon.c tests/check.h $(NEON_OBJ)
+$(NEON_BUILD)/tests/test_kernels_neon: tests/test_kernels_neon.c tests/check.h tests/kernel_inputs.h $(NEON_OBJ)
 	@mkdir -p $(@D)
 	$(AARCH64_CC) $(NEON_CFLAGS) -Itests -static -o $@ $< $(NEON_OBJ) -lm -pthread
 
