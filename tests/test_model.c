@@ -15,20 +15,7 @@ static float *run_logits(th_model *m, const int32_t *tok, int n, int chunk, uint
     cp.kv_block = kv_block;
     cp.kv_type = kv_type;
     cp.n_threads = 2;
-    th_context *c;
-    if (th_context_new(m, &cp, &c)) return NULL;
-    int nv = th_model_n_vocab(m);
-    float *out = malloc((size_t)n * nv * sizeof(float));
-    int8_t want[64];
-    memset(want, 1, sizeof want);
-    for (int i0 = 0; i0 < n; i0 += chunk) {
-        int nb = n - i0 < chunk ? n - i0 : chunk;
-        th_batch b = { .n_tokens = nb, .token = tok + i0, .logits = want };
-        if (th_decode(c, &b)) { free(out); th_context_free(c); return NULL; }
-        for (int j = 0; j < nb; j++) memcpy(out + (size_t)(i0 + j) * nv, th_get_logits(c, j), (size_t)nv * 4);
-    }
-    th_context_free(c);
-    return out;
+    return decode_all_logits(m, tok, n, &cp);
 }
 
 static void check_golden(const char *type, double max_rel, double min_top1) {
