@@ -17,9 +17,10 @@ extern "C" {
 
 /* A weight matrix on the device: `rows` rows of K elements of GGML type `type`.
  * layout GGUF: rows exactly as in the file, row_bytes apart.
- * layout SPLIT (Q4_0, Q8_0): quants of every row packed contiguously (K/2 or K
- * bytes a row, 16-byte aligned) in `data`, the fp16 block scales in `scales`
- * (K/32 a row), so that a warp reads its quants with 16-byte coalesced loads. */
+ * layout SPLIT (Q4_0, Q8_0, Q4_K, Q6_K; split.c has the byte layouts): the quants
+ * of every row packed contiguously in `data` (16-byte aligned, one 32-weight
+ * sub-block per 16-byte load for the 4-bit types), the scales in `scales`, so
+ * that a warp reads its weights with coalesced 16-byte loads. */
 enum { TH_CU_GGUF = 0, TH_CU_SPLIT = 1 };
 typedef struct th_cu_mat {
     uint32_t type;
@@ -38,11 +39,13 @@ typedef struct th_cu_q8 {
     int32_t *s;
 } th_cu_q8;
 
-/* ---- layouts (weights.cu) ---- */
-/* Host-side: repack `rows` GGUF rows (row_bytes apart) of Q4_0/Q8_0 into the SPLIT
- * layout: quants to qs (rows × K/2 or K bytes), scales to sc (rows × K/32 halves). */
-void th_cu_repack_split(uint32_t type, const void *src, size_t row_bytes, int64_t rows, int64_t K,
-                        uint8_t *qs, uint16_t *sc);
+/* ---- layouts (split.c) ---- */
+/* Host-side: repack `rows` GGUF rows (row_bytes apart) of a splittable type into
+ * the SPLIT layout: quants to qs (qrow bytes a row), scales to sc (srow bytes a row). */
+void th_cu_repack_split(uint32_t type, const void *src, size_t row_bytes, int64_t rows, int64_t K, uint8_t *qs,
+                        uint8_t *sc);
+/* Bytes per row of the two SPLIT arrays; false when the type or K has no split form. */
+bool th_cu_split_sizes(uint32_t type, int64_t K, size_t *qrow, size_t *srow);
 bool th_cu_type_supported(uint32_t type);
 bool th_cu_type_splittable(uint32_t type);
 

@@ -149,20 +149,53 @@ static __device__ void dq32(uint32_t type, const uint8_t *row, int64_t g, float 
     }
 }
 
-// Group g of row r of a device matrix (either layout).
-static __device__ __forceinline__ void dq32_mat(const th_cu_mat &w, int64_t r, int64_t g, float out[32]) {
-    if (w.layout == TH_CU_SPLIT) {
-        float d = h2f(((const uint16_t *)w.scales)[r * (w.K / 32) + g]);
-        if (w.type == TH_Q4_0) {
-            const uint8_t *q = (const uint8_t *)w.data + r * (w.K / 2) + g * 16;
-            for (int j = 0; j < 16; j++) { out[j] = ((q[j] & 15) - 8) * d; out[j + 16] = ((q[j] >> 4) - 8) * d; }
-        } else {
-            const int8_t *q = (const int8_t *)w.data + r * w.K + g * 32;
-            for (int j = 0; j < 32; j++) out[j] = q[j] * d;
-        }
+// The full 6-bit codes (0..63) of Q6_K split sub-block words: word k of the
+// 16 quant bytes (L) with its high bits (H, see split.c) gives weights
+// 4k..4k+3 (lo) and 16+4k..16+4k+3 (hi), one per byte.
+static __device__ __forceinline__ void q6k_codes(uint32_t L, uint2 H, int k, uint32_t &lo, uint32_t &hi) {
+    uint32_t h = ((k < 2 ? H.x : H.y) >> (4 * (k & 1))) & 0x0f0f0f0fu;
+    lo = (L & 0x0f0f0f0fu) | ((h & 0x03030303u) << 4);
+    hi = ((L >> 4) & 0x0f0f0f0fu) | ((h & 0x0c0c0c0cu) << 2);
+}
+
+// Sub-block g (32 weights) of row r of a SPLIT matrix (split.c), to floats.
+static __device__ __forceinline__ void dq32_split(const th_cu_mat &w, int64_t r, int64_t g, float out[32]) {
+    const uint8_t *sc = (const uint8_t *)w.scales;
+    if (w.type == TH_Q8_0) {
+        float d = h2f(((const uint16_t *)sc)[r * (w.K / 32) + g]);
+        const int8_t *q = (const int8_t *)w.data + r * w.K + g * 32;
+        for (int j = 0; j < 32; j++) out[j] = q[j] * d;
         return;
     }
-    dq32(w.type, (const uint8_t *)w.data + (size_t)r * w.row_bytes, g, out);
+    const uint8_t *q = (const uint8_t *)w.data + r * (w.K / 2) + g * 16;
+    if (w.type == TH_Q4_0) {
+        float d = h2f(((const uint16_t *)sc)[r * (w.K / 32) + g]);
+        for (int j = 0; j < 16; j++) { out[j] = ((q[j] & 15) - 8) * d; out[j + 16] = ((q[j] >> 4) - 8) * d; }
+    } else if (w.type == TH_Q4_K) {
+        const uint8_t *rec = sc + (r * (w.K / 256) + g / 8) * 20;
+        float ds = h2f(rec[0] | rec[1] << 8) * rec[4 + g % 8], dm = h2f(rec[2] | rec[3] << 8) * rec[12 + g % 8];
+        for (int j = 0; j < 16; j++) { out[j] = ds * (q[j] & 15) - dm; out[j + 16] = ds * (q[j] >> 4) - dm; }
+    } else {  // Q6_K
+        const uint8_t *row = sc + r * (w.K / 4 + w.K / 256 * 24);
+        uint2 H = *(const uint2 *)(row + g * 8);
+        const uint8_t *rec = row + w.K / 4 + g / 8 * 24;
+        float d = h2f(rec[0] | rec[1] << 8);
+        float d0 = d * (float)(int8_t)rec[8 + 2 * (g % 8)], d1 = d * (float)(int8_t)rec[9 + 2 * (g % 8)];
+        for (int k = 0; k < 4; k++) {
+            uint32_t lo, hi;
+            q6k_codes(*(const uint32_t *)(q + 4 * k), H, k, lo, hi);
+            for (int j = 0; j < 4; j++) {
+                out[4 * k + j] = d0 * (float)((int)((lo >> (8 * j)) & 63) - 32);
+                out[16 + 4 * k + j] = d1 * (float)((int)((hi >> (8 * j)) & 63) - 32);
+            }
+        }
+    }
+}
+
+// Group g of row r of a device matrix (either layout).
+static __device__ __forceinline__ void dq32_mat(const th_cu_mat &w, int64_t r, int64_t g, float out[32]) {
+    if (w.layout == TH_CU_SPLIT) dq32_split(w, r, g, out);
+    else dq32(w.type, (const uint8_t *)w.data + (size_t)r * w.row_bytes, g, out);
 }
 
 // Programmatic dependent launch (Hopper): every kernel is launched allowed to
@@ -170,11 +203,19 @@ static __device__ __forceinline__ void dq32_mat(const th_cu_mat &w, int64_t r, i
 // launch, then waits until the predecessor has completed and its writes are
 // visible (griddepcontrol.wait waits for full completion, so the early trigger
 // is safe). The launch latency of the next kernel hides behind this one.
-static __device__ __forceinline__ void pdl_begin() {
+static __device__ __forceinline__ void pdl_trigger() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+static __device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
+}
+static __device__ __forceinline__ void pdl_begin() {
+    pdl_trigger();
+    pdl_wait();
 }
 
 extern "C" bool th_cu_pdl;  // set by th_cu_set_pdl (misc.cu)

@@ -1,6 +1,6 @@
 /* gpu_upload.c — puts the model's weights on the device once: every matrix in
- * its file layout, except Q4_0/Q8_0 which are repacked (quants and scales in
- * separate 16-byte-aligned arrays) for coalesced loads; Q|K|V and gate|up are
+ * its file layout, except Q4_0/Q8_0/Q4_K/Q6_K which are repacked into the SPLIT
+ * layout (split.c: quants and scales in separate arrays) for coalesced loads; Q|K|V and gate|up are
  * fused into one matrix when their types match; vectors (norms, biases) as
  * fp32. Prints a progress line when verbose or when stderr is a terminal. */
 #include "cuda/gpu_internal.h"
@@ -17,22 +17,6 @@ bool th_cu_type_supported(uint32_t t) {
         return true;
     default:
         return false;
-    }
-}
-
-bool th_cu_type_splittable(uint32_t t) { return t == TH_Q4_0 || t == TH_Q8_0; }
-
-void th_cu_repack_split(uint32_t type, const void *src, size_t row_bytes, int64_t rows, int64_t K, uint8_t *qs,
-                        uint16_t *sc) {
-    int64_t nb = K / 32;
-    size_t bsz = type == TH_Q4_0 ? 18 : 34, qb = type == TH_Q4_0 ? 16 : 32;
-    for (int64_t r = 0; r < rows; r++) {
-        const uint8_t *row = (const uint8_t *)src + (size_t)r * row_bytes;
-        for (int64_t b = 0; b < nb; b++) {
-            const uint8_t *blk = row + (size_t)b * bsz;
-            memcpy(&sc[r * nb + b], blk, 2);
-            memcpy(qs + (size_t)(r * nb + b) * qb, blk + 2, qb);
-        }
     }
 }
 
@@ -69,11 +53,11 @@ static th_status upload_mat(th_gpu *g, const th_weight *const *w, int n, th_cu_m
     out->K = K;
     out->row_bytes = w[0]->row_bytes;
     const char *name = w[0]->name ? w[0]->name : "weight";
-    if (th_cu_type_splittable(out->type) && K % 32 == 0) {
+    size_t qrow, srow;
+    if (th_cu_split_sizes(out->type, K, &qrow, &srow)) {
         out->layout = TH_CU_SPLIT;
-        size_t qb = out->type == TH_Q4_0 ? (size_t)K / 2 : (size_t)K, nb = (size_t)K / 32;
         void *dq, *dsc;
-        if ((s = th_cu_alloc(g, &dq, qb * (size_t)rows, name)) || (s = th_cu_alloc(g, &dsc, nb * 2 * (size_t)rows, name)))
+        if ((s = th_cu_alloc(g, &dq, qrow * (size_t)rows, name)) || (s = th_cu_alloc(g, &dsc, srow * (size_t)rows, name)))
             return s;
         out->data = dq;
         out->scales = dsc;
@@ -81,16 +65,15 @@ static th_status upload_mat(th_gpu *g, const th_weight *const *w, int n, th_cu_m
         for (int i = 0; i < n; i++) {
             int64_t nr = w[i]->ne1;
             /* repack in slices of rows so the host buffer stays small */
-            int64_t slice = TH_MAX(1, (int64_t)((64u << 20) / (qb + 2 * nb)));
-            uint8_t *hq = malloc(qb * (size_t)TH_MIN(slice, nr));
-            uint16_t *hs = malloc(nb * 2 * (size_t)TH_MIN(slice, nr));
+            int64_t slice = TH_MAX(1, (int64_t)((64u << 20) / (qrow + srow)));
+            uint8_t *hq = malloc(qrow * (size_t)TH_MIN(slice, nr)), *hs = malloc(srow * (size_t)TH_MIN(slice, nr));
             if (!hq || !hs) { free(hq); free(hs); return th_set_error(TH_ERR_NOMEM, "out of memory repacking %s", name); }
             for (int64_t a = 0; a < nr; a += slice) {
                 int64_t c = TH_MIN(slice, nr - a);
                 th_cu_repack_split(out->type, (const uint8_t *)w[i]->data + (size_t)a * w[i]->row_bytes,
                                    w[i]->row_bytes, c, K, hq, hs);
-                cudaError_t e = cudaMemcpy((uint8_t *)dq + (size_t)(r0 + a) * qb, hq, qb * (size_t)c, cudaMemcpyHostToDevice);
-                if (!e) e = cudaMemcpy((uint8_t *)dsc + (size_t)(r0 + a) * nb * 2, hs, nb * 2 * (size_t)c, cudaMemcpyHostToDevice);
+                cudaError_t e = cudaMemcpy((uint8_t *)dq + (size_t)(r0 + a) * qrow, hq, qrow * (size_t)c, cudaMemcpyHostToDevice);
+                if (!e) e = cudaMemcpy((uint8_t *)dsc + (size_t)(r0 + a) * srow, hs, srow * (size_t)c, cudaMemcpyHostToDevice);
                 if (e) { free(hq); free(hs); return th_cu_fail(e, name); }
                 progress(g, (size_t)c * w[i]->row_bytes);
             }

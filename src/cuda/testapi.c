@@ -20,18 +20,18 @@ const char *th_cu_test_matmul(uint32_t type, const void *w, int64_t rows, int64_
     float *dx = NULL, *dy = NULL;
     th_cu_q8 q8 = { 0 };
     uint8_t *hq = NULL;
-    uint16_t *hs = NULL;
+    uint8_t *hs = NULL;
     cublasHandle_t h = NULL;
-    if (th_cu_type_splittable(type) && !force_gguf) {
-        size_t qb = type == TH_Q4_0 ? (size_t)K / 2 : (size_t)K;
-        hq = malloc(qb * (size_t)rows);
-        hs = malloc((size_t)K / 32 * 2 * (size_t)rows);
+    size_t qrow, srow;
+    if (!force_gguf && th_cu_split_sizes(type, K, &qrow, &srow)) {
+        hq = malloc(qrow * (size_t)rows);
+        hs = malloc(srow * (size_t)rows);
         if (!hq || !hs) { err = "out of memory"; goto done; }
         th_cu_repack_split(type, w, (size_t)rb, rows, K, hq, hs);
-        TRY(cudaMalloc(&dw, qb * (size_t)rows));
-        TRY(cudaMalloc(&ds, (size_t)K / 32 * 2 * (size_t)rows));
-        TRY(cudaMemcpy(dw, hq, qb * (size_t)rows, cudaMemcpyHostToDevice));
-        TRY(cudaMemcpy(ds, hs, (size_t)K / 32 * 2 * (size_t)rows, cudaMemcpyHostToDevice));
+        TRY(cudaMalloc(&dw, qrow * (size_t)rows));
+        TRY(cudaMalloc(&ds, srow * (size_t)rows));
+        TRY(cudaMemcpy(dw, hq, qrow * (size_t)rows, cudaMemcpyHostToDevice));
+        TRY(cudaMemcpy(ds, hs, srow * (size_t)rows, cudaMemcpyHostToDevice));
         m.layout = TH_CU_SPLIT;
         m.scales = ds;
     } else {

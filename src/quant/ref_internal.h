@@ -1,7 +1,7 @@
 /* ref_internal.h — private helpers shared by the reference kernels in
  * src/quant/ref_*.c: per-format entry points (called by ref_dispatch.c),
  * lookup tables and the small bit-unpacking helpers several formats share.
- * Not a seam: only src/quant/ref_*.c include it. */
+ * Not a seam: src/quant/ref_*.c and the CUDA repacker (src/cuda/split.c) include it. */
 #ifndef TH_QUANT_REF_INTERNAL_H
 #define TH_QUANT_REF_INTERNAL_H
 
@@ -25,6 +25,15 @@ static inline int th_nearest_int(float x) {
 static inline float th_e8m0_half_to_f32(uint8_t e) {
     uint32_t bits = e < 2 ? (0x00200000u << e) : ((uint32_t)(e - 1) << 23);
     return th_bits_f32(bits);
+}
+
+/* The 6-bit code (0..63) of element e (0..255) of a Q6_K block. */
+static inline int th_q6k_code(const th_block_q6_K *b, int e) {
+    int half = e / 128, r = e % 128, quarter = r / 32, l = r % 32;
+    uint8_t ql = b->ql[64 * half + 32 * (quarter & 1) + l];
+    int lo = quarter < 2 ? (ql & 0x0f) : (ql >> 4);
+    int hi = (b->qh[32 * half + l] >> (2 * quarter)) & 3;
+    return lo | (hi << 4);
 }
 
 /* The 6-bit scale j (0..7) and min of a Q4_K/Q5_K 12-byte scales array. */

@@ -81,20 +81,11 @@ void th_ref_dq_q5_K(const void *src, float *dst, int64_t n) {
     }
 }
 
-/* The 6-bit code (0..63) of element e (0..255) of a Q6_K block. */
-static int q6k_code(const th_block_q6_K *b, int e) {
-    int half = e / 128, r = e % 128, quarter = r / 32, l = r % 32;
-    uint8_t ql = b->ql[64 * half + 32 * (quarter & 1) + l];
-    int lo = quarter < 2 ? (ql & 0x0f) : (ql >> 4);
-    int hi = (b->qh[32 * half + l] >> (2 * quarter)) & 3;
-    return lo | (hi << 4);
-}
-
 void th_ref_dq_q6_K(const void *src, float *dst, int64_t n) {
     const th_block_q6_K *b = src;
     for (int64_t i = 0; i < n / TH_QK_K; i++) {
         float d = th_f16_to_f32(b[i].d);
-        for (int e = 0; e < TH_QK_K; e++) *dst++ = d * b[i].scales[e / 16] * (q6k_code(&b[i], e) - 32);
+        for (int e = 0; e < TH_QK_K; e++) *dst++ = d * b[i].scales[e / 16] * (th_q6k_code(&b[i], e) - 32);
     }
 }
 
@@ -240,7 +231,7 @@ float th_ref_dot_q6_K(int64_t n, const void *w, const void *act) {
     for (int64_t i = 0; i < n / TH_QK_K; i++) {
         int8_t a[TH_QK_K];
         int scale[16];
-        for (int k = 0; k < TH_QK_K; k++) a[k] = (int8_t)(q6k_code(&x[i], k) - 32);
+        for (int k = 0; k < TH_QK_K; k++) a[k] = (int8_t)(th_q6k_code(&x[i], k) - 32);
         for (int j = 0; j < 16; j++) scale[j] = x[i].scales[j];
         int32_t lanes[8];
         dot_lanes(a, y[i].qs, scale, lanes);

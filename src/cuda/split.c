@@ -1,0 +1,95 @@
+/* split.c — the SPLIT weight layouts of the CUDA backend (backend.h): which
+ * types have one, their sizes, and the host-side repacking from GGUF rows.
+ *
+ * Every split type keeps its quants and its scales in two arrays so that a warp
+ * reads one 32-weight sub-block per lane with one 16-byte load:
+ *   Q4_0  quants: 16 bytes a sub-block; scales: the fp16 d of each sub-block.
+ *   Q8_0  quants: 32 bytes a sub-block; scales: as Q4_0.
+ *   Q4_K  quants: 16 bytes a sub-block; scales: a 20-byte record per 256
+ *         weights {fp16 d, fp16 dmin, u8 sc[8], u8 m[8]} (the 6-bit scales unpacked).
+ *   Q6_K  quants: the low 4 bits, 16 bytes a sub-block; scales: per row first the
+ *         high 2 bits, 8 bytes a sub-block (see q6k_high), then a 24-byte record per
+ *         256 weights {fp16 d, 6 bytes padding, i8 sc[16]}.
+ * 4-bit sub-blocks use Q4_0's order: byte i holds weight i (low nibble) and
+ * weight i + 16 (high nibble). Values and scales are the file's, bit for bit. */
+#include "cuda/backend.h"
+#include "quant/ref_internal.h"
+#include <string.h>
+
+bool th_cu_type_splittable(uint32_t t) { return t == TH_Q4_0 || t == TH_Q8_0 || t == TH_Q4_K || t == TH_Q6_K; }
+
+bool th_cu_split_sizes(uint32_t type, int64_t K, size_t *qrow, size_t *srow) {
+    if (!th_cu_type_splittable(type) || K <= 0 || K % 32) return false;
+    size_t k = (size_t)K;
+    switch (type) {
+    case TH_Q4_0: *qrow = k / 2; *srow = k / 32 * 2; return true;
+    case TH_Q8_0: *qrow = k; *srow = k / 32 * 2; return true;
+    case TH_Q4_K: if (k % 256) return false; *qrow = k / 2; *srow = k / 256 * 20; return true;
+    default: if (k % 256) return false; *qrow = k / 2; *srow = k / 4 + k / 256 * 24; return true;
+    }
+}
+
+/* 32 4-bit codes (0..15) → 16 bytes in Q4_0 order. */
+static void pack_nibbles(const uint8_t c[32], uint8_t out[16]) {
+    for (int i = 0; i < 16; i++) out[i] = (uint8_t)((c[i] & 15) | (c[i + 16] << 4));
+}
+
+/* The high 2 bits of 32 Q6_K codes → 8 bytes. Byte j of the first word holds
+ * (bits 0-1, 2-3, 4-5, 6-7) the high bits of weights j, j+16, j+4, j+20; the
+ * second word the same for j+8, j+24, j+12, j+28. The GEMV turns word k of the
+ * 16 quant bytes plus these into the full codes of weights 4k..4k+3 and
+ * 16+4k..16+4k+3 with a shift and two masks. */
+static void q6k_high(const uint8_t c[32], uint8_t out[8]) {
+    for (int w = 0; w < 2; w++)
+        for (int j = 0; j < 4; j++) {
+            int a = 8 * w + j;
+            out[4 * w + j] = (uint8_t)((c[a] >> 4) | ((c[a + 16] >> 4) << 2) | ((c[a + 4] >> 4) << 4) | ((c[a + 20] >> 4) << 6));
+        }
+}
+
+static void repack_q4_k_row(const th_block_q4_K *b, int64_t nsb, uint8_t *q, uint8_t *rec) {
+    for (int64_t i = 0; i < nsb; i++, rec += 20) {
+        uint8_t codes[256];
+        for (int j = 0; j < 4; j++)
+            for (int l = 0; l < 32; l++) {
+                codes[64 * j + l] = b[i].qs[32 * j + l] & 15;
+                codes[64 * j + 32 + l] = b[i].qs[32 * j + l] >> 4;
+            }
+        for (int s = 0; s < 8; s++) pack_nibbles(codes + 32 * s, q + (i * 8 + s) * 16);
+        memcpy(rec, &b[i].d, 2);
+        memcpy(rec + 2, &b[i].dmin, 2);
+        for (int s = 0; s < 8; s++) th_k4_scale_min(s, b[i].scales, &rec[4 + s], &rec[12 + s]);
+    }
+}
+
+static void repack_q6_k_row(const th_block_q6_K *b, int64_t nsb, uint8_t *q, uint8_t *srow) {
+    uint8_t *hi = srow, *rec = srow + nsb * 64;
+    for (int64_t i = 0; i < nsb; i++, rec += 24) {
+        uint8_t codes[256];
+        for (int e = 0; e < 256; e++) codes[e] = (uint8_t)th_q6k_code(&b[i], e);
+        for (int s = 0; s < 8; s++) {
+            pack_nibbles(codes + 32 * s, q + (i * 8 + s) * 16);
+            q6k_high(codes + 32 * s, hi + (i * 8 + s) * 8);
+        }
+        memset(rec, 0, 8);
+        memcpy(rec, &b[i].d, 2);
+        memcpy(rec + 8, b[i].scales, 16);
+    }
+}
+
+void th_cu_repack_split(uint32_t type, const void *src, size_t row_bytes, int64_t rows, int64_t K, uint8_t *qs,
+                        uint8_t *sc) {
+    size_t qrow, srow;
+    if (!th_cu_split_sizes(type, K, &qrow, &srow)) return;
+    for (int64_t r = 0; r < rows; r++) {
+        const uint8_t *row = (const uint8_t *)src + (size_t)r * row_bytes;
+        uint8_t *q = qs + (size_t)r * qrow, *s = sc + (size_t)r * srow;
+        if (type == TH_Q4_K) { repack_q4_k_row((const th_block_q4_K *)row, K / 256, q, s); continue; }
+        if (type == TH_Q6_K) { repack_q6_k_row((const th_block_q6_K *)row, K / 256, q, s); continue; }
+        size_t bsz = type == TH_Q4_0 ? 18 : 34, qb = type == TH_Q4_0 ? 16 : 32;
+        for (int64_t b = 0; b < K / 32; b++) {
+            memcpy(s + b * 2, row + (size_t)b * bsz, 2);
+            memcpy(q + (size_t)b * qb, row + (size_t)b * bsz + 2, qb);
+        }
+    }
+}
