@@ -158,6 +158,12 @@ static __device__ __forceinline__ void q6k_codes(uint32_t L, uint2 H, int k, uin
     hi = ((L >> 4) & 0x0f0f0f0fu) | ((h & 0x0c0c0c0cu) << 2);
 }
 
+// The 5-bit codes (0..31) of Q5_K split sub-block words (fifth bits H, split.c).
+static __device__ __forceinline__ void q5k_codes(uint32_t L, uint32_t H, int k, uint32_t &lo, uint32_t &hi) {
+    lo = (L & 0x0f0f0f0fu) | (((H >> k) & 0x01010101u) << 4);
+    hi = ((L >> 4) & 0x0f0f0f0fu) | (((H >> (4 + k)) & 0x01010101u) << 4);
+}
+
 // Sub-block g (32 weights) of row r of a SPLIT matrix (split.c), to floats.
 static __device__ __forceinline__ void dq32_split(const th_cu_mat &w, int64_t r, int64_t g, float out[32]) {
     const uint8_t *sc = (const uint8_t *)w.scales;
@@ -175,6 +181,19 @@ static __device__ __forceinline__ void dq32_split(const th_cu_mat &w, int64_t r,
         const uint8_t *rec = sc + (r * (w.K / 256) + g / 8) * 20;
         float ds = h2f(rec[0] | rec[1] << 8) * rec[4 + g % 8], dm = h2f(rec[2] | rec[3] << 8) * rec[12 + g % 8];
         for (int j = 0; j < 16; j++) { out[j] = ds * (q[j] & 15) - dm; out[j + 16] = ds * (q[j] >> 4) - dm; }
+    } else if (w.type == TH_Q5_K) {
+        const uint8_t *row = sc + r * (w.K / 8 + w.K / 256 * 20);
+        uint32_t H = *(const uint32_t *)(row + g * 4);
+        const uint8_t *rec = row + w.K / 8 + g / 8 * 20;
+        float ds = h2f(rec[0] | rec[1] << 8) * rec[4 + g % 8], dm = h2f(rec[2] | rec[3] << 8) * rec[12 + g % 8];
+        for (int k = 0; k < 4; k++) {
+            uint32_t lo, hi;
+            q5k_codes(*(const uint32_t *)(q + 4 * k), H, k, lo, hi);
+            for (int j = 0; j < 4; j++) {
+                out[4 * k + j] = ds * (float)((lo >> (8 * j)) & 31) - dm;
+                out[16 + 4 * k + j] = ds * (float)((hi >> (8 * j)) & 31) - dm;
+            }
+        }
     } else {  // Q6_K
         const uint8_t *row = sc + r * (w.K / 4 + w.K / 256 * 24);
         uint2 H = *(const uint2 *)(row + g * 8);

@@ -2,7 +2,7 @@
 // y[t][r] (+)= W[r] · x[t] for t < n (tokens processed NT at a time so each
 // weight is read once per NT tokens). One warp per weight row; lanes walk the
 // row in 16-byte coalesced loads.
-//   Q4_0, Q8_0, Q4_K, Q6_K (SPLIT layout): int8 dot products (dp4a) against q8 activations.
+//   Q4_0, Q8_0, Q4_K, Q5_K, Q6_K (SPLIT layout): int8 dot products (dp4a) against q8 activations.
 //   F32, F16, BF16: fp32 math on 16-byte vector loads.
 //   every other type: decode 32 weights at a time (common.cuh) and fp32 math.
 #include "cuda/common.cuh"
@@ -195,7 +195,7 @@ __global__ void __launch_bounds__(NW * 32) gemv_q8_0(th_cu_mat w, th_cu_q8 xq, f
     finish<NT, RPW>(acc, m.lane, m.row0, w.rows, y, ys, accum);
 }
 
-// ---- Q4_K, Q6_K split: one 32-weight sub-block (16 bytes of 4-bit codes, plus
+// ---- Q4_K, Q5_K, Q6_K split: one 32-weight sub-block (16 bytes of 4-bit codes, plus
 // 8 bytes of high bits for Q6_K) per lane-step; per-sub-block scales from the
 // 256-weight records (split.c). Int8 dot products against q8 activations. ----
 template <uint32_t TYPE> struct KSub;
@@ -219,6 +219,34 @@ template <> struct KSub<TH_Q4_K> {  // w = d·sc·q − dmin·m
         s = __dp4a((int)((q.y >> 4) & 0x0f0f0f0f), a1.y, s);
         s = __dp4a((int)((q.z >> 4) & 0x0f0f0f0f), a1.z, s);
         s = __dp4a((int)((q.w >> 4) & 0x0f0f0f0f), a1.w, s);
+        return xd * (ds * (float)s - dm * (float)xs);
+    }
+};
+
+template <> struct KSub<TH_Q5_K> {  // w = d·sc·q − dmin·m, 5-bit q
+    uint4 q;
+    uint32_t h;
+    float ds, dm;
+    __device__ __forceinline__ void load(const th_cu_mat &w, int64_t r, int64_t b) {
+        q = __ldg((const uint4 *)((const uint8_t *)w.data + r * (w.K / 2)) + b);
+        const uint8_t *row = (const uint8_t *)w.scales + r * (w.K / 8 + w.K / 256 * 20);
+        h = __ldg((const uint32_t *)row + b);
+        const uint8_t *rec = row + w.K / 8 + (b >> 3) * 20;
+        float2 d = __half22float2(__ldg((const __half2 *)rec));
+        ds = d.x * (float)__ldg(rec + 4 + (b & 7));
+        dm = d.y * (float)__ldg(rec + 12 + (b & 7));
+    }
+    __device__ __forceinline__ float dot(int4 a0, int4 a1, float xd, int xs) const {
+        const uint32_t L[4] = { q.x, q.y, q.z, q.w };
+        const int A0[4] = { a0.x, a0.y, a0.z, a0.w }, A1[4] = { a1.x, a1.y, a1.z, a1.w };
+        int s = 0;
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            uint32_t lo, hi;
+            q5k_codes(L[k], h, k, lo, hi);
+            s = __dp4a((int)lo, A0[k], s);
+            s = __dp4a((int)hi, A1[k], s);
+        }
         return xd * (ds * (float)s - dm * (float)xs);
     }
 };
@@ -441,6 +469,7 @@ void launch_w(const th_cu_mat *w, const float *x, int64_t xs, const th_cu_q8 *xq
         }
         if (w->type == TH_Q8_0) { launch_k(gemv_q8_0<NT, NW, RPW>, grid, block, st, *w, *xq, y, ys, accum); return; }
         if (w->type == TH_Q4_K) { launch_k(gemv_ksplit<TH_Q4_K, NT, NW, RPW>, grid, block, st, *w, *xq, y, ys, accum); return; }
+        if (w->type == TH_Q5_K) { launch_k(gemv_ksplit<TH_Q5_K, NT, NW, RPW>, grid, block, st, *w, *xq, y, ys, accum); return; }
         if (w->type == TH_Q6_K) { launch_k(gemv_ksplit<TH_Q6_K, NT, NW, RPW>, grid, block, st, *w, *xq, y, ys, accum); return; }
     }
     switch (w->type) {

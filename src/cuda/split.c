@@ -7,6 +7,8 @@
  *   Q8_0  quants: 32 bytes a sub-block; scales: as Q4_0.
  *   Q4_K  quants: 16 bytes a sub-block; scales: a 20-byte record per 256
  *         weights {fp16 d, fp16 dmin, u8 sc[8], u8 m[8]} (the 6-bit scales unpacked).
+ *   Q5_K  quants: the low 4 bits, 16 bytes a sub-block; scales: per row first the
+ *         fifth bits, 4 bytes a sub-block (see q5k_high), then Q4_K's records.
  *   Q6_K  quants: the low 4 bits, 16 bytes a sub-block; scales: per row first the
  *         high 2 bits, 8 bytes a sub-block (see q6k_high), then a 24-byte record per
  *         256 weights {fp16 d, 6 bytes padding, i8 sc[16]}.
@@ -16,7 +18,9 @@
 #include "quant/ref_internal.h"
 #include <string.h>
 
-bool th_cu_type_splittable(uint32_t t) { return t == TH_Q4_0 || t == TH_Q8_0 || t == TH_Q4_K || t == TH_Q6_K; }
+bool th_cu_type_splittable(uint32_t t) {
+    return t == TH_Q4_0 || t == TH_Q8_0 || t == TH_Q4_K || t == TH_Q5_K || t == TH_Q6_K;
+}
 
 bool th_cu_split_sizes(uint32_t type, int64_t K, size_t *qrow, size_t *srow) {
     if (!th_cu_type_splittable(type) || K <= 0 || K % 32) return false;
@@ -25,6 +29,7 @@ bool th_cu_split_sizes(uint32_t type, int64_t K, size_t *qrow, size_t *srow) {
     case TH_Q4_0: *qrow = k / 2; *srow = k / 32 * 2; return true;
     case TH_Q8_0: *qrow = k; *srow = k / 32 * 2; return true;
     case TH_Q4_K: if (k % 256) return false; *qrow = k / 2; *srow = k / 256 * 20; return true;
+    case TH_Q5_K: if (k % 256) return false; *qrow = k / 2; *srow = k / 8 + k / 256 * 20; return true;
     default: if (k % 256) return false; *qrow = k / 2; *srow = k / 4 + k / 256 * 24; return true;
     }
 }
@@ -47,6 +52,23 @@ static void q6k_high(const uint8_t c[32], uint8_t out[8]) {
         }
 }
 
+/* The fifth bits of 32 Q5_K codes → 4 bytes: bit k (k < 4) of byte j is that of
+ * weight 4k+j, bit 4+k that of weight 16+4k+j, so word k of the quant bytes
+ * gets its fifth bits with one shift and mask per half. */
+static void q5k_high(const uint8_t c[32], uint8_t out[4]) {
+    for (int j = 0; j < 4; j++) {
+        out[j] = 0;
+        for (int k = 0; k < 4; k++) out[j] |= (uint8_t)(((c[4 * k + j] >> 4) << k) | ((c[16 + 4 * k + j] >> 4) << (4 + k)));
+    }
+}
+
+/* The {d, dmin, sc[8], m[8]} record of a Q4_K/Q5_K block. */
+static void k4_record(uint16_t d, uint16_t dmin, const uint8_t scales[12], uint8_t rec[20]) {
+    memcpy(rec, &d, 2);
+    memcpy(rec + 2, &dmin, 2);
+    for (int s = 0; s < 8; s++) th_k4_scale_min(s, scales, &rec[4 + s], &rec[12 + s]);
+}
+
 static void repack_q4_k_row(const th_block_q4_K *b, int64_t nsb, uint8_t *q, uint8_t *rec) {
     for (int64_t i = 0; i < nsb; i++, rec += 20) {
         uint8_t codes[256];
@@ -56,9 +78,24 @@ static void repack_q4_k_row(const th_block_q4_K *b, int64_t nsb, uint8_t *q, uin
                 codes[64 * j + 32 + l] = b[i].qs[32 * j + l] >> 4;
             }
         for (int s = 0; s < 8; s++) pack_nibbles(codes + 32 * s, q + (i * 8 + s) * 16);
-        memcpy(rec, &b[i].d, 2);
-        memcpy(rec + 2, &b[i].dmin, 2);
-        for (int s = 0; s < 8; s++) th_k4_scale_min(s, b[i].scales, &rec[4 + s], &rec[12 + s]);
+        k4_record(b[i].d, b[i].dmin, b[i].scales, rec);
+    }
+}
+
+static void repack_q5_k_row(const th_block_q5_K *b, int64_t nsb, uint8_t *q, uint8_t *srow) {
+    uint8_t *hi = srow, *rec = srow + nsb * 32;
+    for (int64_t i = 0; i < nsb; i++, rec += 20) {
+        uint8_t codes[256];
+        for (int j = 0; j < 4; j++)
+            for (int l = 0; l < 32; l++) {
+                codes[64 * j + l] = (uint8_t)((b[i].qs[32 * j + l] & 15) | (((b[i].qh[l] >> (2 * j)) & 1) << 4));
+                codes[64 * j + 32 + l] = (uint8_t)((b[i].qs[32 * j + l] >> 4) | (((b[i].qh[l] >> (2 * j + 1)) & 1) << 4));
+            }
+        for (int s = 0; s < 8; s++) {
+            pack_nibbles(codes + 32 * s, q + (i * 8 + s) * 16);
+            q5k_high(codes + 32 * s, hi + (i * 8 + s) * 4);
+        }
+        k4_record(b[i].d, b[i].dmin, b[i].scales, rec);
     }
 }
 
@@ -85,6 +122,7 @@ void th_cu_repack_split(uint32_t type, const void *src, size_t row_bytes, int64_
         const uint8_t *row = (const uint8_t *)src + (size_t)r * row_bytes;
         uint8_t *q = qs + (size_t)r * qrow, *s = sc + (size_t)r * srow;
         if (type == TH_Q4_K) { repack_q4_k_row((const th_block_q4_K *)row, K / 256, q, s); continue; }
+        if (type == TH_Q5_K) { repack_q5_k_row((const th_block_q5_K *)row, K / 256, q, s); continue; }
         if (type == TH_Q6_K) { repack_q6_k_row((const th_block_q6_K *)row, K / 256, q, s); continue; }
         size_t bsz = type == TH_Q4_0 ? 18 : 34, qb = type == TH_Q4_0 ? 16 : 32;
         for (int64_t b = 0; b < K / 32; b++) {
