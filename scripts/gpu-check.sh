@@ -41,7 +41,7 @@ if has bench; then
     B="$BUILD/bench/gpu/bench_gpu"
     "$B" ceilings | tee "$OUT/bench.txt"
     if has quick; then runs="135m:q4_0:all 8b:q4_0:all"; else
-        runs="135m:q4_0:all 135m:q8_0:tg 135m:f16:tg 8b:q4_0:all 8b:q8_0:all 8b:f16:all"; fi
+        runs="135m:q4_0:all 135m:q8_0:tg 135m:f16:tg 8b:q4_0:all 8b:q8_0:all 8b:f16:all 8b:q4_k:all 8b:q5_k:all 8b:q6_k:all"; fi
     for r in $runs; do
         IFS=: read -r shape type mode <<<"$r"
         "$B" "$shape" "$type" "$mode" 2>>"$OUT/bench.err" | tee -a "$OUT/bench.txt"
