@@ -177,6 +177,23 @@ static __device__ __forceinline__ void dq32_split(const th_cu_mat &w, int64_t r,
     if (w.type == TH_Q4_0) {
         float d = h2f(((const uint16_t *)sc)[r * (w.K / 32) + g]);
         for (int j = 0; j < 16; j++) { out[j] = ((q[j] & 15) - 8) * d; out[j + 16] = ((q[j] >> 4) - 8) * d; }
+    } else if (w.type == TH_Q4_1) {
+        const uint16_t *dm = (const uint16_t *)sc + (r * (w.K / 32) + g) * 2;
+        float d = h2f(dm[0]), m = h2f(dm[1]);
+        for (int j = 0; j < 16; j++) { out[j] = d * (q[j] & 15) + m; out[j + 16] = d * (q[j] >> 4) + m; }
+    } else if (w.type == TH_Q5_0 || w.type == TH_Q5_1) {
+        const uint8_t *rec = sc + (r * (w.K / 32) + g) * 8;
+        uint32_t H = *(const uint32_t *)rec;
+        float d = h2f(rec[4] | rec[5] << 8), m = h2f(rec[6] | rec[7] << 8);
+        for (int k = 0; k < 4; k++) {
+            uint32_t lo, hi;
+            q5k_codes(*(const uint32_t *)(q + 4 * k), H, k, lo, hi);
+            for (int j = 0; j < 4; j++) {
+                int a = (int)((lo >> (8 * j)) & 31), b = (int)((hi >> (8 * j)) & 31);
+                if (w.type == TH_Q5_0) { out[4 * k + j] = (a - 16) * d; out[16 + 4 * k + j] = (b - 16) * d; }
+                else { out[4 * k + j] = d * a + m; out[16 + 4 * k + j] = d * b + m; }
+            }
+        }
     } else if (w.type == TH_Q4_K) {
         const uint8_t *rec = sc + (r * (w.K / 256) + g / 8) * 20;
         float ds = h2f(rec[0] | rec[1] << 8) * rec[4 + g % 8], dm = h2f(rec[2] | rec[3] << 8) * rec[12 + g % 8];

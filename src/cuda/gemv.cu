@@ -2,7 +2,7 @@
 // y[t][r] (+)= W[r] · x[t] for t < n (tokens processed NT at a time so each
 // weight is read once per NT tokens). One warp per weight row; lanes walk the
 // row in 16-byte coalesced loads.
-//   Q4_0, Q8_0, Q4_K, Q5_K, Q6_K (SPLIT layout): int8 dot products (dp4a) against q8 activations.
+//   Q4_0, Q8_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K (SPLIT layout): int8 dot products (dp4a) against q8 activations.
 //   F32, F16, BF16: fp32 math on 16-byte vector loads.
 //   every other type: decode 32 weights at a time (common.cuh) and fp32 math.
 #include "cuda/common.cuh"
@@ -56,6 +56,18 @@ __device__ __forceinline__ void gemv_enter() {
     pdl_wait();
 }
 
+// Q4_0-order nibbles · activations (the 8 dp4a of a 32-weight sub-block).
+__device__ __forceinline__ int dot_nibbles(uint4 q, int4 a0, int4 a1) {
+    int s = __dp4a((int)(q.x & 0x0f0f0f0f), a0.x, 0);
+    s = __dp4a((int)(q.y & 0x0f0f0f0f), a0.y, s);
+    s = __dp4a((int)(q.z & 0x0f0f0f0f), a0.z, s);
+    s = __dp4a((int)(q.w & 0x0f0f0f0f), a0.w, s);
+    s = __dp4a((int)((q.x >> 4) & 0x0f0f0f0f), a1.x, s);
+    s = __dp4a((int)((q.y >> 4) & 0x0f0f0f0f), a1.y, s);
+    s = __dp4a((int)((q.z >> 4) & 0x0f0f0f0f), a1.z, s);
+    return __dp4a((int)((q.w >> 4) & 0x0f0f0f0f), a1.w, s);
+}
+
 // ---- Q4_0 split: 16 bytes of quants = one 32-block per lane-step ----
 // PF: software pipelining — the next U steps' loads are issued before the
 // current ones are consumed.
@@ -107,15 +119,7 @@ __global__ void __launch_bounds__(NW * 32) gemv_q4_0(th_cu_mat w, th_cu_q8 xq, f
 #pragma unroll
                     for (int r = 0; r < RPW; r++) {
                         if (r >= nr) break;
-                        uint4 q = v[r][u];
-                        int s = __dp4a((int)(q.x & 0x0f0f0f0f), a0.x, 0);
-                        s = __dp4a((int)(q.y & 0x0f0f0f0f), a0.y, s);
-                        s = __dp4a((int)(q.z & 0x0f0f0f0f), a0.z, s);
-                        s = __dp4a((int)(q.w & 0x0f0f0f0f), a0.w, s);
-                        s = __dp4a((int)((q.x >> 4) & 0x0f0f0f0f), a1.x, s);
-                        s = __dp4a((int)((q.y >> 4) & 0x0f0f0f0f), a1.y, s);
-                        s = __dp4a((int)((q.z >> 4) & 0x0f0f0f0f), a1.z, s);
-                        s = __dp4a((int)((q.w >> 4) & 0x0f0f0f0f), a1.w, s);
+                        int s = dot_nibbles(v[r][u], a0, a1);
                         acc[r][t] += d[r][u] * xd * (float)(s - xs8);
                     }
                 }
@@ -195,31 +199,75 @@ __global__ void __launch_bounds__(NW * 32) gemv_q8_0(th_cu_mat w, th_cu_q8 xq, f
     finish<NT, RPW>(acc, m.lane, m.row0, w.rows, y, ys, accum);
 }
 
-// ---- Q4_K, Q5_K, Q6_K split: one 32-weight sub-block (16 bytes of 4-bit codes, plus
+// ---- Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K split: one 32-weight sub-block (16 bytes of 4-bit codes, plus
 // 8 bytes of high bits for Q6_K) per lane-step; per-sub-block scales from the
 // 256-weight records (split.c). Int8 dot products against q8 activations. ----
 template <uint32_t TYPE> struct KSub;
+
+// 5-bit codes (low nibbles + fifth bits H, split.c) · activations.
+__device__ __forceinline__ int dot_5bit(uint4 q, uint32_t H, int4 a0, int4 a1) {
+    const uint32_t L[4] = { q.x, q.y, q.z, q.w };
+    const int A0[4] = { a0.x, a0.y, a0.z, a0.w }, A1[4] = { a1.x, a1.y, a1.z, a1.w };
+    int s = 0;
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        uint32_t lo, hi;
+        q5k_codes(L[k], H, k, lo, hi);
+        s = __dp4a((int)lo, A0[k], s);
+        s = __dp4a((int)hi, A1[k], s);
+    }
+    return s;
+}
+
+__device__ __forceinline__ uint4 ld_quants(const th_cu_mat &w, int64_t r, int64_t b) {
+    return __ldg((const uint4 *)((const uint8_t *)w.data + r * (w.K / 2)) + b);
+}
+
+template <> struct KSub<TH_Q4_1> {  // w = d·q + m
+    uint4 q;
+    float d, m;
+    __device__ __forceinline__ void load(const th_cu_mat &w, int64_t r, int64_t b) {
+        q = ld_quants(w, r, b);
+        float2 f = __half22float2(__ldg((const __half2 *)w.scales + r * (w.K / 32) + b));
+        d = f.x; m = f.y;
+    }
+    __device__ __forceinline__ float dot(int4 a0, int4 a1, float xd, int xs) const {
+        return xd * (d * (float)dot_nibbles(q, a0, a1) + m * (float)xs);
+    }
+};
+
+template <uint32_t TYPE> struct KSub5 {  // Q5_0: w = d·(q − 16); Q5_1: w = d·q + m
+    uint4 q;
+    uint32_t h;
+    float d, m;
+    __device__ __forceinline__ void load(const th_cu_mat &w, int64_t r, int64_t b) {
+        q = ld_quants(w, r, b);
+        uint2 rec = __ldg((const uint2 *)w.scales + r * (w.K / 32) + b);
+        h = rec.x;
+        float2 f = __half22float2(*(const __half2 *)&rec.y);
+        d = f.x; m = f.y;
+    }
+    __device__ __forceinline__ float dot(int4 a0, int4 a1, float xd, int xs) const {
+        int s = dot_5bit(q, h, a0, a1);
+        if (TYPE == TH_Q5_0) return xd * d * (float)(s - 16 * xs);
+        return xd * (d * (float)s + m * (float)xs);
+    }
+};
+template <> struct KSub<TH_Q5_0> : KSub5<TH_Q5_0> {};
+template <> struct KSub<TH_Q5_1> : KSub5<TH_Q5_1> {};
 
 template <> struct KSub<TH_Q4_K> {  // w = d·sc·q − dmin·m
     uint4 q;
     float ds, dm;
     __device__ __forceinline__ void load(const th_cu_mat &w, int64_t r, int64_t b) {
-        q = __ldg((const uint4 *)((const uint8_t *)w.data + r * (w.K / 2)) + b);
+        q = ld_quants(w, r, b);
         const uint8_t *rec = (const uint8_t *)w.scales + (r * (w.K / 256) + (b >> 3)) * 20;
         float2 d = __half22float2(__ldg((const __half2 *)rec));
         ds = d.x * (float)__ldg(rec + 4 + (b & 7));
         dm = d.y * (float)__ldg(rec + 12 + (b & 7));
     }
     __device__ __forceinline__ float dot(int4 a0, int4 a1, float xd, int xs) const {
-        int s = __dp4a((int)(q.x & 0x0f0f0f0f), a0.x, 0);
-        s = __dp4a((int)(q.y & 0x0f0f0f0f), a0.y, s);
-        s = __dp4a((int)(q.z & 0x0f0f0f0f), a0.z, s);
-        s = __dp4a((int)(q.w & 0x0f0f0f0f), a0.w, s);
-        s = __dp4a((int)((q.x >> 4) & 0x0f0f0f0f), a1.x, s);
-        s = __dp4a((int)((q.y >> 4) & 0x0f0f0f0f), a1.y, s);
-        s = __dp4a((int)((q.z >> 4) & 0x0f0f0f0f), a1.z, s);
-        s = __dp4a((int)((q.w >> 4) & 0x0f0f0f0f), a1.w, s);
-        return xd * (ds * (float)s - dm * (float)xs);
+        return xd * (ds * (float)dot_nibbles(q, a0, a1) - dm * (float)xs);
     }
 };
 
@@ -228,7 +276,7 @@ template <> struct KSub<TH_Q5_K> {  // w = d·sc·q − dmin·m, 5-bit q
     uint32_t h;
     float ds, dm;
     __device__ __forceinline__ void load(const th_cu_mat &w, int64_t r, int64_t b) {
-        q = __ldg((const uint4 *)((const uint8_t *)w.data + r * (w.K / 2)) + b);
+        q = ld_quants(w, r, b);
         const uint8_t *row = (const uint8_t *)w.scales + r * (w.K / 8 + w.K / 256 * 20);
         h = __ldg((const uint32_t *)row + b);
         const uint8_t *rec = row + w.K / 8 + (b >> 3) * 20;
@@ -237,16 +285,7 @@ template <> struct KSub<TH_Q5_K> {  // w = d·sc·q − dmin·m, 5-bit q
         dm = d.y * (float)__ldg(rec + 12 + (b & 7));
     }
     __device__ __forceinline__ float dot(int4 a0, int4 a1, float xd, int xs) const {
-        const uint32_t L[4] = { q.x, q.y, q.z, q.w };
-        const int A0[4] = { a0.x, a0.y, a0.z, a0.w }, A1[4] = { a1.x, a1.y, a1.z, a1.w };
-        int s = 0;
-#pragma unroll
-        for (int k = 0; k < 4; k++) {
-            uint32_t lo, hi;
-            q5k_codes(L[k], h, k, lo, hi);
-            s = __dp4a((int)lo, A0[k], s);
-            s = __dp4a((int)hi, A1[k], s);
-        }
+        int s = dot_5bit(q, h, a0, a1);
         return xd * (ds * (float)s - dm * (float)xs);
     }
 };
@@ -256,7 +295,7 @@ template <> struct KSub<TH_Q6_K> {  // w = d·sc16·(q − 32), one scale per 16
     uint2 h;
     float d0, d1;
     __device__ __forceinline__ void load(const th_cu_mat &w, int64_t r, int64_t b) {
-        q = __ldg((const uint4 *)((const uint8_t *)w.data + r * (w.K / 2)) + b);
+        q = ld_quants(w, r, b);
         const uint8_t *row = (const uint8_t *)w.scales + r * (w.K / 4 + w.K / 256 * 24);
         h = __ldg((const uint2 *)row + b);
         const uint8_t *rec = row + w.K / 4 + (b >> 3) * 24;
@@ -468,6 +507,9 @@ void launch_w(const th_cu_mat *w, const float *x, int64_t xs, const th_cu_q8 *xq
             return;
         }
         if (w->type == TH_Q8_0) { launch_k(gemv_q8_0<NT, NW, RPW>, grid, block, st, *w, *xq, y, ys, accum); return; }
+        if (w->type == TH_Q4_1) { launch_k(gemv_ksplit<TH_Q4_1, NT, NW, RPW>, grid, block, st, *w, *xq, y, ys, accum); return; }
+        if (w->type == TH_Q5_0) { launch_k(gemv_ksplit<TH_Q5_0, NT, NW, RPW>, grid, block, st, *w, *xq, y, ys, accum); return; }
+        if (w->type == TH_Q5_1) { launch_k(gemv_ksplit<TH_Q5_1, NT, NW, RPW>, grid, block, st, *w, *xq, y, ys, accum); return; }
         if (w->type == TH_Q4_K) { launch_k(gemv_ksplit<TH_Q4_K, NT, NW, RPW>, grid, block, st, *w, *xq, y, ys, accum); return; }
         if (w->type == TH_Q5_K) { launch_k(gemv_ksplit<TH_Q5_K, NT, NW, RPW>, grid, block, st, *w, *xq, y, ys, accum); return; }
         if (w->type == TH_Q6_K) { launch_k(gemv_ksplit<TH_Q6_K, NT, NW, RPW>, grid, block, st, *w, *xq, y, ys, accum); return; }

@@ -5,6 +5,9 @@
  * reads one 32-weight sub-block per lane with one 16-byte load:
  *   Q4_0  quants: 16 bytes a sub-block; scales: the fp16 d of each sub-block.
  *   Q8_0  quants: 32 bytes a sub-block; scales: as Q4_0.
+ *   Q4_1  quants: as Q4_0; scales: {fp16 d, fp16 m} a sub-block.
+ *   Q5_0, Q5_1  quants: the low 4 bits as Q4_0; scales: {u32 fifth bits (q5k_high),
+ *         fp16 d, fp16 m (Q5_1) or 0} a sub-block.
  *   Q4_K  quants: 16 bytes a sub-block; scales: a 20-byte record per 256
  *         weights {fp16 d, fp16 dmin, u8 sc[8], u8 m[8]} (the 6-bit scales unpacked).
  *   Q5_K  quants: the low 4 bits, 16 bytes a sub-block; scales: per row first the
@@ -19,7 +22,8 @@
 #include <string.h>
 
 bool th_cu_type_splittable(uint32_t t) {
-    return t == TH_Q4_0 || t == TH_Q8_0 || t == TH_Q4_K || t == TH_Q5_K || t == TH_Q6_K;
+    return t == TH_Q4_0 || t == TH_Q8_0 || t == TH_Q4_1 || t == TH_Q5_0 || t == TH_Q5_1 || t == TH_Q4_K ||
+           t == TH_Q5_K || t == TH_Q6_K;
 }
 
 bool th_cu_split_sizes(uint32_t type, int64_t K, size_t *qrow, size_t *srow) {
@@ -28,6 +32,8 @@ bool th_cu_split_sizes(uint32_t type, int64_t K, size_t *qrow, size_t *srow) {
     switch (type) {
     case TH_Q4_0: *qrow = k / 2; *srow = k / 32 * 2; return true;
     case TH_Q8_0: *qrow = k; *srow = k / 32 * 2; return true;
+    case TH_Q4_1: *qrow = k / 2; *srow = k / 32 * 4; return true;
+    case TH_Q5_0: case TH_Q5_1: *qrow = k / 2; *srow = k / 32 * 8; return true;
     case TH_Q4_K: if (k % 256) return false; *qrow = k / 2; *srow = k / 256 * 20; return true;
     case TH_Q5_K: if (k % 256) return false; *qrow = k / 2; *srow = k / 8 + k / 256 * 20; return true;
     default: if (k % 256) return false; *qrow = k / 2; *srow = k / 4 + k / 256 * 24; return true;
@@ -114,6 +120,32 @@ static void repack_q6_k_row(const th_block_q6_K *b, int64_t nsb, uint8_t *q, uin
     }
 }
 
+/* One Q4_1/Q5_0/Q5_1 row: codes, then the per-sub-block scale record. */
+static void repack_legacy_row(uint32_t type, const uint8_t *row, int64_t nb, uint8_t *q, uint8_t *s) {
+    size_t bsz = type == TH_Q4_1 ? 20 : type == TH_Q5_0 ? 22 : 24;
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *blk = row + (size_t)b * bsz;
+        if (type == TH_Q4_1) {
+            memcpy(s + b * 4, blk, 4);          /* d, m */
+            memcpy(q + b * 16, blk + 4, 16);    /* already in Q4_0 order */
+            continue;
+        }
+        size_t dm = type == TH_Q5_0 ? 2 : 4;    /* bytes of d (and m) before qh */
+        uint32_t qh;
+        memcpy(&qh, blk + dm, 4);
+        const uint8_t *qs = blk + dm + 4;
+        uint8_t codes[32];
+        for (int j = 0; j < 16; j++) {
+            codes[j] = (uint8_t)((qs[j] & 15) | (((qh >> j) & 1) << 4));
+            codes[j + 16] = (uint8_t)((qs[j] >> 4) | (((qh >> (j + 16)) & 1) << 4));
+        }
+        pack_nibbles(codes, q + b * 16);
+        q5k_high(codes, s + b * 8);
+        memset(s + b * 8 + 4, 0, 4);
+        memcpy(s + b * 8 + 4, blk, dm);
+    }
+}
+
 void th_cu_repack_split(uint32_t type, const void *src, size_t row_bytes, int64_t rows, int64_t K, uint8_t *qs,
                         uint8_t *sc) {
     size_t qrow, srow;
@@ -122,6 +154,7 @@ void th_cu_repack_split(uint32_t type, const void *src, size_t row_bytes, int64_
         const uint8_t *row = (const uint8_t *)src + (size_t)r * row_bytes;
         uint8_t *q = qs + (size_t)r * qrow, *s = sc + (size_t)r * srow;
         if (type == TH_Q4_K) { repack_q4_k_row((const th_block_q4_K *)row, K / 256, q, s); continue; }
+        if (type == TH_Q4_1 || type == TH_Q5_0 || type == TH_Q5_1) { repack_legacy_row(type, row, K / 32, q, s); continue; }
         if (type == TH_Q5_K) { repack_q5_k_row((const th_block_q5_K *)row, K / 256, q, s); continue; }
         if (type == TH_Q6_K) { repack_q6_k_row((const th_block_q6_K *)row, K / 256, q, s); continue; }
         size_t bsz = type == TH_Q4_0 ? 18 : 34, qb = type == TH_Q4_0 ? 16 : 32;
