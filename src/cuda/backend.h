@@ -17,7 +17,7 @@ extern "C" {
 
 /* A weight matrix on the device: `rows` rows of K elements of GGML type `type`.
  * layout GGUF: rows exactly as in the file, row_bytes apart.
- * layout SPLIT (Q4_0, Q8_0, Q4_K, Q5_K, Q6_K; split.c has the byte layouts): the quants
+ * layout SPLIT (Q4_0/1, Q5_0/1, Q8_0, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS; split.c has the layouts): the quants
  * of every row packed contiguously in `data` (16-byte aligned, one 32-weight
  * sub-block per 16-byte load for the 4-bit types), the scales in `scales`, so
  * that a warp reads its weights with coalesced 16-byte loads. */

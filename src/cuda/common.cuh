@@ -177,6 +177,14 @@ static __device__ __forceinline__ void dq32_split(const th_cu_mat &w, int64_t r,
     if (w.type == TH_Q4_0) {
         float d = h2f(((const uint16_t *)sc)[r * (w.K / 32) + g]);
         for (int j = 0; j < 16; j++) { out[j] = ((q[j] & 15) - 8) * d; out[j + 16] = ((q[j] >> 4) - 8) * d; }
+    } else if (w.type == TH_IQ4_NL || w.type == TH_IQ4_XS) {
+        float d;
+        if (w.type == TH_IQ4_NL) d = h2f(((const uint16_t *)sc)[r * (w.K / 32) + g]);
+        else {
+            const uint8_t *rec = sc + (r * (w.K / 256) + g / 8) * 12;
+            d = h2f(rec[0] | rec[1] << 8) * (float)(int8_t)rec[4 + g % 8];
+        }
+        for (int j = 0; j < 16; j++) { out[j] = d * k_iq4nl[q[j] & 15]; out[j + 16] = d * k_iq4nl[q[j] >> 4]; }
     } else if (w.type == TH_Q4_1) {
         const uint16_t *dm = (const uint16_t *)sc + (r * (w.K / 32) + g) * 2;
         float d = h2f(dm[0]), m = h2f(dm[1]);

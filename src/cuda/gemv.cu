@@ -2,7 +2,7 @@
 // y[t][r] (+)= W[r] · x[t] for t < n (tokens processed NT at a time so each
 // weight is read once per NT tokens). One warp per weight row; lanes walk the
 // row in 16-byte coalesced loads.
-//   Q4_0, Q8_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K (SPLIT layout): int8 dot products (dp4a) against q8 activations.
+//   Q4_0, Q8_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS (SPLIT layout): int8 dot products (dp4a) against q8 activations.
 //   F32, F16, BF16: fp32 math on 16-byte vector loads.
 //   every other type: decode 32 weights at a time (common.cuh) and fp32 math.
 #include "cuda/common.cuh"
@@ -199,7 +199,7 @@ __global__ void __launch_bounds__(NW * 32) gemv_q8_0(th_cu_mat w, th_cu_q8 xq, f
     finish<NT, RPW>(acc, m.lane, m.row0, w.rows, y, ys, accum);
 }
 
-// ---- Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K split: one 32-weight sub-block (16 bytes of 4-bit codes, plus
+// ---- Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS split: one 32-weight sub-block (16 bytes of 4-bit codes, plus
 // 8 bytes of high bits for Q6_K) per lane-step; per-sub-block scales from the
 // 256-weight records (split.c). Int8 dot products against q8 activations. ----
 template <uint32_t TYPE> struct KSub;
@@ -222,6 +222,42 @@ __device__ __forceinline__ int dot_5bit(uint4 q, uint32_t H, int4 a0, int4 a1) {
 __device__ __forceinline__ uint4 ld_quants(const th_cu_mat &w, int64_t r, int64_t b) {
     return __ldg((const uint4 *)((const uint8_t *)w.data + r * (w.K / 2)) + b);
 }
+
+// Four 4-bit codes (one per byte) → the IQ4 values (int8), one per byte.
+__device__ __forceinline__ int iq4_values(uint32_t n) {
+    constexpr uint32_t T0 = 0xbfad9881u, T1 = 0xf6eaddcfu, T2 = 0x26190d01u, T3 = 0x71594535u;  // k_iq4nl[0..15]
+    uint32_t sel = (n & 0x7u) | ((n >> 4) & 0x70u) | ((n >> 8) & 0x700u) | ((n >> 12) & 0x7000u);
+    uint32_t lo = __byte_perm(T0, T1, sel), hi = __byte_perm(T2, T3, sel);
+    uint32_t m = ((n >> 3) & 0x01010101u) * 0xffu;
+    return (int)((lo & ~m) | (hi & m));
+}
+
+template <uint32_t TYPE> struct KSubIQ4 {  // w = d·value[q]  (IQ4_XS: d·(scale − 32))
+    uint4 q;
+    float d;
+    __device__ __forceinline__ void load(const th_cu_mat &w, int64_t r, int64_t b) {
+        q = ld_quants(w, r, b);
+        if (TYPE == TH_IQ4_NL) {
+            d = __half2float(__ldg((const __half *)w.scales + r * (w.K / 32) + b));
+        } else {
+            const uint8_t *rec = (const uint8_t *)w.scales + (r * (w.K / 256) + (b >> 3)) * 12;
+            d = __half2float(__ldg((const __half *)rec)) * (float)(int8_t)__ldg(rec + 4 + (b & 7));
+        }
+    }
+    __device__ __forceinline__ float dot(int4 a0, int4 a1, float xd, int) const {
+        int s = __dp4a(iq4_values(q.x & 0x0f0f0f0f), a0.x, 0);
+        s = __dp4a(iq4_values(q.y & 0x0f0f0f0f), a0.y, s);
+        s = __dp4a(iq4_values(q.z & 0x0f0f0f0f), a0.z, s);
+        s = __dp4a(iq4_values(q.w & 0x0f0f0f0f), a0.w, s);
+        s = __dp4a(iq4_values((q.x >> 4) & 0x0f0f0f0f), a1.x, s);
+        s = __dp4a(iq4_values((q.y >> 4) & 0x0f0f0f0f), a1.y, s);
+        s = __dp4a(iq4_values((q.z >> 4) & 0x0f0f0f0f), a1.z, s);
+        s = __dp4a(iq4_values((q.w >> 4) & 0x0f0f0f0f), a1.w, s);
+        return xd * d * (float)s;
+    }
+};
+template <> struct KSub<TH_IQ4_NL> : KSubIQ4<TH_IQ4_NL> {};
+template <> struct KSub<TH_IQ4_XS> : KSubIQ4<TH_IQ4_XS> {};
 
 template <> struct KSub<TH_Q4_1> {  // w = d·q + m
     uint4 q;
@@ -510,6 +546,8 @@ void launch_w(const th_cu_mat *w, const float *x, int64_t xs, const th_cu_q8 *xq
         if (w->type == TH_Q4_1) { launch_k(gemv_ksplit<TH_Q4_1, NT, NW, RPW>, grid, block, st, *w, *xq, y, ys, accum); return; }
         if (w->type == TH_Q5_0) { launch_k(gemv_ksplit<TH_Q5_0, NT, NW, RPW>, grid, block, st, *w, *xq, y, ys, accum); return; }
         if (w->type == TH_Q5_1) { launch_k(gemv_ksplit<TH_Q5_1, NT, NW, RPW>, grid, block, st, *w, *xq, y, ys, accum); return; }
+        if (w->type == TH_IQ4_NL) { launch_k(gemv_ksplit<TH_IQ4_NL, NT, NW, RPW>, grid, block, st, *w, *xq, y, ys, accum); return; }
+        if (w->type == TH_IQ4_XS) { launch_k(gemv_ksplit<TH_IQ4_XS, NT, NW, RPW>, grid, block, st, *w, *xq, y, ys, accum); return; }
         if (w->type == TH_Q4_K) { launch_k(gemv_ksplit<TH_Q4_K, NT, NW, RPW>, grid, block, st, *w, *xq, y, ys, accum); return; }
         if (w->type == TH_Q5_K) { launch_k(gemv_ksplit<TH_Q5_K, NT, NW, RPW>, grid, block, st, *w, *xq, y, ys, accum); return; }
         if (w->type == TH_Q6_K) { launch_k(gemv_ksplit<TH_Q6_K, NT, NW, RPW>, grid, block, st, *w, *xq, y, ys, accum); return; }

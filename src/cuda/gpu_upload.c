@@ -1,5 +1,5 @@
 /* gpu_upload.c — puts the model's weights on the device once: every matrix in
- * its file layout, except Q4_0/Q8_0/Q4_K/Q5_K/Q6_K which are repacked into the SPLIT
+ * its file layout, except the types with a SPLIT layout (split.c), which are repacked into the SPLIT
  * layout (split.c: quants and scales in separate arrays) for coalesced loads; Q|K|V and gate|up are
  * fused into one matrix when their types match; vectors (norms, biases) as
  * fp32. Prints a progress line when verbose or when stderr is a terminal. */

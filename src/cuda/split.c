@@ -8,6 +8,9 @@
  *   Q4_1  quants: as Q4_0; scales: {fp16 d, fp16 m} a sub-block.
  *   Q5_0, Q5_1  quants: the low 4 bits as Q4_0; scales: {u32 fifth bits (q5k_high),
  *         fp16 d, fp16 m (Q5_1) or 0} a sub-block.
+ *   IQ4_NL  as Q4_0 (the codes index the IQ4 value table).
+ *   IQ4_XS  quants: as in the file (already Q4_0 order); scales: a 12-byte record per
+ *         256 weights {fp16 d, 2 bytes padding, i8 (6-bit scale − 32)[8]}.
  *   Q4_K  quants: 16 bytes a sub-block; scales: a 20-byte record per 256
  *         weights {fp16 d, fp16 dmin, u8 sc[8], u8 m[8]} (the 6-bit scales unpacked).
  *   Q5_K  quants: the low 4 bits, 16 bytes a sub-block; scales: per row first the
@@ -23,14 +26,15 @@
 
 bool th_cu_type_splittable(uint32_t t) {
     return t == TH_Q4_0 || t == TH_Q8_0 || t == TH_Q4_1 || t == TH_Q5_0 || t == TH_Q5_1 || t == TH_Q4_K ||
-           t == TH_Q5_K || t == TH_Q6_K;
+           t == TH_Q5_K || t == TH_Q6_K || t == TH_IQ4_NL || t == TH_IQ4_XS;
 }
 
 bool th_cu_split_sizes(uint32_t type, int64_t K, size_t *qrow, size_t *srow) {
     if (!th_cu_type_splittable(type) || K <= 0 || K % 32) return false;
     size_t k = (size_t)K;
     switch (type) {
-    case TH_Q4_0: *qrow = k / 2; *srow = k / 32 * 2; return true;
+    case TH_Q4_0: case TH_IQ4_NL: *qrow = k / 2; *srow = k / 32 * 2; return true;
+    case TH_IQ4_XS: if (k % 256) return false; *qrow = k / 2; *srow = k / 256 * 12; return true;
     case TH_Q8_0: *qrow = k; *srow = k / 32 * 2; return true;
     case TH_Q4_1: *qrow = k / 2; *srow = k / 32 * 4; return true;
     case TH_Q5_0: case TH_Q5_1: *qrow = k / 2; *srow = k / 32 * 8; return true;
@@ -146,6 +150,18 @@ static void repack_legacy_row(uint32_t type, const uint8_t *row, int64_t nb, uin
     }
 }
 
+static void repack_iq4_xs_row(const th_block_iq4_xs *b, int64_t nsb, uint8_t *q, uint8_t *rec) {
+    for (int64_t i = 0; i < nsb; i++, rec += 12) {
+        memcpy(q + i * 128, b[i].qs, 128);
+        memset(rec, 0, 4);
+        memcpy(rec, &b[i].d, 2);
+        for (int ib = 0; ib < 8; ib++) {
+            int ls = ((b[i].scales_l[ib / 2] >> (4 * (ib % 2))) & 15) | (((b[i].scales_h >> (2 * ib)) & 3) << 4);
+            rec[4 + ib] = (uint8_t)(int8_t)(ls - 32);
+        }
+    }
+}
+
 void th_cu_repack_split(uint32_t type, const void *src, size_t row_bytes, int64_t rows, int64_t K, uint8_t *qs,
                         uint8_t *sc) {
     size_t qrow, srow;
@@ -155,9 +171,10 @@ void th_cu_repack_split(uint32_t type, const void *src, size_t row_bytes, int64_
         uint8_t *q = qs + (size_t)r * qrow, *s = sc + (size_t)r * srow;
         if (type == TH_Q4_K) { repack_q4_k_row((const th_block_q4_K *)row, K / 256, q, s); continue; }
         if (type == TH_Q4_1 || type == TH_Q5_0 || type == TH_Q5_1) { repack_legacy_row(type, row, K / 32, q, s); continue; }
+        if (type == TH_IQ4_XS) { repack_iq4_xs_row((const th_block_iq4_xs *)row, K / 256, q, s); continue; }
         if (type == TH_Q5_K) { repack_q5_k_row((const th_block_q5_K *)row, K / 256, q, s); continue; }
         if (type == TH_Q6_K) { repack_q6_k_row((const th_block_q6_K *)row, K / 256, q, s); continue; }
-        size_t bsz = type == TH_Q4_0 ? 18 : 34, qb = type == TH_Q4_0 ? 16 : 32;
+        size_t bsz = type == TH_Q8_0 ? 34 : 18, qb = type == TH_Q8_0 ? 32 : 16;  /* Q8_0, Q4_0, IQ4_NL */
         for (int64_t b = 0; b < K / 32; b++) {
             memcpy(s + b * 2, row + (size_t)b * bsz, 2);
             memcpy(q + (size_t)b * qb, row + (size_t)b * bsz + 2, qb);
