@@ -18,7 +18,8 @@
  *     scale (expanded to 16-bit pairs by one vpshufb) weighs the sub-block sums; mins
  *     times the activation's 32-element sums come from its 16-element bsums.
  *
- * Tiles of 8 rows x 4 activation rows for batches, 8 rows x 1 for single rows (decode).
+ * Tiles of 8 rows x 4 activation rows for batches, 8 rows x 1 for single rows (decode;
+ * these also prefetch the weight stream ahead, see kernels.h).
  * The Q4_0 offset 8 is removed with the activation block sums, as in gemm_x8_avx2.c.
  * Results are the reference's integer block sums scaled in f32 (only the order of
  * the f32 additions differs from the vec_dot path). */
@@ -74,6 +75,7 @@ static __m256 q4_0x8_tile1(int64_t nblk, const uint8_t *w, const char *x) {
     const __m256i ones8 = _mm256_set1_epi8(1);
     for (int64_t b = 0; b < nblk; b++) {
         const uint8_t *wb = w + b * Q40X8_BLOCK;
+        th_prefetch_span(wb + TH_PREFETCH_AHEAD, Q40X8_BLOCK);
         const th_block_q8_0 *a = (const th_block_q8_0 *)x + b;
         __m256i g[8];
         q4_0x8_codes(wb, g);
@@ -97,6 +99,7 @@ static inline __attribute__((always_inline)) void q8_0x8_tile(const int NC, int6
     const __m256i ones16 = _mm256_set1_epi16(1);
     for (int64_t b = 0; b < nblk; b++) {
         const uint8_t *wb = w + b * Q80X8_BLOCK;
+        if (NC == 1) th_prefetch_span(wb + TH_PREFETCH_AHEAD, Q80X8_BLOCK);
         const th_block_q8_0 *a[4];
         __m256i sum[4];
         _Pragma("GCC unroll 4") for (int j = 0; j < NC; j++) {
@@ -139,6 +142,7 @@ static inline __attribute__((always_inline)) void q4_Kx8_tile(const int NC, int6
                                          4, -1, 4, -1, 5, -1, 5, -1, 6, -1, 6, -1, 7, -1, 7, -1);
     for (int64_t sb = 0; sb < nsb; sb++) {
         const uint8_t *wb = w + sb * Q4KX8_SB;
+        if (NC == 1) th_prefetch_span(wb + TH_PREFETCH_AHEAD, Q4KX8_SB);
         const th_block_q8_K *a[4];
         __m256i sumi[4];
         _Pragma("GCC unroll 4") for (int j = 0; j < NC; j++) {
