@@ -242,9 +242,9 @@ static void store_kv(th_context *c, int32_t il, int32_t n, const int32_t *pos, c
     for (int32_t t = 0; t < n; t++) {
         const float *k = c->kc + (int64_t)t * c->k_w, *v = c->vc + (int64_t)t * c->v_w;
         void *kd = th_kv_k(kv, il, seq[t], pos[t]), *vd = th_kv_v(kv, il, seq[t], pos[t]);
-        if (kv->f16) {
-            for (int64_t i = 0; i < c->k_w; i++) ((uint16_t *)kd)[i] = th_f32_to_f16(k[i]);
-            for (int64_t i = 0; i < c->v_w; i++) ((uint16_t *)vd)[i] = th_f32_to_f16(v[i]);
+        if (kv->f16) { /* the table's F16 conversion: F16C where there is one, same rounding */
+            c->k->quantize[TH_F16](k, kd, c->k_w);
+            c->k->quantize[TH_F16](v, vd, c->v_w);
         } else {
             memcpy(kd, k, (size_t)c->k_w * sizeof(float));
             memcpy(vd, v, (size_t)c->v_w * sizeof(float));
@@ -288,6 +288,12 @@ static void qk_worker(void *arg, int ith, int nth) {
         float *q = c->q + (int64_t)t * c->q_w, *kr = c->kc + (int64_t)t * c->k_w;
         if (L->q_norm.data) qk_norm(c, q, &L->q_norm, c->q_w, hp->n_head, hp->head_dim);
         if (L->k_norm.data) qk_norm(c, kr, &L->k_norm, c->k_w, hp->n_head_kv, hp->head_dim);
+        float cs[2 * TH_ROPE_TABLE_MAX];   /* the angles once per token, for all heads */
+        if (th_op_rope_table(cs, pos[t], rp)) {
+            for (int32_t h = 0; h < hp->n_head; h++) th_op_rope_apply(q + (int64_t)h * hp->head_dim, cs, rp);
+            for (int32_t h = 0; h < hp->n_head_kv; h++) th_op_rope_apply(kr + (int64_t)h * hp->head_dim, cs, rp);
+            continue;
+        }
         for (int32_t h = 0; h < hp->n_head; h++) th_op_rope_ext(q + (int64_t)h * hp->head_dim, pos[t], rp);
         for (int32_t h = 0; h < hp->n_head_kv; h++) th_op_rope_ext(kr + (int64_t)h * hp->head_dim, pos[t], rp);
     }
