@@ -18,6 +18,12 @@
  *     scale (expanded to 16-bit pairs by one vpshufb) weighs the sub-block sums; mins
  *     times the activation's 32-element sums come from its 16-element bsums.
  *
+ *   Q6_K x8, per 256-element super-block (8 x 210 bytes; see repack.c): d of the 8 rows,
+ *     their 16 sub-block scales as bytes, ql and qh in 4-byte groups of the 8 rows; the
+ *     6-bit codes are rebuilt per register (low nibble | two high bits), pairs of products
+ *     summed in 16 bits and weighed by the sub-block scale; the offset 32 comes off
+ *     through the activation's bsums.
+ *
  * Tiles of 8 rows x 4 activation rows for batches, 8 rows x 1 for single rows (decode;
  * these also prefetch the weight stream ahead, see kernels.h).
  * The Q4_0 offset 8 is removed with the activation block sums, as in gemm_x8_avx2.c.
