@@ -55,13 +55,22 @@ typedef struct {
         float *y;
         int64_t y_stride;
     } m[MM_MAX];
-    int64_t chunks;                           /* total 8-row chunks */
+    int64_t chunks;                           /* total 8-row chunks (units for an FFN pair) */
     int64_t grab;                             /* chunks a thread takes at a time */
     _Atomic int64_t next;                     /* first chunk not yet taken */
     const float *x;
     int64_t x_stride;
     uint8_t *xq;
     size_t xq_stride;
+    bool prequantized;                        /* xq already holds the input rows */
+    /* FFN pair (ffn_pair_run): m[0] = gate, m[1] = up, scheduled in units of `unit` rows
+     * of both, each finished by the activation g = act(g, u) and, when q_out, by its
+     * quantization to q_type (the down projection's input) */
+    const th_context *c;
+    int64_t unit;                             /* 0: not a pair */
+    uint32_t q_type;
+    uint8_t *q_out;
+    size_t q_stride;
 } mm_task;
 
 static void mm_quantize_worker(void *arg, int ith, int nth) {
@@ -73,12 +82,29 @@ static void mm_quantize_worker(void *arg, int ith, int nth) {
 /* Threads take runs of `grab` chunks from a shared counter (not a fixed share each), so
  * a thread that the OS preempts (cores shared with other processes) delays the join
  * by at most its current run; 8-row chunks keep threads on whole cache lines of y. */
+/* Units [u0, u1) of an FFN pair: gate and up rows, then act and quantize them. */
+static void ffn_pair_units(mm_task *t, int64_t u0, int64_t u1) {
+    int64_t rows = t->m[0].rows, r0 = u0 * t->unit, r1 = TH_MIN(u1 * t->unit, rows);
+    for (int i = 0; i < 2; i++)
+        t->m[i].gemm(t->n, r0, r1, t->m[i].w, t->m[i].w_stride, t->nb, t->xq, t->xq_stride, t->m[i].y, t->m[i].y_stride);
+    const th_type_info *qi = t->q_out ? th_type_info_get(t->q_type) : NULL;
+    for (int64_t b = 0; b < t->nb; b++) {
+        float *g = t->m[0].y + b * t->m[0].y_stride + r0;
+        th_fwd_act(t->c, g, t->m[1].y + b * t->m[1].y_stride + r0, r1 - r0);
+        if (qi) t->k->quantize[t->q_type](g, t->q_out + (size_t)b * t->q_stride + (size_t)(r0 / qi->block) * qi->bytes, r1 - r0);
+    }
+}
+
 static void mm_worker(void *arg, int ith, int nth) {
     mm_task *t = arg;
     for (;;) {
         int64_t c0 = atomic_fetch_add_explicit(&t->next, t->grab, memory_order_relaxed);
         if (c0 >= t->chunks) return;
         int64_t c1 = TH_MIN(c0 + t->grab, t->chunks);
+        if (t->unit) {
+            ffn_pair_units(t, c0, c1);
+            continue;
+        }
         for (int i = 0; i < t->n_mats; i++) {
             int64_t m0 = t->m[i].chunk0, m1 = m0 + (t->m[i].rows + 7) / 8;
             int64_t a = TH_MAX(c0, m0), b = TH_MIN(c1, m1);
@@ -109,7 +135,8 @@ static void mm_run(th_context *c, mm_task *t) {
     uint64_t qs;
     th_row_bytes(t->act_type, (uint64_t)t->n, &qs);
     t->xq_stride = (size_t)qs;
-    if (t->nb >= 4) th_pool_run(c->pool, mm_quantize_worker, t);
+    if (t->prequantized) {
+    } else if (t->nb >= 4) th_pool_run(c->pool, mm_quantize_worker, t);
     else mm_quantize_worker(t, 0, 1);
     int64_t nth = th_pool_size(c->pool);
     t->grab = nth == 1 ? t->chunks : TH_MAX(1, t->chunks / (8 * nth));
@@ -215,9 +242,9 @@ static void store_kv(th_context *c, int32_t il, int32_t n, const int32_t *pos, c
     for (int32_t t = 0; t < n; t++) {
         const float *k = c->kc + (int64_t)t * c->k_w, *v = c->vc + (int64_t)t * c->v_w;
         void *kd = th_kv_k(kv, il, seq[t], pos[t]), *vd = th_kv_v(kv, il, seq[t], pos[t]);
-        if (kv->f16) {
-            for (int64_t i = 0; i < c->k_w; i++) ((uint16_t *)kd)[i] = th_f32_to_f16(k[i]);
-            for (int64_t i = 0; i < c->v_w; i++) ((uint16_t *)vd)[i] = th_f32_to_f16(v[i]);
+        if (kv->f16) { /* the table's F16 conversion: F16C where there is one, same rounding */
+            c->k->quantize[TH_F16](k, kd, c->k_w);
+            c->k->quantize[TH_F16](v, vd, c->v_w);
         } else {
             memcpy(kd, k, (size_t)c->k_w * sizeof(float));
             memcpy(vd, v, (size_t)c->v_w * sizeof(float));
@@ -261,6 +288,12 @@ static void qk_worker(void *arg, int ith, int nth) {
         float *q = c->q + (int64_t)t * c->q_w, *kr = c->kc + (int64_t)t * c->k_w;
         if (L->q_norm.data) qk_norm(c, q, &L->q_norm, c->q_w, hp->n_head, hp->head_dim);
         if (L->k_norm.data) qk_norm(c, kr, &L->k_norm, c->k_w, hp->n_head_kv, hp->head_dim);
+        float cs[2 * TH_ROPE_TABLE_MAX];   /* the angles once per token, for all heads */
+        if (th_op_rope_table(cs, pos[t], rp)) {
+            for (int32_t h = 0; h < hp->n_head; h++) th_op_rope_apply(q + (int64_t)h * hp->head_dim, cs, rp);
+            for (int32_t h = 0; h < hp->n_head_kv; h++) th_op_rope_apply(kr + (int64_t)h * hp->head_dim, cs, rp);
+            continue;
+        }
         for (int32_t h = 0; h < hp->n_head; h++) th_op_rope_ext(q + (int64_t)h * hp->head_dim, pos[t], rp);
         for (int32_t h = 0; h < hp->n_head_kv; h++) th_op_rope_ext(kr + (int64_t)h * hp->head_dim, pos[t], rp);
     }
@@ -331,11 +364,56 @@ static void act_worker(void *arg, int ith, int nth) {
         th_fwd_act(a->c, a->g + t * a->stride, a->u + t * a->stride, a->width);
 }
 
+/* Whether gate and up can run as one FFN pair (ffn_pair_run) in front of down. */
+static bool ffn_pairable(const th_weight *gate, const th_weight *up, const th_weight *down) {
+    return gate && gate->ne0 == up->ne0 && gate->ne1 == up->ne1 && gate->ne1 == down->ne0 &&
+           th_type_info_get(gate->type)->act_type == th_type_info_get(up->type)->act_type;
+}
+
+/* c->ff_g = act(in·gate, in·up) in one pool run: the threads take units of rows of both
+ * matrices and finish each with the activation and, where the scratch has room, its
+ * quantization for down (no serial activation or quantization between the two
+ * matmuls). Returns the quantized down input, or NULL when down must quantize. */
+static uint8_t *ffn_pair_run(th_context *c, const th_weight *gate, const th_weight *up, const th_weight *down,
+                             const float *in, int32_t n) {
+    mm_task t = mm_begin(c, gate, in, c->model->hp.n_embd, n);
+    mm_add(&t, gate, 0, c->ff_g, c->ff_w);
+    mm_add(&t, up, 0, c->ff_u, c->ff_w);
+    uint64_t in_bytes = 0, q_bytes = 0;
+    th_row_bytes(t.act_type, (uint64_t)t.n, &in_bytes);
+    t.q_type = th_type_info_get(down->type)->act_type;
+    th_row_bytes(t.q_type, (uint64_t)down->ne0, &q_bytes);
+    size_t off = ((size_t)in_bytes * (size_t)n + 63) & ~(size_t)63;
+    if (off + (size_t)q_bytes * (size_t)n <= c->actq_cap) {
+        t.q_out = c->actq + off;
+        t.q_stride = (size_t)q_bytes;
+    }
+    t.c = c;
+    t.unit = TH_MAX(8, (int64_t)th_type_info_get(t.q_type)->block); /* blocks are 1, 32 or 256 wide */
+    t.chunks = (gate->ne1 + t.unit - 1) / t.unit;
+    mm_run(c, &t);
+    return t.q_out;
+}
+
 void th_fwd_ffn(th_context *c, const th_weight *gate, const th_weight *up, const th_weight *down,
                 const float *in, int32_t n, float *out, bool accumulate) {
     int64_t E = c->model->hp.n_embd, F = down->ne0;
     float *g = c->ff_g, *u = c->ff_u;
     int64_t stride = c->ff_w;
+    float *dst = accumulate ? c->tmp2 : out;
+    if (ffn_pairable(gate, up, down)) {
+        uint8_t *dq;
+        PROF(P_FFN_MM, dq = ffn_pair_run(c, gate, up, down, in, n));
+        mm_task t = mm_begin(c, down, g, stride, n);
+        if (dq) {
+            t.xq = dq;
+            t.prequantized = true;
+        }
+        mm_add(&t, down, 0, dst, E);
+        PROF(P_DOWN, mm_run(c, &t));
+        if (accumulate) residual_add_to(out, dst, n, E);
+        return;
+    }
     if (gate) {
         const th_weight *ws[2] = { gate, up };
         float *const ys[2] = { c->ff_g, c->ff_u };
@@ -350,7 +428,6 @@ void th_fwd_ffn(th_context *c, const th_weight *gate, const th_weight *up, const
     act_task at = { c, g, u, stride, F, n };
     if (n >= 4) PROF(P_ACT, th_pool_run(c->pool, act_worker, &at));
     else PROF(P_ACT, act_worker(&at, 0, 1));
-    float *dst = accumulate ? c->tmp2 : out;
     PROF(P_DOWN, th_fwd_matmul(c, down, 0, g, stride, n, dst, E));
     if (accumulate) residual_add_to(out, dst, n, E);
 }

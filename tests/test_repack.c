@@ -5,6 +5,7 @@
  * rows, widths of 1..64 blocks). The integer block sums are exact in both, so the
  * only difference is the order of the f32 additions: relative tolerance 1e-5. */
 #include "check.h"
+#include <stddef.h>
 #include "cpu/kernels.h"
 #include "cpu/repack.h"
 
@@ -15,13 +16,14 @@ static float frand(void) { rng = rng * 1664525u + 1013904223u; return (float)(rn
  * values in [2^-8, 2^-7) (d, and dmin for Q4_K) so that every code path is exercised. */
 static bool random_blocks(uint32_t type, uint8_t *p, size_t bytes) {
     size_t bsz = th_type_info_get(type)->bytes, nf = type == TH_Q4_K ? 2 : 1;
-    if (type != TH_Q4_0 && type != TH_Q8_0 && type != TH_Q4_K) return false;
+    size_t at = type == TH_Q6_K ? offsetof(th_block_q6_K, d) : 0;   /* first f16 field */
+    if (type != TH_Q4_0 && type != TH_Q8_0 && type != TH_Q4_K && type != TH_Q6_K) return false;
     for (size_t i = 0; i < bytes; i++) { rng = rng * 1664525u + 1013904223u; p[i] = (uint8_t)(rng >> 24); }
     for (size_t b = 0; b + bsz <= bytes; b += bsz)
         for (size_t f = 0; f < nf; f++) {
             rng = rng * 1664525u + 1013904223u;
             uint16_t h = (uint16_t)(0x1c00 + (rng >> 22)); /* [2^-8, 2^-7): exponent 7, any mantissa */
-            memcpy(p + b + 2 * f, &h, 2);
+            memcpy(p + b + at + 2 * f, &h, 2);
         }
     return true;
 }

@@ -8,9 +8,13 @@
  * Each test runs once untimed (warm-up), then -r times; the row shows the median
  * tok/s ± the sample standard deviation. For tg it also shows the weight bytes
  * read per token × tok/s (GB/s, 1 GB = 1e9 bytes) and that as a fraction of the
- * machine's read bandwidth, which is measured first in the same run: a
- * STREAM-like read pass over a buffer much larger than the caches (1 GiB by
- * default), split over the same number of threads, best of BW_PASSES passes.
+ * machine's read bandwidth ("% BW"): a STREAM-like read pass (with software
+ * prefetch) over a buffer much larger than the caches (1 GiB by default), split
+ * over the same number of threads. It is measured first (best of BW_PASSES passes,
+ * the bandwidth printed under the table) and again right before each tg repetition
+ * (best of BW_REP_PASSES); "% BW" is the median over the repetitions of each one's
+ * GB/s over the bandwidth measured just before it, which keeps the ratio meaningful
+ * when the memory bandwidth drifts during the run (shared or virtual machines).
  *
  * Bytes read per decoded token = all weight bytes (th_model_size_bytes) minus
  * token_embd.weight when the model has a separate output.weight: the embedding
@@ -26,7 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
-enum { PROMPT_TG = 8, BW_PASSES = 5 };
+enum { PROMPT_TG = 8, BW_PASSES = 5, BW_REP_PASSES = 2 };
 
 typedef struct bench_opts {
     const char *model;
@@ -81,6 +85,9 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
 
 typedef struct bw_slice { const uint64_t *p; size_t n; uint64_t sum; bool touch; } bw_slice;
 
+/* The read loop prefetches 4 KiB ahead, as the decode kernels do (src/cpu/kernels.h):
+ * without it one such loop reached only 85-90 % of the bandwidth that the prefetching
+ * kernels then exceeded, which made it no ceiling. */
 static void *bw_worker(void *arg) {
     bw_slice *s = arg;
     if (s->touch) {   /* first touch: fault the pages in from the thread that reads them */
@@ -89,7 +96,11 @@ static void *bw_worker(void *arg) {
     }
     uint64_t a = 0, b = 0, c = 0, d = 0;
     size_t i = 0;
-    for (; i + 4 <= s->n; i += 4) { a += s->p[i]; b ^= s->p[i + 1]; c += s->p[i + 2]; d ^= s->p[i + 3]; }
+    for (; i + 8 <= s->n; i += 8) {
+        __builtin_prefetch(s->p + i + 512, 0, 3);
+        a += s->p[i]; b ^= s->p[i + 1]; c += s->p[i + 2]; d ^= s->p[i + 3];
+        a ^= s->p[i + 4]; b += s->p[i + 5]; c ^= s->p[i + 6]; d += s->p[i + 7];
+    }
     for (; i < s->n; i++) a += s->p[i];
     s->sum = a + b + c + d;
     return NULL;
@@ -107,31 +118,46 @@ static bool bw_run(bw_slice *sl, int nt, bool touch) {
     return started == nt;
 }
 
-/* Best read bandwidth in GB/s (1e9 bytes/s) over BW_PASSES passes; 0 on failure. */
-static double measure_read_bw(long mib, int nt) {
-    size_t bytes = (size_t)mib << 20, words = bytes / sizeof(uint64_t);
-    uint64_t *buf = malloc(bytes);
-    bw_slice *sl = calloc((size_t)nt, sizeof *sl);
-    double best = 0;
-    volatile uint64_t sink = 0;
-    if (buf && sl) {
+/* A buffer much larger than the caches, split over nt threads; kept for the whole
+ * run so that the bandwidth can be measured again next to each tg repetition (the
+ * memory of a shared or virtual machine does not give the same bandwidth all along). */
+typedef struct bw_meter { uint64_t *buf; bw_slice *sl; size_t bytes; int nt; } bw_meter;
+
+static bool bw_open(bw_meter *m, long mib, int nt) {
+    size_t words = ((size_t)mib << 20) / sizeof(uint64_t);
+    *m = (bw_meter){ .buf = malloc(words * sizeof(uint64_t)), .sl = calloc((size_t)nt, sizeof(bw_slice)),
+                     .bytes = words * sizeof(uint64_t), .nt = nt };
+    if (m->buf && m->sl) {
         for (int t = 0; t < nt; t++) {
             size_t lo = words * (size_t)t / (size_t)nt, hi = words * (size_t)(t + 1) / (size_t)nt;
-            sl[t] = (bw_slice){ buf + lo, hi - lo, 0, false };
+            m->sl[t] = (bw_slice){ m->buf + lo, hi - lo, 0, false };
         }
-        bool ok = bw_run(sl, nt, true);
-        for (int pass = 0; ok && pass < BW_PASSES; pass++) {
-            double t0 = now_s();
-            ok = bw_run(sl, nt, false);
-            double dt = now_s() - t0;
-            for (int t = 0; t < nt; t++) sink += sl[t].sum;
-            if (ok && dt > 0 && (double)bytes / dt / 1e9 > best) best = (double)bytes / dt / 1e9;
-        }
-        if (!ok) best = 0;
+        if (bw_run(m->sl, nt, true)) return true;
+    }
+    free(m->buf);
+    free(m->sl);
+    *m = (bw_meter){ 0 };
+    return false;
+}
+
+static void bw_close(bw_meter *m) {
+    free(m->buf);
+    free(m->sl);
+    *m = (bw_meter){ 0 };
+}
+
+/* Best read bandwidth in GB/s (1e9 bytes/s) over `passes` passes; 0 on failure. */
+static double bw_measure(bw_meter *m, int passes) {
+    double best = 0;
+    volatile uint64_t sink = 0;
+    for (int pass = 0; m->buf && pass < passes; pass++) {
+        double t0 = now_s();
+        if (!bw_run(m->sl, m->nt, false)) return 0;
+        double dt = now_s() - t0;
+        for (int t = 0; t < m->nt; t++) sink += m->sl[t].sum;
+        if (dt > 0 && (double)m->bytes / dt / 1e9 > best) best = (double)m->bytes / dt / 1e9;
     }
     (void)sink;
-    free(sl);
-    free(buf);
     return best;
 }
 
@@ -240,36 +266,50 @@ static void print_header(const table *T) {
     putchar('\n');
 }
 
+/* frac: the row's "% BW" as a fraction (0: not shown) */
 static void print_row(const table *T, const char *desc, const char *test, double med, double sd, double gbs,
-                      double bw) {
+                      double frac) {
     char ts[48], g[24] = "-", pct[24] = "-";
     snprintf(ts, sizeof ts, "%.2f ± %.2f", med, sd);
     if (gbs > 0) snprintf(g, sizeof g, "%.2f", gbs);
-    if (gbs > 0 && bw > 0) snprintf(pct, sizeof pct, "%.1f %%", 100.0 * gbs / bw);
+    if (gbs > 0 && frac > 0) snprintf(pct, sizeof pct, "%.1f %%", 100.0 * frac);
     /* "±" is two bytes but one column: pad the field by one more byte */
     printf("| %-*s | %10s | %10s | %-12s | %7ld | %8s | %21s | %8s | %7s |\n", T->w_model, desc, T->size,
            T->params, T->backend, T->threads, test, ts, g, pct);
     fflush(stdout);
 }
 
-/* Runs warm-up + reps of one test and prints its row. bytes_per_tok > 0 for tg. */
+/* Read bandwidth next to the tg repetitions (bench_test), for the summary line. */
+typedef struct bw_seen { double lo, hi; } bw_seen;
+
+/* Runs warm-up + reps of one test and prints its row. bytes_per_tok > 0 for tg; then,
+ * with a meter, the read bandwidth is measured again (best of BW_REP_PASSES) right
+ * before each repetition and "% BW" is the median over the repetitions of the
+ * repetition's GB/s over that bandwidth. */
 static th_status bench_test(bench_run *R, const table *T, const bench_opts *o, bool pp, double bytes_per_tok,
-                            double bw) {
+                            bw_meter *meter, bw_seen *seen) {
     long n = pp ? o->pp : o->tg;
-    double *tps = calloc((size_t)o->reps, sizeof *tps), secs = 0;
-    if (!tps) return th_set_error(TH_ERR_NOMEM, "out of memory");
+    double *tps = calloc((size_t)o->reps, sizeof *tps), *frac = calloc((size_t)o->reps, sizeof *frac), secs = 0;
+    if (!tps || !frac) { free(tps); free(frac); return th_set_error(TH_ERR_NOMEM, "out of memory"); }
+    bool rel = !pp && meter && meter->buf;
     th_status s = pp ? run_pp(R, n, &secs) : run_tg(R, TH_MIN_SZ(n, 4), &secs);   /* warm-up */
     for (long r = 0; r < o->reps && !s; r++) {
+        double bw = rel ? bw_measure(meter, BW_REP_PASSES) : 0;
         s = pp ? run_pp(R, n, &secs) : run_tg(R, n, &secs);
         tps[r] = secs > 0 ? (double)n / secs : 0;
+        frac[r] = bw > 0 ? tps[r] * bytes_per_tok / 1e9 / bw : 0;
+        if (bw > 0 && (seen->lo == 0 || bw < seen->lo)) seen->lo = bw;
+        if (bw > seen->hi) seen->hi = bw;
     }
     if (!s) {
         double sd = stddev(tps, o->reps), med = median(tps, o->reps);
         char test[24];
         snprintf(test, sizeof test, "%s%ld", pp ? "pp" : "tg", n);
-        print_row(T, th_model_desc(R->m), test, med, sd, pp ? 0 : med * bytes_per_tok / 1e9, bw);
+        print_row(T, th_model_desc(R->m), test, med, sd, pp ? 0 : med * bytes_per_tok / 1e9,
+                  rel ? median(frac, o->reps) : 0);
     }
     free(tps);
+    free(frac);
     return s;
 }
 
@@ -317,7 +357,10 @@ int cmd_bench(int argc, char **argv) {
         if (s) return cli_fail("bench", s);
     }
     /* Bandwidth first, before the model is mapped, so the two do not compete for memory. */
-    double bw = o.bw_mib ? measure_read_bw(o.bw_mib, (int)o.threads) : 0;
+    bw_meter meter = { 0 };
+    bw_seen seen = { 0 };
+    double bw = o.bw_mib && bw_open(&meter, o.bw_mib, (int)o.threads) ? bw_measure(&meter, BW_PASSES) : 0;
+    if (o.gpu) bw_close(&meter);
     bench_run R = { 0 };
     th_status s = open_run(&o, &R);
     if (!s) {
@@ -330,8 +373,8 @@ int cmd_bench(int argc, char **argv) {
         if (!o.gpu) snprintf(T.backend, sizeof T.backend, "CPU %s", th_cpu_level());
         double bpt = weight_bytes_per_token(R.m, o.model);
         print_header(&T);
-        if (o.pp) s = bench_test(&R, &T, &o, true, bpt, o.gpu ? 0 : bw);
-        if (!s && o.tg) s = bench_test(&R, &T, &o, false, bpt, o.gpu ? 0 : bw);
+        if (o.pp) s = bench_test(&R, &T, &o, true, bpt, NULL, &seen);
+        if (!s && o.tg) s = bench_test(&R, &T, &o, false, bpt, &meter, &seen);
         if (!s) {
             printf("\nweights read per generated token: %.2f MiB; ", bpt / (1 << 20));
             if (bw > 0)
@@ -339,9 +382,13 @@ int cmd_bench(int argc, char **argv) {
                        BW_PASSES, o.gpu ? " (host memory; % BW not shown for the GPU)" : "");
             else
                 printf("read bandwidth: not measured\n");
+            if (seen.hi > 0)
+                printf("read bandwidth before each tg repetition: %.2f-%.2f GB/s (best of %d); %% BW = median of "
+                       "each repetition's GB/s over the one before it\n", seen.lo, seen.hi, BW_REP_PASSES);
         }
     }
     if (s) rc = cli_fail("bench", s);
+    bw_close(&meter);
     free(R.tok);
     th_context_free(R.ctx);
     th_model_free(R.m);

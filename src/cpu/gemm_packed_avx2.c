@@ -18,7 +18,14 @@
  *     scale (expanded to 16-bit pairs by one vpshufb) weighs the sub-block sums; mins
  *     times the activation's 32-element sums come from its 16-element bsums.
  *
- * Tiles of 8 rows x 4 activation rows for batches, 8 rows x 1 for single rows (decode).
+ *   Q6_K x8, per 256-element super-block (8 x 210 bytes; see repack.c): d of the 8 rows,
+ *     their 16 sub-block scales as bytes, ql and qh in 4-byte groups of the 8 rows; the
+ *     6-bit codes are rebuilt per register (low nibble | two high bits), pairs of products
+ *     summed in 16 bits and weighed by the sub-block scale; the offset 32 comes off
+ *     through the activation's bsums.
+ *
+ * Tiles of 8 rows x 4 activation rows for batches, 8 rows x 1 for single rows (decode;
+ * these also prefetch the weight stream ahead, see kernels.h).
  * The Q4_0 offset 8 is removed with the activation block sums, as in gemm_x8_avx2.c.
  * Results are the reference's integer block sums scaled in f32 (only the order of
  * the f32 additions differs from the vec_dot path). */
@@ -74,6 +81,7 @@ static __m256 q4_0x8_tile1(int64_t nblk, const uint8_t *w, const char *x) {
     const __m256i ones8 = _mm256_set1_epi8(1);
     for (int64_t b = 0; b < nblk; b++) {
         const uint8_t *wb = w + b * Q40X8_BLOCK;
+        th_prefetch_span(wb + TH_PREFETCH_AHEAD, Q40X8_BLOCK);
         const th_block_q8_0 *a = (const th_block_q8_0 *)x + b;
         __m256i g[8];
         q4_0x8_codes(wb, g);
@@ -97,6 +105,7 @@ static inline __attribute__((always_inline)) void q8_0x8_tile(const int NC, int6
     const __m256i ones16 = _mm256_set1_epi16(1);
     for (int64_t b = 0; b < nblk; b++) {
         const uint8_t *wb = w + b * Q80X8_BLOCK;
+        if (NC == 1) th_prefetch_span(wb + TH_PREFETCH_AHEAD, Q80X8_BLOCK);
         const th_block_q8_0 *a[4];
         __m256i sum[4];
         _Pragma("GCC unroll 4") for (int j = 0; j < NC; j++) {
@@ -139,6 +148,7 @@ static inline __attribute__((always_inline)) void q4_Kx8_tile(const int NC, int6
                                          4, -1, 4, -1, 5, -1, 5, -1, 6, -1, 6, -1, 7, -1, 7, -1);
     for (int64_t sb = 0; sb < nsb; sb++) {
         const uint8_t *wb = w + sb * Q4KX8_SB;
+        if (NC == 1) th_prefetch_span(wb + TH_PREFETCH_AHEAD, Q4KX8_SB);
         const th_block_q8_K *a[4];
         __m256i sumi[4];
         _Pragma("GCC unroll 4") for (int j = 0; j < NC; j++) {
@@ -188,6 +198,80 @@ static __m256 q4_Kx8_tile1(int64_t nsb, const uint8_t *w, const char *x) {
     const char *xp[4] = { x, x, x, x };
     __m256 out[4];
     q4_Kx8_tile(1, nsb, w, xp, out);
+    return out[0];
+}
+
+enum { Q6KX8_SB = 8 * sizeof(th_block_q6_K) };
+
+/* 6-bit codes (0..63) of chunk c = 4h + i (elements 32c..32c+31), elements 4k..4k+3 of
+ * the 8 rows: a low nibble from ql (half g = i & 1, the high nibbles for i >= 2), two
+ * high bits from qh (bits 2i, 2i+1). */
+static inline __m256i q6_Kx8_codes(const uint8_t *wb, int h, int i, int k) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30);
+    __m256i l = _mm256_loadu_si256((const __m256i *)(wb + 144 + 512 * h + 256 * (i & 1) + 32 * k));
+    __m256i q = _mm256_loadu_si256((const __m256i *)(wb + 1168 + 256 * h + 32 * k));
+    l = _mm256_and_si256(i >= 2 ? _mm256_srli_epi16(l, 4) : l, m4);
+    q = i == 0 ? _mm256_slli_epi16(q, 4) : i == 1 ? _mm256_slli_epi16(q, 2) : i == 2 ? q : _mm256_srli_epi16(q, 2);
+    return _mm256_or_si256(l, _mm256_and_si256(q, m30));
+}
+
+/* The 8 rows' scales of sub-blocks s and t as 16-bit lanes (row i: s, t). */
+static inline __m256i q6_Kx8_scales(const uint8_t *wb, int s, int t) {
+    return _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(_mm_loadl_epi64((const __m128i *)(wb + 16 + 8 * s)),
+                                                  _mm_loadl_epi64((const __m128i *)(wb + 16 + 8 * t))));
+}
+
+/* Q6_K x8: per chunk, pairs of code registers (u8 x s8 products of two fit in 16 bits:
+ * 2 * 2 * 63 * 128 < 2^15) weighed by their sub-block scale with vpmaddwd; the code
+ * offset 32 comes off through the activation's bsums (32 * sum_s scale_s * bsum_s). */
+static inline __attribute__((always_inline)) void q6_Kx8_tile(const int NC, int64_t nsb, const uint8_t *w,
+                                                              const char *const x[4], __m256 out[4]) {
+    __m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps() };
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        const uint8_t *wb = w + sb * Q6KX8_SB;
+        if (NC == 1) th_prefetch_span(wb + TH_PREFETCH_AHEAD, Q6KX8_SB);
+        const th_block_q8_K *a[4];
+        __m256i sumi[4], corr[4];
+        _Pragma("GCC unroll 4") for (int j = 0; j < NC; j++) {
+            a[j] = (const th_block_q8_K *)x[j] + sb;
+            sumi[j] = corr[j] = _mm256_setzero_si256();
+        }
+        _Pragma("GCC unroll 8") for (int c = 0; c < 8; c++) {
+            const __m256i s0 = q6_Kx8_scales(wb, 2 * c, 2 * c), s1 = q6_Kx8_scales(wb, 2 * c + 1, 2 * c + 1);
+            _Pragma("GCC unroll 4") for (int k = 0; k < 8; k += 2) {
+                const __m256i v0 = q6_Kx8_codes(wb, c / 4, c % 4, k), v1 = q6_Kx8_codes(wb, c / 4, c % 4, k + 1);
+                _Pragma("GCC unroll 4") for (int j = 0; j < NC; j++) {
+                    __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(v0, bcast32(a[j]->qs + 32 * c + 4 * k)),
+                                                 _mm256_maddubs_epi16(v1, bcast32(a[j]->qs + 32 * c + 4 * k + 4)));
+                    sumi[j] = _mm256_add_epi32(sumi[j], _mm256_madd_epi16(p, k < 4 ? s0 : s1));
+                }
+            }
+        }
+        _Pragma("GCC unroll 8") for (int m = 0; m < 8; m++) {
+            const __m256i sp = q6_Kx8_scales(wb, 2 * m, 2 * m + 1);
+            _Pragma("GCC unroll 4") for (int j = 0; j < NC; j++) {
+                int32_t bp;
+                memcpy(&bp, a[j]->bsums + 2 * m, 4);
+                corr[j] = _mm256_add_epi32(corr[j], _mm256_madd_epi16(sp, _mm256_set1_epi32(bp)));
+            }
+        }
+        const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)wb));
+        _Pragma("GCC unroll 4") for (int j = 0; j < NC; j++) {
+            const __m256i s = _mm256_sub_epi32(sumi[j], _mm256_slli_epi32(corr[j], 5));
+            acc[j] = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(a[j]->d)), _mm256_cvtepi32_ps(s), acc[j]);
+        }
+    }
+    for (int j = 0; j < NC; j++) out[j] = acc[j];
+}
+
+static void q6_Kx8_tile4(int64_t nsb, const uint8_t *w, const char *const x[4], __m256 out[4]) {
+    q6_Kx8_tile(4, nsb, w, x, out);
+}
+
+static __m256 q6_Kx8_tile1(int64_t nsb, const uint8_t *w, const char *x) {
+    const char *xp[4] = { x, x, x, x };
+    __m256 out[4];
+    q6_Kx8_tile(1, nsb, w, xp, out);
     return out[0];
 }
 
@@ -242,7 +326,13 @@ static void gemm_packed_q4_K(int64_t n, int64_t r0, int64_t r1, const void *w, s
     gemm_packed(q4_Kx8_tile4, q4_Kx8_tile1, TH_QK_K, n, r0, r1, w, ws, nb, x, xs, y, ys);
 }
 
+static void gemm_packed_q6_K(int64_t n, int64_t r0, int64_t r1, const void *w, size_t ws, int64_t nb,
+                             const void *x, size_t xs, float *y, int64_t ys) {
+    gemm_packed(q6_Kx8_tile4, q6_Kx8_tile1, TH_QK_K, n, r0, r1, w, ws, nb, x, xs, y, ys);
+}
+
 void th_avx2_fill_gemm_packed(th_kernels *k) {
+    k->gemm_packed[TH_Q6_K] = gemm_packed_q6_K;
     k->gemm_packed[TH_Q4_K] = gemm_packed_q4_K;
     k->gemm_packed[TH_Q4_0] = gemm_packed_q4_0;
     k->gemm_packed[TH_Q8_0] = gemm_packed_q8_0;

@@ -30,25 +30,54 @@ void th_rope_corr_dims(int32_t n_rot, int32_t n_ctx_orig, float base, float beta
     *hi = fminf((float)(n_rot - 1), end);
 }
 
-void th_op_rope_ext(float *x, int32_t pos, const th_rope_params *r) {
+/* cs[2(i - i0)], cs[2(i - i0) + 1] = cos, sin of pair i's angle (times mscale), i in [i0, i1). */
+static void rope_table_range(float *cs, int32_t pos, const th_rope_params *r, int32_t i0, int32_t i1) {
     const float theta_scale = powf(r->base, -2.0f / (float)r->n_rot);
     float theta_base = (float)pos, mscale = r->attn_factor;
     if (r->ext_factor != 0.0f) mscale *= 1.0f + 0.1f * logf(1.0f / r->freq_scale);
-    int32_t half = r->n_rot / 2;
-    for (int32_t i = 0; i < half; i++) {
-        float ff = r->freq_factors ? r->freq_factors[i] : 1.0f;
-        float extrap = theta_base / ff, theta = r->freq_scale * extrap;
-        if (r->ext_factor != 0.0f) {
-            float mix = yarn_ramp(r->corr_lo, r->corr_hi, i) * r->ext_factor;
-            theta = theta * (1.0f - mix) + extrap * mix;
+    for (int32_t i = 0; i < i1; i++) {   /* theta_base advances from pair 0, as ggml does */
+        if (i >= i0) {
+            float ff = r->freq_factors ? r->freq_factors[i] : 1.0f;
+            float extrap = theta_base / ff, theta = r->freq_scale * extrap;
+            if (r->ext_factor != 0.0f) {
+                float mix = yarn_ramp(r->corr_lo, r->corr_hi, i) * r->ext_factor;
+                theta = theta * (1.0f - mix) + extrap * mix;
+            }
+            cs[2 * (i - i0)] = cosf(theta) * mscale;
+            cs[2 * (i - i0) + 1] = sinf(theta) * mscale;
         }
-        float c = cosf(theta) * mscale, s = sinf(theta) * mscale;
+        theta_base *= theta_scale;
+    }
+}
+
+static void rope_apply_range(float *x, const float *cs, const th_rope_params *r, int32_t i0, int32_t i1) {
+    int32_t half = r->n_rot / 2;
+    for (int32_t i = i0; i < i1; i++) {
+        float c = cs[2 * (i - i0)], s = cs[2 * (i - i0) + 1];
         int32_t a = r->type == 1 ? i : 2 * i;
         int32_t b = r->type == 1 ? i + half : 2 * i + 1;
         float x0 = x[a], x1 = x[b];
         x[a] = x0 * c - x1 * s;
         x[b] = x0 * s + x1 * c;
-        theta_base *= theta_scale;
+    }
+}
+
+bool th_op_rope_table(float *cs, int32_t pos, const th_rope_params *r) {
+    if (r->n_rot / 2 > TH_ROPE_TABLE_MAX) return false;
+    rope_table_range(cs, pos, r, 0, r->n_rot / 2);
+    return true;
+}
+
+void th_op_rope_apply(float *x, const float *cs, const th_rope_params *r) {
+    rope_apply_range(x, cs, r, 0, r->n_rot / 2);
+}
+
+void th_op_rope_ext(float *x, int32_t pos, const th_rope_params *r) {
+    float cs[2 * TH_ROPE_TABLE_MAX];
+    for (int32_t i0 = 0; i0 < r->n_rot / 2; i0 += TH_ROPE_TABLE_MAX) {
+        int32_t i1 = r->n_rot / 2 - i0 < TH_ROPE_TABLE_MAX ? r->n_rot / 2 : i0 + TH_ROPE_TABLE_MAX;
+        rope_table_range(cs, pos, r, i0, i1);
+        rope_apply_range(x, cs, r, i0, i1);
     }
 }
 

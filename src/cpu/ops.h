@@ -5,6 +5,7 @@
 #ifndef TH_CPU_OPS_H
 #define TH_CPU_OPS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 /* y = x / rms(x) * w  (w may be NULL: no weight) */
@@ -25,6 +26,13 @@ void th_rope_corr_dims(int32_t n_rot, int32_t n_ctx_orig, float base, float beta
  * theta_i = pos * base^(-2i/n_rot) / freq_factors[i], interpolated by freq_scale
  * (YaRN ramps between the two by dimension). */
 void th_op_rope_ext(float *x, int32_t pos, const th_rope_params *r);
+/* The same in two steps, for many heads at one position: the table of the angles'
+ * cosines and sines (cs: 2 * TH_ROPE_TABLE_MAX floats; false, nothing written, when
+ * n_rot / 2 is larger), then its application to one head (results identical to
+ * th_op_rope_ext). */
+enum { TH_ROPE_TABLE_MAX = 256 };
+bool th_op_rope_table(float *cs, int32_t pos, const th_rope_params *r);
+void th_op_rope_apply(float *x, const float *cs, const th_rope_params *r);
 /* The plain form (no YaRN, magnitude 1). */
 void th_op_rope(float *x, int32_t n_rot, int32_t pos, float base, float freq_scale,
                 const float *freq_factors, int rope_type);

@@ -57,6 +57,26 @@ static void pack_q4_K_group(const th_block_q4_K *const row[8], int64_t nsb, uint
     }
 }
 
+/* Q6_K: per super-block (8 x 210 bytes): the 8 rows' d, their 16 sub-block scales
+ * (byte 16 + 8s + i: row i, sub-block s), then for h, g < 2, k < 8: 32 bytes = the 8
+ * rows' ql[64h+32g+4k..+3] (byte 144 + 512h + 256g + 32k + 4i), then for h < 2, k < 8:
+ * 32 bytes = the 8 rows' qh[32h+4k..+3] (byte 1168 + 256h + 32k + 4i). */
+static void pack_q6_K_group(const th_block_q6_K *const row[8], int64_t nsb, uint8_t *dst) {
+    for (int64_t b = 0; b < nsb; b++, dst += 8 * sizeof(th_block_q6_K)) {
+        for (int i = 0; i < 8; i++) {
+            memcpy(dst + 2 * i, &row[i][b].d, 2);
+            for (int j = 0; j < 16; j++) dst[16 + 8 * j + i] = (uint8_t)row[i][b].scales[j];
+        }
+        for (int h = 0; h < 2; h++)
+            for (int k = 0; k < 8; k++)
+                for (int i = 0; i < 8; i++) {
+                    for (int g = 0; g < 2; g++)
+                        memcpy(dst + 144 + 512 * h + 256 * g + 32 * k + 4 * i, row[i][b].ql + 64 * h + 32 * g + 4 * k, 4);
+                    memcpy(dst + 1168 + 256 * h + 32 * k + 4 * i, row[i][b].qh + 32 * h + 4 * k, 4);
+                }
+    }
+}
+
 size_t th_repack_row_bytes(uint32_t type, size_t row_bytes) {
     if (type == TH_Q4_K) return row_bytes / sizeof(th_block_q4_K) * TH_Q4_K_PACKED_BYTES;
     return row_bytes;
@@ -83,6 +103,12 @@ void th_repack_rows(uint32_t type, const void *src, void *dst, int64_t rows, siz
             const th_block_q4_K *row[8];
             for (int i = 0; i < 8; i++) row[i] = (const th_block_q4_K *)(g + (size_t)i * row_bytes);
             pack_q4_K_group(row, (int64_t)(row_bytes / sizeof(th_block_q4_K)), out);
+            break;
+        }
+        case TH_Q6_K: {
+            const th_block_q6_K *row[8];
+            for (int i = 0; i < 8; i++) row[i] = (const th_block_q6_K *)(g + (size_t)i * row_bytes);
+            pack_q6_K_group(row, (int64_t)(row_bytes / sizeof(th_block_q6_K)), out);
             break;
         }
         default: memcpy(out, g, 8 * row_bytes); break;
