@@ -79,9 +79,6 @@ static void mm_quantize_worker(void *arg, int ith, int nth) {
         t->k->quantize[t->act_type](t->x + b * t->x_stride, t->xq + (size_t)b * t->xq_stride, t->n);
 }
 
-/* Threads take runs of `grab` chunks from a shared counter (not a fixed share each), so
- * a thread that the OS preempts (cores shared with other processes) delays the join
- * by at most its current run; 8-row chunks keep threads on whole cache lines of y. */
 /* Units [u0, u1) of an FFN pair: gate and up rows, then act and quantize them. */
 static void ffn_pair_units(mm_task *t, int64_t u0, int64_t u1) {
     int64_t rows = t->m[0].rows, r0 = u0 * t->unit, r1 = TH_MIN(u1 * t->unit, rows);
@@ -95,6 +92,9 @@ static void ffn_pair_units(mm_task *t, int64_t u0, int64_t u1) {
     }
 }
 
+/* Threads take runs of `grab` chunks from a shared counter (not a fixed share each), so
+ * a thread that the OS preempts (cores shared with other processes) delays the join
+ * by at most its current run; 8-row chunks keep threads on whole cache lines of y. */
 static void mm_worker(void *arg, int ith, int nth) {
     mm_task *t = arg;
     for (;;) {
@@ -135,9 +135,10 @@ static void mm_run(th_context *c, mm_task *t) {
     uint64_t qs;
     th_row_bytes(t->act_type, (uint64_t)t->n, &qs);
     t->xq_stride = (size_t)qs;
-    if (t->prequantized) {
-    } else if (t->nb >= 4) th_pool_run(c->pool, mm_quantize_worker, t);
-    else mm_quantize_worker(t, 0, 1);
+    if (!t->prequantized) {
+        if (t->nb >= 4) th_pool_run(c->pool, mm_quantize_worker, t);
+        else mm_quantize_worker(t, 0, 1);
+    }
     int64_t nth = th_pool_size(c->pool);
     t->grab = nth == 1 ? t->chunks : TH_MAX(1, t->chunks / (8 * nth));
     atomic_store_explicit(&t->next, 0, memory_order_relaxed);
