@@ -123,6 +123,12 @@ static bool bw_run(bw_slice *sl, int nt, bool touch) {
  * memory of a shared or virtual machine does not give the same bandwidth all along). */
 typedef struct bw_meter { uint64_t *buf; bw_slice *sl; size_t bytes; int nt; } bw_meter;
 
+static void bw_close(bw_meter *m) {
+    free(m->buf);
+    free(m->sl);
+    *m = (bw_meter){ 0 };
+}
+
 static bool bw_open(bw_meter *m, long mib, int nt) {
     size_t words = ((size_t)mib << 20) / sizeof(uint64_t);
     *m = (bw_meter){ .buf = malloc(words * sizeof(uint64_t)), .sl = calloc((size_t)nt, sizeof(bw_slice)),
@@ -134,16 +140,8 @@ static bool bw_open(bw_meter *m, long mib, int nt) {
         }
         if (bw_run(m->sl, nt, true)) return true;
     }
-    free(m->buf);
-    free(m->sl);
-    *m = (bw_meter){ 0 };
+    bw_close(m);
     return false;
-}
-
-static void bw_close(bw_meter *m) {
-    free(m->buf);
-    free(m->sl);
-    *m = (bw_meter){ 0 };
 }
 
 /* Best read bandwidth in GB/s (1e9 bytes/s) over `passes` passes; 0 on failure. */
