@@ -98,6 +98,19 @@ static __m256 q4_0x8_tile1(int64_t nblk, const uint8_t *w, const char *x) {
 
 enum { Q80X8_BLOCK = 272 };
 
+/* The 4-column and 1-column entry points (tile4_fn, tile1_fn below) of an always-inline
+ * tile written for NC activation rows. */
+#define TILE_ENTRIES(tile)                                                                    \
+    static void tile##4(int64_t nblk, const uint8_t *w, const char *const x[4], __m256 out[4]) { \
+        tile(4, nblk, w, x, out);                                                             \
+    }                                                                                         \
+    static __m256 tile##1(int64_t nblk, const uint8_t *w, const char *x) {                    \
+        const char *xp[4] = { x, x, x, x };                                                   \
+        __m256 out[4];                                                                        \
+        tile(1, nblk, w, xp, out);                                                            \
+        return out[0];                                                                        \
+    }
+
 /* 8 rows x NC activation rows (NC = 1 or 4, constant after inlining). */
 static inline __attribute__((always_inline)) void q8_0x8_tile(const int NC, int64_t nblk, const uint8_t *w,
                                                               const char *const x[4], __m256 out[4]) {
@@ -127,16 +140,7 @@ static inline __attribute__((always_inline)) void q8_0x8_tile(const int NC, int6
     for (int j = 0; j < NC; j++) out[j] = acc[j];
 }
 
-static void q8_0x8_tile4(int64_t nblk, const uint8_t *w, const char *const x[4], __m256 out[4]) {
-    q8_0x8_tile(4, nblk, w, x, out);
-}
-
-static __m256 q8_0x8_tile1(int64_t nblk, const uint8_t *w, const char *x) {
-    const char *xp[4] = { x, x, x, x };
-    __m256 out[4];
-    q8_0x8_tile(1, nblk, w, xp, out);
-    return out[0];
-}
+TILE_ENTRIES(q8_0x8_tile)
 
 enum { Q4KX8_SB = 8 * TH_Q4_K_PACKED_BYTES };
 
@@ -190,16 +194,7 @@ static inline __attribute__((always_inline)) void q4_Kx8_tile(const int NC, int6
     for (int j = 0; j < NC; j++) out[j] = acc[j];
 }
 
-static void q4_Kx8_tile4(int64_t nsb, const uint8_t *w, const char *const x[4], __m256 out[4]) {
-    q4_Kx8_tile(4, nsb, w, x, out);
-}
-
-static __m256 q4_Kx8_tile1(int64_t nsb, const uint8_t *w, const char *x) {
-    const char *xp[4] = { x, x, x, x };
-    __m256 out[4];
-    q4_Kx8_tile(1, nsb, w, xp, out);
-    return out[0];
-}
+TILE_ENTRIES(q4_Kx8_tile)
 
 enum { Q6KX8_SB = 8 * sizeof(th_block_q6_K) };
 
@@ -264,16 +259,7 @@ static inline __attribute__((always_inline)) void q6_Kx8_tile(const int NC, int6
     for (int j = 0; j < NC; j++) out[j] = acc[j];
 }
 
-static void q6_Kx8_tile4(int64_t nsb, const uint8_t *w, const char *const x[4], __m256 out[4]) {
-    q6_Kx8_tile(4, nsb, w, x, out);
-}
-
-static __m256 q6_Kx8_tile1(int64_t nsb, const uint8_t *w, const char *x) {
-    const char *xp[4] = { x, x, x, x };
-    __m256 out[4];
-    q6_Kx8_tile(1, nsb, w, xp, out);
-    return out[0];
-}
+TILE_ENTRIES(q6_Kx8_tile)
 
 typedef void (*tile4_fn)(int64_t nblk, const uint8_t *w, const char *const x[4], __m256 out[4]);
 typedef __m256 (*tile1_fn)(int64_t nblk, const uint8_t *w, const char *x);
