@@ -1,6 +1,6 @@
 // dequant.cu — weight rows to fp32 or fp16: the embedding lookup (rows picked
 // by token id) and the GEMM path's dequantized tiles.
-#include "cuda/common.cuh"
+#include "cuda/split.cuh"
 
 namespace {
 

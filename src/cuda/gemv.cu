@@ -2,10 +2,11 @@
 // y[t][r] (+)= W[r] · x[t] for t < n (tokens processed NT at a time so each
 // weight is read once per NT tokens). One warp per weight row; lanes walk the
 // row in 16-byte coalesced loads.
-//   Q4_0, Q8_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS (SPLIT layout): int8 dot products (dp4a) against q8 activations.
+//   Q4_0, Q8_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS (SPLIT layout,
+//   split.c/split.cuh): int8 dot products (dp4a) against q8 activations.
 //   F32, F16, BF16: fp32 math on 16-byte vector loads.
-//   every other type: decode 32 weights at a time (common.cuh) and fp32 math.
-#include "cuda/common.cuh"
+//   every other type: decode 32 weights at a time (dq32_mat, split.cuh) and fp32 math.
+#include "cuda/split.cuh"
 #include <stdlib.h>
 
 namespace {
@@ -54,18 +55,6 @@ __device__ __forceinline__ void finish(float (&acc)[RPW][NT], int lane, int64_t 
 __device__ __forceinline__ void gemv_enter() {
     pdl_trigger();
     pdl_wait();
-}
-
-// Q4_0-order nibbles · activations (the 8 dp4a of a 32-weight sub-block).
-__device__ __forceinline__ int dot_nibbles(uint4 q, int4 a0, int4 a1) {
-    int s = __dp4a((int)(q.x & 0x0f0f0f0f), a0.x, 0);
-    s = __dp4a((int)(q.y & 0x0f0f0f0f), a0.y, s);
-    s = __dp4a((int)(q.z & 0x0f0f0f0f), a0.z, s);
-    s = __dp4a((int)(q.w & 0x0f0f0f0f), a0.w, s);
-    s = __dp4a((int)((q.x >> 4) & 0x0f0f0f0f), a1.x, s);
-    s = __dp4a((int)((q.y >> 4) & 0x0f0f0f0f), a1.y, s);
-    s = __dp4a((int)((q.z >> 4) & 0x0f0f0f0f), a1.z, s);
-    return __dp4a((int)((q.w >> 4) & 0x0f0f0f0f), a1.w, s);
 }
 
 // ---- Q4_0 split: 16 bytes of quants = one 32-block per lane-step ----
@@ -137,224 +126,8 @@ __global__ void __launch_bounds__(NW * 32) gemv_q4_0(th_cu_mat w, th_cu_q8 xq, f
     finish<NT, RPW>(acc, m.lane, m.row0, w.rows, y, ys, accum);
 }
 
-// ---- Q8_0 split: 32 bytes of quants (two 16-byte loads) per 32-block ----
-template <int RPW>
-__device__ __forceinline__ void q8_load(const int4 *wq, const __half *wd, int64_t nb, int nr, int64_t b0,
-                                        int4 (&v0)[RPW][U], int4 (&v1)[RPW][U], float (&d)[RPW][U]) {
-#pragma unroll
-    for (int u = 0; u < U; u++) {
-        int64_t b = b0 + u * 32;
-#pragma unroll
-        for (int r = 0; r < RPW; r++)
-            if (b < nb && r < nr) {
-                v0[r][u] = __ldg(wq + 2 * (r * nb + b));
-                v1[r][u] = __ldg(wq + 2 * (r * nb + b) + 1);
-                d[r][u] = __half2float(wd[r * nb + b]);
-            }
-    }
-}
-
-template <int NT, int NW, int RPW>
-__global__ void __launch_bounds__(NW * 32) gemv_q8_0(th_cu_mat w, th_cu_q8 xq, float *y, int64_t ys, bool accum) {
-    pdl_trigger();
-    RowMap<NW, RPW> m;
-    float acc[RPW][NT];
-#pragma unroll
-    for (int r = 0; r < RPW; r++)
-#pragma unroll
-        for (int t = 0; t < NT; t++) acc[r][t] = 0.0f;
-    const int64_t nb = w.K / 32;
-    const int nr = (int)min((int64_t)RPW, w.rows - m.row0);
-    const int4 *wq = (const int4 *)((const int8_t *)w.data + m.row0 * w.K);
-    const __half *wd = (const __half *)w.scales + m.row0 * nb;
-    int4 v0[RPW][U], v1[RPW][U];
-    float d[RPW][U];
-    // the first weights are loaded before waiting for the activations
-    if (nr > 0) q8_load<RPW>(wq, wd, nb, nr, m.lane, v0, v1, d);
-    pdl_wait();
-    if (nr > 0) {
-        for (int64_t b0 = m.lane; b0 < nb; b0 += 32 * U) {
-#pragma unroll
-            for (int u = 0; u < U; u++) {
-                int64_t b = b0 + u * 32;
-                if (b >= nb) break;
-#pragma unroll
-                for (int t = 0; t < NT; t++) {
-                    const int4 *xa = (const int4 *)(xq.q + t * w.K + b * 32);
-                    int4 a0 = __ldg(xa), a1 = __ldg(xa + 1);
-                    float xd = __ldg(xq.d + t * nb + b);
-#pragma unroll
-                    for (int r = 0; r < RPW; r++) {
-                        if (r >= nr) break;
-                        int s = __dp4a(v0[r][u].x, a0.x, 0);
-                        s = __dp4a(v0[r][u].y, a0.y, s); s = __dp4a(v0[r][u].z, a0.z, s); s = __dp4a(v0[r][u].w, a0.w, s);
-                        s = __dp4a(v1[r][u].x, a1.x, s); s = __dp4a(v1[r][u].y, a1.y, s); s = __dp4a(v1[r][u].z, a1.z, s); s = __dp4a(v1[r][u].w, a1.w, s);
-                        acc[r][t] += d[r][u] * xd * (float)s;
-                    }
-                }
-            }
-            if (b0 + 32 * U < nb) q8_load<RPW>(wq, wd, nb, nr, b0 + 32 * U, v0, v1, d);
-        }
-    }
-    finish<NT, RPW>(acc, m.lane, m.row0, w.rows, y, ys, accum);
-}
-
-// ---- Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS split: one 32-weight sub-block (16 bytes of 4-bit codes, plus
-// 8 bytes of high bits for Q6_K) per lane-step; per-sub-block scales from the
-// 256-weight records (split.c). Int8 dot products against q8 activations. ----
-template <uint32_t TYPE> struct KSub;
-
-// 5-bit codes (low nibbles + fifth bits H, split.c) · activations.
-__device__ __forceinline__ int dot_5bit(uint4 q, uint32_t H, int4 a0, int4 a1) {
-    const uint32_t L[4] = { q.x, q.y, q.z, q.w };
-    const int A0[4] = { a0.x, a0.y, a0.z, a0.w }, A1[4] = { a1.x, a1.y, a1.z, a1.w };
-    int s = 0;
-#pragma unroll
-    for (int k = 0; k < 4; k++) {
-        uint32_t lo, hi;
-        q5k_codes(L[k], H, k, lo, hi);
-        s = __dp4a((int)lo, A0[k], s);
-        s = __dp4a((int)hi, A1[k], s);
-    }
-    return s;
-}
-
-__device__ __forceinline__ uint4 ld_quants(const th_cu_mat &w, int64_t r, int64_t b) {
-    return __ldg((const uint4 *)((const uint8_t *)w.data + r * (w.K / 2)) + b);
-}
-
-// Four 4-bit codes (one per byte) → the IQ4 values (int8), one per byte.
-__device__ __forceinline__ int iq4_values(uint32_t n) {
-    constexpr uint32_t T0 = 0xbfad9881u, T1 = 0xf6eaddcfu, T2 = 0x26190d01u, T3 = 0x71594535u;  // k_iq4nl[0..15]
-    uint32_t sel = (n & 0x7u) | ((n >> 4) & 0x70u) | ((n >> 8) & 0x700u) | ((n >> 12) & 0x7000u);
-    uint32_t lo = __byte_perm(T0, T1, sel), hi = __byte_perm(T2, T3, sel);
-    uint32_t m = ((n >> 3) & 0x01010101u) * 0xffu;
-    return (int)((lo & ~m) | (hi & m));
-}
-
-template <uint32_t TYPE> struct KSubIQ4 {  // w = d·value[q]  (IQ4_XS: d·(scale − 32))
-    uint4 q;
-    float d;
-    __device__ __forceinline__ void load(const th_cu_mat &w, int64_t r, int64_t b) {
-        q = ld_quants(w, r, b);
-        if (TYPE == TH_IQ4_NL) {
-            d = __half2float(__ldg((const __half *)w.scales + r * (w.K / 32) + b));
-        } else {
-            const uint8_t *rec = (const uint8_t *)w.scales + (r * (w.K / 256) + (b >> 3)) * 12;
-            d = __half2float(__ldg((const __half *)rec)) * (float)(int8_t)__ldg(rec + 4 + (b & 7));
-        }
-    }
-    __device__ __forceinline__ float dot(int4 a0, int4 a1, float xd, int) const {
-        int s = __dp4a(iq4_values(q.x & 0x0f0f0f0f), a0.x, 0);
-        s = __dp4a(iq4_values(q.y & 0x0f0f0f0f), a0.y, s);
-        s = __dp4a(iq4_values(q.z & 0x0f0f0f0f), a0.z, s);
-        s = __dp4a(iq4_values(q.w & 0x0f0f0f0f), a0.w, s);
-        s = __dp4a(iq4_values((q.x >> 4) & 0x0f0f0f0f), a1.x, s);
-        s = __dp4a(iq4_values((q.y >> 4) & 0x0f0f0f0f), a1.y, s);
-        s = __dp4a(iq4_values((q.z >> 4) & 0x0f0f0f0f), a1.z, s);
-        s = __dp4a(iq4_values((q.w >> 4) & 0x0f0f0f0f), a1.w, s);
-        return xd * d * (float)s;
-    }
-};
-template <> struct KSub<TH_IQ4_NL> : KSubIQ4<TH_IQ4_NL> {};
-template <> struct KSub<TH_IQ4_XS> : KSubIQ4<TH_IQ4_XS> {};
-
-template <> struct KSub<TH_Q4_1> {  // w = d·q + m
-    uint4 q;
-    float d, m;
-    __device__ __forceinline__ void load(const th_cu_mat &w, int64_t r, int64_t b) {
-        q = ld_quants(w, r, b);
-        float2 f = __half22float2(__ldg((const __half2 *)w.scales + r * (w.K / 32) + b));
-        d = f.x; m = f.y;
-    }
-    __device__ __forceinline__ float dot(int4 a0, int4 a1, float xd, int xs) const {
-        return xd * (d * (float)dot_nibbles(q, a0, a1) + m * (float)xs);
-    }
-};
-
-template <uint32_t TYPE> struct KSub5 {  // Q5_0: w = d·(q − 16); Q5_1: w = d·q + m
-    uint4 q;
-    uint32_t h;
-    float d, m;
-    __device__ __forceinline__ void load(const th_cu_mat &w, int64_t r, int64_t b) {
-        q = ld_quants(w, r, b);
-        uint2 rec = __ldg((const uint2 *)w.scales + r * (w.K / 32) + b);
-        h = rec.x;
-        float2 f = __half22float2(*(const __half2 *)&rec.y);
-        d = f.x; m = f.y;
-    }
-    __device__ __forceinline__ float dot(int4 a0, int4 a1, float xd, int xs) const {
-        int s = dot_5bit(q, h, a0, a1);
-        if (TYPE == TH_Q5_0) return xd * d * (float)(s - 16 * xs);
-        return xd * (d * (float)s + m * (float)xs);
-    }
-};
-template <> struct KSub<TH_Q5_0> : KSub5<TH_Q5_0> {};
-template <> struct KSub<TH_Q5_1> : KSub5<TH_Q5_1> {};
-
-template <> struct KSub<TH_Q4_K> {  // w = d·sc·q − dmin·m
-    uint4 q;
-    float ds, dm;
-    __device__ __forceinline__ void load(const th_cu_mat &w, int64_t r, int64_t b) {
-        q = ld_quants(w, r, b);
-        const uint8_t *rec = (const uint8_t *)w.scales + (r * (w.K / 256) + (b >> 3)) * 20;
-        float2 d = __half22float2(__ldg((const __half2 *)rec));
-        ds = d.x * (float)__ldg(rec + 4 + (b & 7));
-        dm = d.y * (float)__ldg(rec + 12 + (b & 7));
-    }
-    __device__ __forceinline__ float dot(int4 a0, int4 a1, float xd, int xs) const {
-        return xd * (ds * (float)dot_nibbles(q, a0, a1) - dm * (float)xs);
-    }
-};
-
-template <> struct KSub<TH_Q5_K> {  // w = d·sc·q − dmin·m, 5-bit q
-    uint4 q;
-    uint32_t h;
-    float ds, dm;
-    __device__ __forceinline__ void load(const th_cu_mat &w, int64_t r, int64_t b) {
-        q = ld_quants(w, r, b);
-        const uint8_t *row = (const uint8_t *)w.scales + r * (w.K / 8 + w.K / 256 * 20);
-        h = __ldg((const uint32_t *)row + b);
-        const uint8_t *rec = row + w.K / 8 + (b >> 3) * 20;
-        float2 d = __half22float2(__ldg((const __half2 *)rec));
-        ds = d.x * (float)__ldg(rec + 4 + (b & 7));
-        dm = d.y * (float)__ldg(rec + 12 + (b & 7));
-    }
-    __device__ __forceinline__ float dot(int4 a0, int4 a1, float xd, int xs) const {
-        int s = dot_5bit(q, h, a0, a1);
-        return xd * (ds * (float)s - dm * (float)xs);
-    }
-};
-
-template <> struct KSub<TH_Q6_K> {  // w = d·sc16·(q − 32), one scale per 16 weights
-    uint4 q;
-    uint2 h;
-    float d0, d1;
-    __device__ __forceinline__ void load(const th_cu_mat &w, int64_t r, int64_t b) {
-        q = ld_quants(w, r, b);
-        const uint8_t *row = (const uint8_t *)w.scales + r * (w.K / 4 + w.K / 256 * 24);
-        h = __ldg((const uint2 *)row + b);
-        const uint8_t *rec = row + w.K / 4 + (b >> 3) * 24;
-        float d = __half2float(__ldg((const __half *)rec));
-        unsigned short sc = __ldg((const unsigned short *)(rec + 8) + (b & 7));
-        d0 = d * (float)(int8_t)(sc & 0xff);
-        d1 = d * (float)(int8_t)(sc >> 8);
-    }
-    __device__ __forceinline__ float dot(int4 a0, int4 a1, float xd, int) const {
-        const uint32_t L[4] = { q.x, q.y, q.z, q.w };
-        const int A0[4] = { a0.x, a0.y, a0.z, a0.w }, A1[4] = { a1.x, a1.y, a1.z, a1.w };
-        int slo = 0, shi = 0;
-#pragma unroll
-        for (int k = 0; k < 4; k++) {
-            uint32_t lo, hi;
-            q6k_codes(L[k], h, k, lo, hi);
-            slo = __dp4a((int)__vsub4(lo, 0x20202020u), A0[k], slo);
-            shi = __dp4a((int)__vsub4(hi, 0x20202020u), A1[k], shi);
-        }
-        return xd * (d0 * (float)slo + d1 * (float)shi);
-    }
-};
-
+// ---- the other split types: one 32-weight sub-block (split.cuh's KSub) per
+// lane-step, its int8 dot product against the q8 activations. ----
 template <uint32_t TYPE, int NT, int NW, int RPW>
 __global__ void __launch_bounds__(NW * 32) gemv_ksplit(th_cu_mat w, th_cu_q8 xq, float *y, int64_t ys, bool accum) {
     pdl_trigger();
@@ -388,7 +161,7 @@ __global__ void __launch_bounds__(NW * 32) gemv_ksplit(th_cu_mat w, th_cu_q8 xq,
                     const int4 *xa = (const int4 *)(xq.q + t * w.K + b * 32);
                     int4 a0 = __ldg(xa), a1 = __ldg(xa + 1);
                     float xd = __ldg(xq.d + t * nb + b);
-                    int xs = __ldg(xq.s + t * nb + b);
+                    int xs = KSub<TYPE>::uses_sum ? __ldg(xq.s + t * nb + b) : 0;
 #pragma unroll
                     for (int r = 0; r < RPW; r++)
                         if (r < nr) acc[r][t] += v[r][u].dot(a0, a1, xd, xs);
@@ -542,15 +315,19 @@ void launch_w(const th_cu_mat *w, const float *x, int64_t xs, const th_cu_q8 *xq
             else launch_k(gemv_q4_0<NT, NW, RPW, false, 4>, grid, block, st, *w, *xq, y, ys, accum);
             return;
         }
-        if (w->type == TH_Q8_0) { launch_k(gemv_q8_0<NT, NW, RPW>, grid, block, st, *w, *xq, y, ys, accum); return; }
-        if (w->type == TH_Q4_1) { launch_k(gemv_ksplit<TH_Q4_1, NT, NW, RPW>, grid, block, st, *w, *xq, y, ys, accum); return; }
-        if (w->type == TH_Q5_0) { launch_k(gemv_ksplit<TH_Q5_0, NT, NW, RPW>, grid, block, st, *w, *xq, y, ys, accum); return; }
-        if (w->type == TH_Q5_1) { launch_k(gemv_ksplit<TH_Q5_1, NT, NW, RPW>, grid, block, st, *w, *xq, y, ys, accum); return; }
-        if (w->type == TH_IQ4_NL) { launch_k(gemv_ksplit<TH_IQ4_NL, NT, NW, RPW>, grid, block, st, *w, *xq, y, ys, accum); return; }
-        if (w->type == TH_IQ4_XS) { launch_k(gemv_ksplit<TH_IQ4_XS, NT, NW, RPW>, grid, block, st, *w, *xq, y, ys, accum); return; }
-        if (w->type == TH_Q4_K) { launch_k(gemv_ksplit<TH_Q4_K, NT, NW, RPW>, grid, block, st, *w, *xq, y, ys, accum); return; }
-        if (w->type == TH_Q5_K) { launch_k(gemv_ksplit<TH_Q5_K, NT, NW, RPW>, grid, block, st, *w, *xq, y, ys, accum); return; }
-        if (w->type == TH_Q6_K) { launch_k(gemv_ksplit<TH_Q6_K, NT, NW, RPW>, grid, block, st, *w, *xq, y, ys, accum); return; }
+        auto ks = [&](auto kernel) { launch_k(kernel, grid, block, st, *w, *xq, y, ys, accum); };
+        switch (w->type) {
+        case TH_Q8_0: ks(gemv_ksplit<TH_Q8_0, NT, NW, RPW>); return;
+        case TH_Q4_1: ks(gemv_ksplit<TH_Q4_1, NT, NW, RPW>); return;
+        case TH_Q5_0: ks(gemv_ksplit<TH_Q5_0, NT, NW, RPW>); return;
+        case TH_Q5_1: ks(gemv_ksplit<TH_Q5_1, NT, NW, RPW>); return;
+        case TH_IQ4_NL: ks(gemv_ksplit<TH_IQ4_NL, NT, NW, RPW>); return;
+        case TH_IQ4_XS: ks(gemv_ksplit<TH_IQ4_XS, NT, NW, RPW>); return;
+        case TH_Q4_K: ks(gemv_ksplit<TH_Q4_K, NT, NW, RPW>); return;
+        case TH_Q5_K: ks(gemv_ksplit<TH_Q5_K, NT, NW, RPW>); return;
+        case TH_Q6_K: ks(gemv_ksplit<TH_Q6_K, NT, NW, RPW>); return;
+        default: break;
+        }
     }
     switch (w->type) {
     case TH_F32: launch_k(gemv_float<TH_F32, NT, NW, RPW>, grid, block, st, *w, x, xs, y, ys, accum); return;

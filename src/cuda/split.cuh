@@ -1,0 +1,327 @@
+// split.cuh — the device side of the SPLIT weight layouts (split.c has the byte
+// layouts and the host repacking). KSub<TYPE> holds one 32-weight sub-block of a
+// split type in registers: load() reads it (codes with 16-byte loads, its scales
+// from the scale array); dot() is its int8 product with a q8 activation block (the
+// GEMV, gemv.cu; uses_sum says whether it needs the block's integer sum); decode()
+// gives its 32 weights as floats (dequantization, dequant.cu, and the generic GEMV).
+// Q4_0 has its own GEMV kernel (gemv.cu).
+#ifndef TH_CUDA_SPLIT_CUH
+#define TH_CUDA_SPLIT_CUH
+#include "cuda/common.cuh"
+
+// Byte j (0..15) of a 16-byte register.
+static __device__ __forceinline__ uint32_t byte_of(uint4 q, int j) {
+    uint32_t w = j < 4 ? q.x : j < 8 ? q.y : j < 12 ? q.z : q.w;
+    return (w >> (8 * (j & 3))) & 0xffu;
+}
+
+// The full 6-bit codes (0..63) of Q6_K split sub-block words: word k of the
+// 16 quant bytes (L) with its high bits (H, see split.c) gives weights
+// 4k..4k+3 (lo) and 16+4k..16+4k+3 (hi), one per byte.
+static __device__ __forceinline__ void q6k_codes(uint32_t L, uint2 H, int k, uint32_t &lo, uint32_t &hi) {
+    uint32_t h = ((k < 2 ? H.x : H.y) >> (4 * (k & 1))) & 0x0f0f0f0fu;
+    lo = (L & 0x0f0f0f0fu) | ((h & 0x03030303u) << 4);
+    hi = ((L >> 4) & 0x0f0f0f0fu) | ((h & 0x0c0c0c0cu) << 2);
+}
+
+// The 5-bit codes (0..31) of Q5_K split sub-block words (fifth bits H, split.c).
+static __device__ __forceinline__ void q5k_codes(uint32_t L, uint32_t H, int k, uint32_t &lo, uint32_t &hi) {
+    lo = (L & 0x0f0f0f0fu) | (((H >> k) & 0x01010101u) << 4);
+    hi = ((L >> 4) & 0x0f0f0f0fu) | (((H >> (4 + k)) & 0x01010101u) << 4);
+}
+
+// Q4_0-order nibbles · activations (the 8 dp4a of a 32-weight sub-block).
+static __device__ __forceinline__ int dot_nibbles(uint4 q, int4 a0, int4 a1) {
+    int s = __dp4a((int)(q.x & 0x0f0f0f0f), a0.x, 0);
+    s = __dp4a((int)(q.y & 0x0f0f0f0f), a0.y, s);
+    s = __dp4a((int)(q.z & 0x0f0f0f0f), a0.z, s);
+    s = __dp4a((int)(q.w & 0x0f0f0f0f), a0.w, s);
+    s = __dp4a((int)((q.x >> 4) & 0x0f0f0f0f), a1.x, s);
+    s = __dp4a((int)((q.y >> 4) & 0x0f0f0f0f), a1.y, s);
+    s = __dp4a((int)((q.z >> 4) & 0x0f0f0f0f), a1.z, s);
+    return __dp4a((int)((q.w >> 4) & 0x0f0f0f0f), a1.w, s);
+}
+
+template <uint32_t TYPE> struct KSub;
+
+// 5-bit codes (low nibbles + fifth bits H, split.c) · activations.
+static __device__ __forceinline__ int dot_5bit(uint4 q, uint32_t H, int4 a0, int4 a1) {
+    const uint32_t L[4] = { q.x, q.y, q.z, q.w };
+    const int A0[4] = { a0.x, a0.y, a0.z, a0.w }, A1[4] = { a1.x, a1.y, a1.z, a1.w };
+    int s = 0;
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        uint32_t lo, hi;
+        q5k_codes(L[k], H, k, lo, hi);
+        s = __dp4a((int)lo, A0[k], s);
+        s = __dp4a((int)hi, A1[k], s);
+    }
+    return s;
+}
+
+static __device__ __forceinline__ uint4 ld_quants(const th_cu_mat &w, int64_t r, int64_t b) {
+    return __ldg((const uint4 *)((const uint8_t *)w.data + r * (w.K / 2)) + b);
+}
+
+// Four 4-bit codes (one per byte) → the IQ4 values (int8), one per byte.
+static __device__ __forceinline__ int iq4_values(uint32_t n) {
+    constexpr uint32_t T0 = 0xbfad9881u, T1 = 0xf6eaddcfu, T2 = 0x26190d01u, T3 = 0x71594535u;  // k_iq4nl[0..15]
+    uint32_t sel = (n & 0x7u) | ((n >> 4) & 0x70u) | ((n >> 8) & 0x700u) | ((n >> 12) & 0x7000u);
+    uint32_t lo = __byte_perm(T0, T1, sel), hi = __byte_perm(T2, T3, sel);
+    uint32_t m = ((n >> 3) & 0x01010101u) * 0xffu;
+    return (int)((lo & ~m) | (hi & m));
+}
+
+template <uint32_t TYPE> struct KSubIQ4 {  // w = d·value[q]  (IQ4_XS: d·(scale − 32))
+    static constexpr bool uses_sum = false;  // whether dot() reads the activation block sum
+    uint4 q;
+    float d;
+    __device__ __forceinline__ void load(const th_cu_mat &w, int64_t r, int64_t b) {
+        q = ld_quants(w, r, b);
+        if (TYPE == TH_IQ4_NL) {
+            d = __half2float(__ldg((const __half *)w.scales + r * (w.K / 32) + b));
+        } else {
+            const uint8_t *rec = (const uint8_t *)w.scales + (r * (w.K / 256) + (b >> 3)) * 12;
+            d = __half2float(__ldg((const __half *)rec)) * (float)(int8_t)__ldg(rec + 4 + (b & 7));
+        }
+    }
+    __device__ __forceinline__ float dot(int4 a0, int4 a1, float xd, int) const {
+        int s = __dp4a(iq4_values(q.x & 0x0f0f0f0f), a0.x, 0);
+        s = __dp4a(iq4_values(q.y & 0x0f0f0f0f), a0.y, s);
+        s = __dp4a(iq4_values(q.z & 0x0f0f0f0f), a0.z, s);
+        s = __dp4a(iq4_values(q.w & 0x0f0f0f0f), a0.w, s);
+        s = __dp4a(iq4_values((q.x >> 4) & 0x0f0f0f0f), a1.x, s);
+        s = __dp4a(iq4_values((q.y >> 4) & 0x0f0f0f0f), a1.y, s);
+        s = __dp4a(iq4_values((q.z >> 4) & 0x0f0f0f0f), a1.z, s);
+        s = __dp4a(iq4_values((q.w >> 4) & 0x0f0f0f0f), a1.w, s);
+        return xd * d * (float)s;
+    }
+    __device__ __forceinline__ void decode(float out[32]) const {
+#pragma unroll
+        for (int j = 0; j < 16; j++) {
+            uint32_t c = byte_of(q, j);
+            out[j] = d * k_iq4nl[c & 15];
+            out[j + 16] = d * k_iq4nl[c >> 4];
+        }
+    }
+};
+template <> struct KSub<TH_IQ4_NL> : KSubIQ4<TH_IQ4_NL> {};
+template <> struct KSub<TH_IQ4_XS> : KSubIQ4<TH_IQ4_XS> {};
+
+template <> struct KSub<TH_Q8_0> {  // w = d·q, 32 int8 codes (two 16-byte loads)
+    static constexpr bool uses_sum = false;  // whether dot() reads the activation block sum
+    int4 q0, q1;
+    float d;
+    __device__ __forceinline__ void load(const th_cu_mat &w, int64_t r, int64_t b) {
+        const int4 *p = (const int4 *)((const int8_t *)w.data + r * w.K) + 2 * b;
+        q0 = __ldg(p);
+        q1 = __ldg(p + 1);
+        d = __half2float(__ldg((const __half *)w.scales + r * (w.K / 32) + b));
+    }
+    __device__ __forceinline__ float dot(int4 a0, int4 a1, float xd, int) const {
+        int s = __dp4a(q0.x, a0.x, 0);
+        s = __dp4a(q0.y, a0.y, s); s = __dp4a(q0.z, a0.z, s); s = __dp4a(q0.w, a0.w, s);
+        s = __dp4a(q1.x, a1.x, s); s = __dp4a(q1.y, a1.y, s); s = __dp4a(q1.z, a1.z, s); s = __dp4a(q1.w, a1.w, s);
+        return d * xd * (float)s;
+    }
+    __device__ __forceinline__ void decode(float out[32]) const {
+#pragma unroll
+        for (int j = 0; j < 16; j++) {
+            out[j] = (float)(int8_t)byte_of(make_uint4(q0.x, q0.y, q0.z, q0.w), j) * d;
+            out[j + 16] = (float)(int8_t)byte_of(make_uint4(q1.x, q1.y, q1.z, q1.w), j) * d;
+        }
+    }
+};
+
+template <> struct KSub<TH_Q4_1> {  // w = d·q + m
+    static constexpr bool uses_sum = true;  // whether dot() reads the activation block sum
+    uint4 q;
+    float d, m;
+    __device__ __forceinline__ void load(const th_cu_mat &w, int64_t r, int64_t b) {
+        q = ld_quants(w, r, b);
+        float2 f = __half22float2(__ldg((const __half2 *)w.scales + r * (w.K / 32) + b));
+        d = f.x; m = f.y;
+    }
+    __device__ __forceinline__ float dot(int4 a0, int4 a1, float xd, int xs) const {
+        return xd * (d * (float)dot_nibbles(q, a0, a1) + m * (float)xs);
+    }
+    __device__ __forceinline__ void decode(float out[32]) const {
+#pragma unroll
+        for (int j = 0; j < 16; j++) {
+            uint32_t c = byte_of(q, j);
+            out[j] = d * (float)(c & 15) + m;
+            out[j + 16] = d * (float)(c >> 4) + m;
+        }
+    }
+};
+
+template <uint32_t TYPE> struct KSub5 {  // Q5_0: w = d·(q − 16); Q5_1: w = d·q + m
+    static constexpr bool uses_sum = true;  // whether dot() reads the activation block sum
+    uint4 q;
+    uint32_t h;
+    float d, m;
+    __device__ __forceinline__ void load(const th_cu_mat &w, int64_t r, int64_t b) {
+        q = ld_quants(w, r, b);
+        uint2 rec = __ldg((const uint2 *)w.scales + r * (w.K / 32) + b);
+        h = rec.x;
+        float2 f = __half22float2(*(const __half2 *)&rec.y);
+        d = f.x; m = f.y;
+    }
+    __device__ __forceinline__ float dot(int4 a0, int4 a1, float xd, int xs) const {
+        int s = dot_5bit(q, h, a0, a1);
+        if (TYPE == TH_Q5_0) return xd * d * (float)(s - 16 * xs);
+        return xd * (d * (float)s + m * (float)xs);
+    }
+    __device__ __forceinline__ void decode(float out[32]) const {
+        const uint32_t L[4] = { q.x, q.y, q.z, q.w };
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            uint32_t lo, hi;
+            q5k_codes(L[k], h, k, lo, hi);
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                int a = (int)((lo >> (8 * j)) & 31), b = (int)((hi >> (8 * j)) & 31);
+                if (TYPE == TH_Q5_0) { out[4 * k + j] = (a - 16) * d; out[16 + 4 * k + j] = (b - 16) * d; }
+                else { out[4 * k + j] = d * a + m; out[16 + 4 * k + j] = d * b + m; }
+            }
+        }
+    }
+};
+template <> struct KSub<TH_Q5_0> : KSub5<TH_Q5_0> {};
+template <> struct KSub<TH_Q5_1> : KSub5<TH_Q5_1> {};
+
+template <> struct KSub<TH_Q4_K> {  // w = d·sc·q − dmin·m
+    static constexpr bool uses_sum = true;  // whether dot() reads the activation block sum
+    uint4 q;
+    float ds, dm;
+    __device__ __forceinline__ void load(const th_cu_mat &w, int64_t r, int64_t b) {
+        q = ld_quants(w, r, b);
+        const uint8_t *rec = (const uint8_t *)w.scales + (r * (w.K / 256) + (b >> 3)) * 20;
+        float2 d = __half22float2(__ldg((const __half2 *)rec));
+        ds = d.x * (float)__ldg(rec + 4 + (b & 7));
+        dm = d.y * (float)__ldg(rec + 12 + (b & 7));
+    }
+    __device__ __forceinline__ float dot(int4 a0, int4 a1, float xd, int xs) const {
+        return xd * (ds * (float)dot_nibbles(q, a0, a1) - dm * (float)xs);
+    }
+    __device__ __forceinline__ void decode(float out[32]) const {
+#pragma unroll
+        for (int j = 0; j < 16; j++) {
+            uint32_t c = byte_of(q, j);
+            out[j] = ds * (float)(c & 15) - dm;
+            out[j + 16] = ds * (float)(c >> 4) - dm;
+        }
+    }
+};
+
+template <> struct KSub<TH_Q5_K> {  // w = d·sc·q − dmin·m, 5-bit q
+    static constexpr bool uses_sum = true;  // whether dot() reads the activation block sum
+    uint4 q;
+    uint32_t h;
+    float ds, dm;
+    __device__ __forceinline__ void load(const th_cu_mat &w, int64_t r, int64_t b) {
+        q = ld_quants(w, r, b);
+        const uint8_t *row = (const uint8_t *)w.scales + r * (w.K / 8 + w.K / 256 * 20);
+        h = __ldg((const uint32_t *)row + b);
+        const uint8_t *rec = row + w.K / 8 + (b >> 3) * 20;
+        float2 d = __half22float2(__ldg((const __half2 *)rec));
+        ds = d.x * (float)__ldg(rec + 4 + (b & 7));
+        dm = d.y * (float)__ldg(rec + 12 + (b & 7));
+    }
+    __device__ __forceinline__ float dot(int4 a0, int4 a1, float xd, int xs) const {
+        int s = dot_5bit(q, h, a0, a1);
+        return xd * (ds * (float)s - dm * (float)xs);
+    }
+    __device__ __forceinline__ void decode(float out[32]) const {
+        const uint32_t L[4] = { q.x, q.y, q.z, q.w };
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            uint32_t lo, hi;
+            q5k_codes(L[k], h, k, lo, hi);
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                out[4 * k + j] = ds * (float)((lo >> (8 * j)) & 31) - dm;
+                out[16 + 4 * k + j] = ds * (float)((hi >> (8 * j)) & 31) - dm;
+            }
+        }
+    }
+};
+
+template <> struct KSub<TH_Q6_K> {  // w = d·sc16·(q − 32), one scale per 16 weights
+    static constexpr bool uses_sum = false;  // whether dot() reads the activation block sum
+    uint4 q;
+    uint2 h;
+    float d0, d1;
+    __device__ __forceinline__ void load(const th_cu_mat &w, int64_t r, int64_t b) {
+        q = ld_quants(w, r, b);
+        const uint8_t *row = (const uint8_t *)w.scales + r * (w.K / 4 + w.K / 256 * 24);
+        h = __ldg((const uint2 *)row + b);
+        const uint8_t *rec = row + w.K / 4 + (b >> 3) * 24;
+        float d = __half2float(__ldg((const __half *)rec));
+        unsigned short sc = __ldg((const unsigned short *)(rec + 8) + (b & 7));
+        d0 = d * (float)(int8_t)(sc & 0xff);
+        d1 = d * (float)(int8_t)(sc >> 8);
+    }
+    __device__ __forceinline__ float dot(int4 a0, int4 a1, float xd, int) const {
+        const uint32_t L[4] = { q.x, q.y, q.z, q.w };
+        const int A0[4] = { a0.x, a0.y, a0.z, a0.w }, A1[4] = { a1.x, a1.y, a1.z, a1.w };
+        int slo = 0, shi = 0;
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            uint32_t lo, hi;
+            q6k_codes(L[k], h, k, lo, hi);
+            slo = __dp4a((int)__vsub4(lo, 0x20202020u), A0[k], slo);
+            shi = __dp4a((int)__vsub4(hi, 0x20202020u), A1[k], shi);
+        }
+        return xd * (d0 * (float)slo + d1 * (float)shi);
+    }
+    __device__ __forceinline__ void decode(float out[32]) const {
+        const uint32_t L[4] = { q.x, q.y, q.z, q.w };
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            uint32_t lo, hi;
+            q6k_codes(L[k], h, k, lo, hi);
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                out[4 * k + j] = d0 * (float)((int)((lo >> (8 * j)) & 63) - 32);
+                out[16 + 4 * k + j] = d1 * (float)((int)((hi >> (8 * j)) & 63) - 32);
+            }
+        }
+    }
+};
+
+
+// Sub-block g (32 weights) of row r of a SPLIT matrix, to floats.
+template <uint32_t TYPE>
+static __device__ __forceinline__ void dq32_as(const th_cu_mat &w, int64_t r, int64_t g, float out[32]) {
+    KSub<TYPE> s;
+    s.load(w, r, g);
+    s.decode(out);
+}
+
+static __device__ __forceinline__ void dq32_split(const th_cu_mat &w, int64_t r, int64_t g, float out[32]) {
+    switch (w.type) {
+    case TH_Q4_0: {
+        float d = h2f(((const uint16_t *)w.scales)[r * (w.K / 32) + g]);
+        const uint8_t *q = (const uint8_t *)w.data + r * (w.K / 2) + g * 16;
+        for (int j = 0; j < 16; j++) { out[j] = ((q[j] & 15) - 8) * d; out[j + 16] = ((q[j] >> 4) - 8) * d; }
+        return;
+    }
+    case TH_Q8_0: dq32_as<TH_Q8_0>(w, r, g, out); return;
+    case TH_Q4_1: dq32_as<TH_Q4_1>(w, r, g, out); return;
+    case TH_Q5_0: dq32_as<TH_Q5_0>(w, r, g, out); return;
+    case TH_Q5_1: dq32_as<TH_Q5_1>(w, r, g, out); return;
+    case TH_Q4_K: dq32_as<TH_Q4_K>(w, r, g, out); return;
+    case TH_Q5_K: dq32_as<TH_Q5_K>(w, r, g, out); return;
+    case TH_Q6_K: dq32_as<TH_Q6_K>(w, r, g, out); return;
+    case TH_IQ4_NL: dq32_as<TH_IQ4_NL>(w, r, g, out); return;
+    default: dq32_as<TH_IQ4_XS>(w, r, g, out); return;
+    }
+}
+
+// Group g of row r of a device matrix (either layout).
+static __device__ __forceinline__ void dq32_mat(const th_cu_mat &w, int64_t r, int64_t g, float out[32]) {
+    if (w.layout == TH_CU_SPLIT) dq32_split(w, r, g, out);
+    else dq32(w.type, (const uint8_t *)w.data + (size_t)r * w.row_bytes, g, out);
+}
+#endif
