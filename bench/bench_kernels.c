@@ -6,6 +6,7 @@
  * Single thread, timed in thread CPU time, unless stated. Usage: bench_kernels [seconds per measurement] [type...] */
 #include "core/threadpool.h"
 #include "cpu/kernels.h"
+#include "cpu/repack.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,6 +77,10 @@ static void call_gemm(uint32_t type, const th_kernels *k, int64_t n, int64_t row
                       int64_t nb, const void *x, size_t xs, float *y) {
     k->gemm[type](n, 0, rows, w, ws, nb, x, xs, y, rows);
 }
+static void call_gemm_packed(uint32_t type, const th_kernels *k, int64_t n, int64_t rows, const void *w, size_t ws,
+                             int64_t nb, const void *x, size_t xs, float *y) {
+    k->gemm_packed[type](n, 0, rows, w, ws, nb, x, xs, y, rows);
+}
 static void call_dot_loop(uint32_t type, const th_kernels *k, int64_t n, int64_t rows, const void *w, size_t ws,
                           int64_t nb, const void *x, size_t xs, float *y) {
     th_gemm_by_vec_dot(type, k, n, 0, rows, w, ws, nb, x, xs, y, rows);
@@ -112,11 +117,20 @@ static void bench_type(const wtype *wt, const th_kernels *gen, const th_kernels 
     double g_gen = bench_gemm(call_dot_loop, type, gen, n, grows_gen, w, ws, nb, x, xs, y);
     double g_loop = fast ? bench_gemm(call_dot_loop, type, fast, n, grows, w, ws, nb, x, xs, y) : 0;
     double g_fast = fast ? bench_gemm(call_gemm, type, fast, n, grows, w, ws, nb, x, xs, y) : 0;
+    double g_packed = 0;
+    if (fast && th_repack_supported(fast, type, grows, n)) {
+        const size_t pws = th_repack_row_bytes(type, ws);
+        uint8_t *pw = malloc(pws * (size_t)grows);
+        if (!pw) { fprintf(stderr, "out of memory\n"); exit(1); }
+        th_repack_rows(type, w, pw, grows, ws);
+        g_packed = bench_gemm(call_gemm_packed, type, fast, n, grows, pw, pws, nb, x, xs, y);
+        free(pw);
+    }
     double mv_gen = bench_matvec(gen->vec_dot[type], w, mat, copies, rows, ws, n, x, y);
     double mv_fast = fast ? bench_matvec(fast->vec_dot[type], w, mat, copies, rows, ws, n, x, y) : 0;
-    printf("%-7s %5lldx%-5lld %8.1f | %7.2f %7.2f %5.1fx | %7.2f %7.2f %7.2f %5.1fx\n", th_type_name(type),
+    printf("%-7s %5lldx%-5lld %8.1f | %7.2f %7.2f %5.1fx | %7.2f %7.2f %7.2f %5.1fx %7.2f\n", th_type_name(type),
            (long long)rows, (long long)n, (double)mat / 1048576.0, mv_gen, mv_fast, mv_fast / mv_gen, g_gen, g_loop,
-           g_fast, g_fast / g_loop);
+           g_fast, g_fast / g_loop, g_packed);
     fflush(stdout);
     free(w); free(x); free(xf); free(y);
 }
@@ -175,10 +189,11 @@ int main(int argc, char **argv) {
     printf("level: %s (generic = reference kernels of src/quant); single thread, thread CPU time; %.2f s per measurement\n",
            table->level, budget_s);
     printf("matvec: GB/s of weight bytes (matrix copies cycled past the caches); gemm: nb=128, GOP/s\n");
-    printf("gemm columns: generic vec_dot loop | %s vec_dot loop | %s gemm | gemm speed-up over its loop\n\n",
+    printf("gemm columns: generic vec_dot loop | %s vec_dot loop | %s gemm | gemm speed-up over its loop | gemm on\n"
+           "the 8-row packed layout (cpu/repack.c; 0 = none for this type)\n\n",
            table->level, table->level);
-    printf("%-7s %11s %8s | %7s %7s %6s | %7s %7s %7s %6s\n", "type", "rows x n", "MiB", "gen", fast ? fast->level : "-",
-           "x", "gen", "loop", "gemm", "x");
+    printf("%-7s %11s %8s | %7s %7s %6s | %7s %7s %7s %6s %7s\n", "type", "rows x n", "MiB", "gen", fast ? fast->level : "-",
+           "x", "gen", "loop", "gemm", "x", "packed");
     static const int64_t shapes[][2] = { { 576, 1536 }, { 8192, 2048 } };
     for (size_t s = 0; s < 2; s++)
         for (size_t t = 0; t < sizeof wtypes / sizeof wtypes[0]; t++) {

@@ -664,7 +664,7 @@ static int matmul_weights(th_model *m, th_weight **out, int cap) {
 }
 
 static bool packable(const th_kernels *k, const th_weight *w) {
-    return w->ne1 % 8 == 0 && th_repack_supported(k, w->type, w->ne1 * TH_MAX(w->ne2, 1));
+    return w->ne1 % 8 == 0 && th_repack_supported(k, w->type, w->ne1 * TH_MAX(w->ne2, 1), w->ne0);
 }
 
 /* Once per model: copy the weights whose type has a packed gemm at this CPU level into

@@ -83,10 +83,11 @@ static void test_packed_gemm_equals_reference(void) {
 /* Packing rule: only whole groups of 8 rows, only types with a packed kernel. */
 static void test_repack_supported(void) {
     const th_kernels *k = th_cpu_kernels();
-    CHECK(!th_repack_supported(k, TH_Q4_0, 12));
-    CHECK(!th_repack_supported(k, TH_Q4_0, 0));
-    CHECK(!th_repack_supported(k, TH_TYPE_COUNT, 8));
-    CHECK(th_repack_supported(k, TH_Q4_0, 16) == (k->gemm_packed[TH_Q4_0] != NULL));
+    CHECK(!th_repack_supported(k, TH_Q4_0, 12, 256));
+    CHECK(!th_repack_supported(k, TH_Q4_0, 0, 256));
+    CHECK(!th_repack_supported(k, TH_TYPE_COUNT, 8, 256));
+    CHECK(!th_repack_supported(k, TH_Q4_0, 16, TH_REPACK_MAX_N + 32));
+    CHECK(th_repack_supported(k, TH_Q4_0, 16, 256) == (k->gemm_packed[TH_Q4_0] != NULL));
 }
 
 /* The Q4_0 layout by hand: block b of the group holds d of rows 0..7, then 4-byte

@@ -31,6 +31,8 @@
  * the f32 additions differs from the vec_dot path). */
 #include "cpu/avx2_util.h"
 #include "cpu/repack.h"
+#include <stdio.h>
+#include <stdlib.h>
 
 static inline __m256i bcast32(const int8_t *p) { int32_t v; memcpy(&v, p, 4); return _mm256_set1_epi32(v); }
 
@@ -53,67 +55,76 @@ static inline __m256i q4_0x8_dot(const __m256i g[8], const int8_t *aq) {
     return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
 }
 
-static void q4_0x8_tile4(int64_t nblk, const uint8_t *w, const char *const x[4], __m256 out[4]) {
+/* Per activation block: its scale and 8 x scale x (sum of its codes), the second
+ * taking off the Q4_0 offset 8 in f32 (made once per call by q4_0_act_sums). */
+typedef struct { float d, s8; } q4_0_act;
+
+/* 8 rows x NC activation rows (NC = 1 or 4, constant after inlining); aux[j] holds the
+ * q4_0_act of activation row j's blocks. */
+static inline __attribute__((always_inline)) void q4_0x8_tile(const int NC, int64_t nblk, const uint8_t *w,
+                                                              const char *const x[4], const void *const aux[4],
+                                                              __m256 out[4]) {
+    const q4_0_act *as[4];
+    _Pragma("GCC unroll 4") for (int j = 0; j < NC; j++) as[j] = aux[j];
     __m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps() };
-    const __m256i ones8 = _mm256_set1_epi8(1);
     for (int64_t b = 0; b < nblk; b++) {
         const uint8_t *wb = w + b * Q40X8_BLOCK;
+        if (NC == 1) th_prefetch_span(wb + TH_PREFETCH_AHEAD, Q40X8_BLOCK);
         __m256i g[8];
         q4_0x8_codes(wb, g);
         const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)wb));
-        const th_block_q8_0 *a[4];
-        _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) a[j] = (const th_block_q8_0 *)x[j] + b;
-        __m128i s4 = avx2_reduce4(avx2_dot_u8s8(ones8, _mm256_loadu_si256((const __m256i *)a[0]->qs)),
-                                  avx2_dot_u8s8(ones8, _mm256_loadu_si256((const __m256i *)a[1]->qs)),
-                                  avx2_dot_u8s8(ones8, _mm256_loadu_si256((const __m256i *)a[2]->qs)),
-                                  avx2_dot_u8s8(ones8, _mm256_loadu_si256((const __m256i *)a[3]->qs)));
-        const __m256i corr = _mm256_broadcastsi128_si256(_mm_slli_epi32(s4, 3)); /* 8 * sum, lanes j, j+4 */
-        _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {
-            __m256i sum = _mm256_sub_epi32(q4_0x8_dot(g, a[j]->qs), _mm256_permutevar8x32_epi32(corr, _mm256_set1_epi32(j)));
-            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(dw, _mm256_set1_ps(avx2_f16(a[j]->d))), acc[j]);
+        _Pragma("GCC unroll 4") for (int j = 0; j < NC; j++) {
+            const th_block_q8_0 *a = (const th_block_q8_0 *)x[j] + b;
+            const __m256 sum = _mm256_cvtepi32_ps(q4_0x8_dot(g, a->qs));
+            acc[j] = _mm256_fmadd_ps(sum, _mm256_mul_ps(dw, _mm256_set1_ps(as[j][b].d)), acc[j]);
+            acc[j] = _mm256_fnmadd_ps(dw, _mm256_set1_ps(as[j][b].s8), acc[j]);
         }
     }
-    for (int j = 0; j < 4; j++) out[j] = acc[j];
+    for (int j = 0; j < NC; j++) out[j] = acc[j];
 }
 
-static __m256 q4_0x8_tile1(int64_t nblk, const uint8_t *w, const char *x) {
-    __m256 acc = _mm256_setzero_ps();
+/* The scale and code sum of activation rows [c0, c1) into tab (row c at (c - c0) * nblk). */
+static void q4_0_act_sums(int64_t nblk, const char *x, size_t xs, int64_t c0, int64_t c1, void *tabv) {
+    q4_0_act *tab = tabv;
     const __m256i ones8 = _mm256_set1_epi8(1);
-    for (int64_t b = 0; b < nblk; b++) {
-        const uint8_t *wb = w + b * Q40X8_BLOCK;
-        th_prefetch_span(wb + TH_PREFETCH_AHEAD, Q40X8_BLOCK);
-        const th_block_q8_0 *a = (const th_block_q8_0 *)x + b;
-        __m256i g[8];
-        q4_0x8_codes(wb, g);
-        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)wb));
-        __m256i s = avx2_dot_u8s8(ones8, _mm256_loadu_si256((const __m256i *)a->qs));
-        s = _mm256_add_epi32(s, _mm256_shuffle_epi32(s, 0x4e));
-        s = _mm256_add_epi32(s, _mm256_shuffle_epi32(s, 0xb1));
-        s = _mm256_add_epi32(s, _mm256_permute2x128_si256(s, s, 0x01)); /* the block sum in every lane */
-        __m256i sum = _mm256_sub_epi32(q4_0x8_dot(g, a->qs), _mm256_slli_epi32(s, 3));
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(dw, _mm256_set1_ps(avx2_f16(a->d))), acc);
+    for (int64_t c = c0; c < c1; c++) {
+        const th_block_q8_0 *a = (const th_block_q8_0 *)(x + (size_t)c * xs);
+        q4_0_act *t = tab + (c - c0) * nblk;
+        for (int64_t b = 0; b < nblk; b++) {
+            __m256i s = avx2_dot_u8s8(ones8, _mm256_loadu_si256((const __m256i *)a[b].qs));
+            __m128i h = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+            h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4e));
+            h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0xb1));
+            t[b].d = avx2_f16(a[b].d);
+            t[b].s8 = 8.0f * t[b].d * (float)_mm_cvtsi128_si32(h);
+        }
     }
-    return acc;
 }
 
 enum { Q80X8_BLOCK = 272 };
 
 /* The 4-column and 1-column entry points (tile4_fn, tile1_fn below) of an always-inline
- * tile written for NC activation rows. */
-#define TILE_ENTRIES(tile)                                                                    \
-    static void tile##4(int64_t nblk, const uint8_t *w, const char *const x[4], __m256 out[4]) { \
-        tile(4, nblk, w, x, out);                                                             \
-    }                                                                                         \
-    static __m256 tile##1(int64_t nblk, const uint8_t *w, const char *x) {                    \
-        const char *xp[4] = { x, x, x, x };                                                   \
-        __m256 out[4];                                                                        \
-        tile(1, nblk, w, xp, out);                                                            \
-        return out[0];                                                                        \
+ * tile written for NC activation rows; aux[j] is activation row j's side table (see
+ * gemm_packed), unused by most tiles. Not inlined into the walk: inlined, the
+ * register-heavy tiles (Q6_K, Q8_0) spilled and ran 5-15 % slower in bench_kernels. */
+#define TILE_ENTRIES(tile)                                                                           \
+    static __attribute__((noinline)) void tile##4(int64_t nblk, const uint8_t *w, const char *const x[4], \
+                                                  const void *const aux[4], __m256 out[4]) {           \
+        tile(4, nblk, w, x, aux, out);                                                               \
+    }                                                                                                \
+    static __attribute__((noinline)) __m256 tile##1(int64_t nblk, const uint8_t *w, const char *x,     \
+                                                    const void *aux) {                                 \
+        const char *xp[4] = { x, x, x, x };                                                          \
+        const void *ap[4] = { aux, aux, aux, aux };                                                  \
+        __m256 out[4];                                                                               \
+        tile(1, nblk, w, xp, ap, out);                                                               \
+        return out[0];                                                                               \
     }
 
 /* 8 rows x NC activation rows (NC = 1 or 4, constant after inlining). */
 static inline __attribute__((always_inline)) void q8_0x8_tile(const int NC, int64_t nblk, const uint8_t *w,
-                                                              const char *const x[4], __m256 out[4]) {
+                                                              const char *const x[4], const void *const aux[4],
+                                                              __m256 out[4]) {
     __m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps() };
     const __m256i ones16 = _mm256_set1_epi16(1);
     for (int64_t b = 0; b < nblk; b++) {
@@ -140,12 +151,14 @@ static inline __attribute__((always_inline)) void q8_0x8_tile(const int NC, int6
     for (int j = 0; j < NC; j++) out[j] = acc[j];
 }
 
+TILE_ENTRIES(q4_0x8_tile)
 TILE_ENTRIES(q8_0x8_tile)
 
 enum { Q4KX8_SB = 8 * TH_Q4_K_PACKED_BYTES };
 
 static inline __attribute__((always_inline)) void q4_Kx8_tile(const int NC, int64_t nsb, const uint8_t *w,
-                                                              const char *const x[4], __m256 out[4]) {
+                                                              const char *const x[4], const void *const aux[4],
+                                                              __m256 out[4]) {
     __m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps() };
     const __m256i m4 = _mm256_set1_epi8(0x0f);
     const __m256i dup = _mm256_setr_epi8(0, -1, 0, -1, 1, -1, 1, -1, 2, -1, 2, -1, 3, -1, 3, -1,
@@ -220,7 +233,8 @@ static inline __m256i q6_Kx8_scales(const uint8_t *wb, int s, int t) {
  * 2 * 2 * 63 * 128 < 2^15) weighed by their sub-block scale with vpmaddwd; the code
  * offset 32 comes off through the activation's bsums (32 * sum_s scale_s * bsum_s). */
 static inline __attribute__((always_inline)) void q6_Kx8_tile(const int NC, int64_t nsb, const uint8_t *w,
-                                                              const char *const x[4], __m256 out[4]) {
+                                                              const char *const x[4], const void *const aux[4],
+                                                              __m256 out[4]) {
     __m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps() };
     for (int64_t sb = 0; sb < nsb; sb++) {
         const uint8_t *wb = w + sb * Q6KX8_SB;
@@ -261,30 +275,61 @@ static inline __attribute__((always_inline)) void q6_Kx8_tile(const int NC, int6
 
 TILE_ENTRIES(q6_Kx8_tile)
 
-typedef void (*tile4_fn)(int64_t nblk, const uint8_t *w, const char *const x[4], __m256 out[4]);
-typedef __m256 (*tile1_fn)(int64_t nblk, const uint8_t *w, const char *x);
+typedef void (*tile4_fn)(int64_t nblk, const uint8_t *w, const char *const x[4], const void *const aux[4],
+                         __m256 out[4]);
+typedef __m256 (*tile1_fn)(int64_t nblk, const uint8_t *w, const char *x, const void *aux);
+/* Fills the side table of activation rows [c0, c1): row c's at tab + (c - c0) * stride bytes. */
+typedef void (*prep_fn)(int64_t nblk, const char *x, size_t xs, int64_t c0, int64_t c1, void *tab);
+
+typedef struct {
+    tile4_fn tile4;
+    tile1_fn tile1;
+    int64_t block;      /* elements per weight block */
+    prep_fn prep;       /* NULL: no side table */
+    size_t prep_bytes;  /* side-table bytes per activation block */
+} packed_kind;
+
+enum { PREP_TAB_BYTES = 64 << 10, CHUNK_ROWS = 32 };
+
+/* Activation rows per chunk: 32 stay in L2; fewer (a multiple of 4) when their side
+ * tables would not fit the stack buffer. */
+static int64_t chunk_rows(const packed_kind *kd, int64_t nblk) {
+    if (!kd->prep) return CHUNK_ROWS;
+    int64_t rows = (int64_t)(PREP_TAB_BYTES / (kd->prep_bytes * (size_t)nblk)) / 4 * 4;
+    return TH_MAX(4, TH_MIN(CHUNK_ROWS, rows));
+}
 
 /* Rows [r0, r1) (r0 a multiple of 8; r1 a multiple of 8 or the last row) of a packed
- * Q4_0 matrix whose row r starts at w + r * ws (ws = the original row size). */
-static void gemm_packed(tile4_fn tile4, tile1_fn tile1, int64_t block, int64_t n, int64_t r0, int64_t r1, const void *w,
-                        size_t ws, int64_t nb, const void *x, size_t xs, float *y, int64_t ys) {
-    const int64_t nblk = n / block;
+ * matrix whose row r starts at w + r * ws (ws = the packed row size). Inlined into each
+ * type's entry point, so that the tile calls are direct (and may inline). */
+static inline __attribute__((always_inline)) void gemm_packed(const packed_kind *kd, int64_t n, int64_t r0, int64_t r1, const void *w, size_t ws,
+                        int64_t nb, const void *x, size_t xs, float *y, int64_t ys) {
+    const int64_t nblk = n / kd->block, chunk = chunk_rows(kd, nblk);
+    const size_t stride = kd->prep_bytes * (size_t)nblk;
+    _Alignas(64) char tab[PREP_TAB_BYTES];
+    if (kd->prep && stride * 4 > sizeof tab) { /* th_repack_supported keeps n small enough */
+        fprintf(stderr, "theseus: packed gemm: rows of %lld elements exceed TH_REPACK_MAX_N\n", (long long)n);
+        abort();
+    }
     float tmp[8];
-    for (int64_t c0 = 0; c0 < nb; c0 += 32) {            /* 32 activation rows stay in L2 */
-        const int64_t c1 = TH_MIN(nb, c0 + 32);
+    for (int64_t c0 = 0; c0 < nb; c0 += chunk) {
+        const int64_t c1 = TH_MIN(nb, c0 + chunk);
+        if (kd->prep) kd->prep(nblk, x, xs, c0, c1, tab);
         for (int64_t r = r0; r < r1; r += 8) {
             const uint8_t *wg = (const uint8_t *)w + (size_t)r * ws;
             const int rm = (int)TH_MIN(8, r1 - r);
             for (int64_t c = c0; c < c1;) {
                 __m256 out[4];
                 int cn = (int)TH_MIN(4, c1 - c);
-                if (cn >= 2) {
-                    const char *xp[4];
-                    for (int j = 0; j < 4; j++) xp[j] = (const char *)x + (size_t)(c + TH_MIN(j, cn - 1)) * xs;
-                    tile4(nblk, wg, xp, out);
-                } else {
-                    out[0] = tile1(nblk, wg, (const char *)x + (size_t)c * xs);
+                const char *xp[4];
+                const void *ap[4];
+                for (int j = 0; j < 4; j++) {
+                    const int64_t cj = c + TH_MIN(j, cn - 1);
+                    xp[j] = (const char *)x + (size_t)cj * xs;
+                    ap[j] = tab + (size_t)(cj - c0) * stride;
                 }
+                if (cn >= 2) kd->tile4(nblk, wg, xp, ap, out);
+                else out[0] = kd->tile1(nblk, wg, xp[0], ap[0]);
                 for (int j = 0; j < cn; j++) {
                     float *dst = y + (c + j) * ys + r;
                     if (rm == 8) { _mm256_storeu_ps(dst, out[j]); continue; }
@@ -297,25 +342,17 @@ static void gemm_packed(tile4_fn tile4, tile1_fn tile1, int64_t block, int64_t n
     }
 }
 
-static void gemm_packed_q4_0(int64_t n, int64_t r0, int64_t r1, const void *w, size_t ws, int64_t nb,
-                             const void *x, size_t xs, float *y, int64_t ys) {
-    gemm_packed(q4_0x8_tile4, q4_0x8_tile1, TH_QK, n, r0, r1, w, ws, nb, x, xs, y, ys);
-}
+#define PACKED_GEMM(name, tile, blk, prep, prep_bytes)                                                        \
+    static void name(int64_t n, int64_t r0, int64_t r1, const void *w, size_t ws, int64_t nb, const void *x, \
+                     size_t xs, float *y, int64_t ys) {                                                       \
+        static const packed_kind kd = { tile##4, tile##1, blk, prep, prep_bytes };                            \
+        gemm_packed(&kd, n, r0, r1, w, ws, nb, x, xs, y, ys);                                                 \
+    }
 
-static void gemm_packed_q8_0(int64_t n, int64_t r0, int64_t r1, const void *w, size_t ws, int64_t nb,
-                             const void *x, size_t xs, float *y, int64_t ys) {
-    gemm_packed(q8_0x8_tile4, q8_0x8_tile1, TH_QK, n, r0, r1, w, ws, nb, x, xs, y, ys);
-}
-
-static void gemm_packed_q4_K(int64_t n, int64_t r0, int64_t r1, const void *w, size_t ws, int64_t nb,
-                             const void *x, size_t xs, float *y, int64_t ys) {
-    gemm_packed(q4_Kx8_tile4, q4_Kx8_tile1, TH_QK_K, n, r0, r1, w, ws, nb, x, xs, y, ys);
-}
-
-static void gemm_packed_q6_K(int64_t n, int64_t r0, int64_t r1, const void *w, size_t ws, int64_t nb,
-                             const void *x, size_t xs, float *y, int64_t ys) {
-    gemm_packed(q6_Kx8_tile4, q6_Kx8_tile1, TH_QK_K, n, r0, r1, w, ws, nb, x, xs, y, ys);
-}
+PACKED_GEMM(gemm_packed_q4_0, q4_0x8_tile, TH_QK, q4_0_act_sums, sizeof(q4_0_act))
+PACKED_GEMM(gemm_packed_q8_0, q8_0x8_tile, TH_QK, NULL, 0)
+PACKED_GEMM(gemm_packed_q4_K, q4_Kx8_tile, TH_QK_K, NULL, 0)
+PACKED_GEMM(gemm_packed_q6_K, q6_Kx8_tile, TH_QK_K, NULL, 0)
 
 void th_avx2_fill_gemm_packed(th_kernels *k) {
     k->gemm_packed[TH_Q6_K] = gemm_packed_q6_K;

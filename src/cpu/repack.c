@@ -3,8 +3,8 @@
 #include "cpu/repack.h"
 #include <string.h>
 
-bool th_repack_supported(const th_kernels *k, uint32_t type, int64_t rows) {
-    return type < TH_TYPE_COUNT && k->gemm_packed[type] && rows > 0 && rows % 8 == 0;
+bool th_repack_supported(const th_kernels *k, uint32_t type, int64_t rows, int64_t n) {
+    return type < TH_TYPE_COUNT && k->gemm_packed[type] && rows > 0 && rows % 8 == 0 && n > 0 && n <= TH_REPACK_MAX_N;
 }
 
 /* Q4_0: per block, the 8 rows' d, then R_k (k < 4) = the 8 rows' qs[4k..4k+3]. */

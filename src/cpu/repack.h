@@ -11,8 +11,10 @@
 #include "cpu/kernels.h"
 #include <stdbool.h>
 
-/* Whether `type` has a packed layout here and rows fits it (rows % 8 == 0). */
-bool th_repack_supported(const th_kernels *k, uint32_t type, int64_t rows);
+/* Whether `type` has a packed layout here and a rows x n matrix fits it (rows % 8 == 0,
+ * n <= TH_REPACK_MAX_N: the gemm keeps per-block activation sums on its stack). */
+enum { TH_REPACK_MAX_N = 65536 };
+bool th_repack_supported(const th_kernels *k, uint32_t type, int64_t rows, int64_t n);
 enum { TH_Q4_K_PACKED_BYTES = 148 };   /* per 256 elements and row, in a group of 8 */
 
 /* Bytes per row of the packed copy (see above). */
