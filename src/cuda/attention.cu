@@ -1,10 +1,11 @@
 // attention.cu — causal attention over the paged KV cache, flash-decoding style:
 // each (token, head) pair's positions are split into chunks handled by separate
 // blocks (grid = splits × heads × tokens), so one decode token still fills the
-// GPU; each block walks its chunk in tiles of 128 positions with an online
-// softmax (scores: one thread per position; output: one thread per value
-// dimension, reading V rows coalesced); the last block of a (token, head) to
-// finish merges the splits (an atomic counter per pair, reset after use).
+// GPU. In a block, each warp takes steps of G positions: it issues all K and V
+// loads of the step at once (lanes across the head dimension, coalesced), then
+// one warp sum per score and an online-softmax update; the warps' states are
+// combined in shared memory, and the last block of a (token, head) to finish
+// merges the splits (an atomic counter per pair, reset after use).
 // Optional sliding window and score softcap, as in the CPU reference.
 #include "cuda/q8.cuh"
 #include <math.h>
@@ -12,71 +13,10 @@
 namespace {
 
 constexpr int TILE = 128;
-constexpr int MAX_HD = 256;
-
-__device__ __forceinline__ float block_reduce(float v, float *red, bool is_max) {
-    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    v = is_max ? warp_max(v) : warp_sum(v);
-    __syncthreads();
-    if (lane == 0) red[warp] = v;
-    __syncthreads();
-    float r = red[0];
-    for (int i = 1; i < TILE / 32; i++) r = is_max ? fmaxf(r, red[i]) : r + red[i];
-    return r;
-}
 
 __device__ __forceinline__ void span(const th_cu_attn &a, int32_t p, int32_t &lo, int32_t &len) {
     lo = a.window > 0 ? max(0, p - a.window + 1) : 0;
     len = p - lo + 1;
-}
-
-template <bool F16>
-__device__ __forceinline__ float dot_q(const float *q, const char *k, int hd) {
-    float s = 0.0f;
-    if (F16) {
-        if ((hd & 7) == 0) {
-#pragma unroll 4
-            for (int i = 0; i < hd; i += 8) {
-                uint4 v = *(const uint4 *)(k + 2 * i);
-                const __half2 *h = (const __half2 *)&v;
-#pragma unroll
-                for (int j = 0; j < 4; j++) {
-                    float2 f = __half22float2(h[j]);
-                    s += q[i + 2 * j] * f.x + q[i + 2 * j + 1] * f.y;
-                }
-            }
-        } else {
-            for (int i = 0; i < hd; i++) s += q[i] * __half2float(((const __half *)k)[i]);
-        }
-    } else {
-        if ((hd & 3) == 0) {
-#pragma unroll 4
-            for (int i = 0; i < hd; i += 4) {
-                float4 v = *(const float4 *)(k + 4 * i);
-                s += q[i] * v.x + q[i + 1] * v.y + q[i + 2] * v.z + q[i + 3] * v.w;
-            }
-        } else {
-            for (int i = 0; i < hd; i++) s += q[i] * ((const float *)k)[i];
-        }
-    }
-    return s;
-}
-
-// sum over the tile's positions of p_j · V_j[d], eight loads in flight
-template <bool F16>
-__device__ __forceinline__ float v_sum(const char *const *vrow, const float *p, int nt, int d) {
-    float a = 0.0f;
-    int j = 0;
-    for (; j + 8 <= nt; j += 8) {
-        float v[8];
-#pragma unroll
-        for (int u = 0; u < 8; u++)
-            v[u] = F16 ? __half2float(((const __half *)vrow[j + u])[d]) : ((const float *)vrow[j + u])[d];
-#pragma unroll
-        for (int u = 0; u < 8; u++) a += p[j + u] * v[u];
-    }
-    for (; j < nt; j++) a += p[j] * (F16 ? __half2float(((const __half *)vrow[j])[d]) : ((const float *)vrow[j])[d]);
-    return a;
 }
 
 // q8 copy of one head's output row (hdv a multiple of 32): warp w quantizes dims 32w.. (and +TILE).
@@ -103,16 +43,86 @@ __device__ void merge_splits(const float *pp, int ns, int hdv, float *o) {
     }
 }
 
+// Address of position j's K (v = false) or V row of kv head kvh in the paged cache.
 template <bool F16>
+__device__ __forceinline__ const char *kv_row(const th_cu_kv &kv, const int32_t *table, int64_t lay, int32_t j,
+                                              int kvh, int width, bool v) {
+    const char *base = (const char *)kv.pool + (int64_t)table[j / kv.block] * kv.block_bytes;
+    const int64_t slot = j % kv.block;
+    const int64_t e = v ? lay + (int64_t)kv.block * kv.k_dim + slot * kv.v_dim : lay + slot * kv.k_dim;
+    return base + (e + (int64_t)kvh * width) * (F16 ? 2 : 4);
+}
+
+template <bool F16>
+__device__ __forceinline__ float ld_kv(const char *row, int d) {
+    return F16 ? __half2float(((const __half *)row)[d]) : ((const float *)row)[d];
+}
+
+// One warp's running softmax state over the positions it has seen: max m, sum l,
+// and lane's share of the unnormalized output (dims lane + 32 i).
+template <int PL>
+struct WarpState {
+    float m = -INFINITY, l = 0.0f, acc[PL] = {};
+};
+
+// G positions g0..g0+ng-1 into the warp's state: all K and V loads of the step are
+// issued first (V rows do not depend on the scores), then the scores (one warp
+// sum each) and the online-softmax update.
+template <bool F16, int PL, int G>
+__device__ __forceinline__ void warp_step(const th_cu_attn &a, const th_cu_kv &kv, const int32_t *table, int64_t lay,
+                                          int kvh, const float (&q)[PL], int32_t g0, int ng, int lane,
+                                          WarpState<PL> &w) {
+    const int hd = a.head_dim, hdv = a.head_dim_v;
+    float k[G][PL], v[G][PL];
+#pragma unroll
+    for (int g = 0; g < G; g++) {
+        const char *kr = g < ng ? kv_row<F16>(kv, table, lay, g0 + g, kvh, hd, false) : nullptr;
+        const char *vr = g < ng ? kv_row<F16>(kv, table, lay, g0 + g, kvh, hdv, true) : nullptr;
+#pragma unroll
+        for (int i = 0; i < PL; i++) {
+            const int d = lane + 32 * i;
+            k[g][i] = kr && d < hd ? ld_kv<F16>(kr, d) : 0.0f;
+            v[g][i] = vr && d < hdv ? ld_kv<F16>(vr, d) : 0.0f;
+        }
+    }
+    float sc[G], mx = w.m;
+#pragma unroll
+    for (int g = 0; g < G; g++) {
+        float s = 0.0f;
+#pragma unroll
+        for (int i = 0; i < PL; i++) s += q[i] * k[g][i];
+        s = warp_sum(s) * a.scale;
+        if (a.softcap > 0.0f) s = a.softcap * tanhf(s / a.softcap);
+        sc[g] = g < ng ? s : -INFINITY;
+        mx = fmaxf(mx, sc[g]);
+    }
+    const float corr = expf(w.m - mx);
+    w.l *= corr;
+#pragma unroll
+    for (int i = 0; i < PL; i++) w.acc[i] *= corr;
+#pragma unroll
+    for (int g = 0; g < G; g++) {
+        const float pg = g < ng ? expf(sc[g] - mx) : 0.0f;
+        w.l += pg;
+#pragma unroll
+        for (int i = 0; i < PL; i++) w.acc[i] += pg * v[g][i];
+    }
+    w.m = mx;
+}
+
+// Flash-decoding block: NW warps share one (split, head, token); warp w takes the
+// split's positions in steps of G, steps w, w + NW, ...; the warps' states are
+// then combined in shared memory. PL = dims per lane (head widths up to 32 PL).
+template <bool F16, int PL>
 __global__ void __launch_bounds__(TILE) attn_split(const float *qkv, int64_t stride, const int32_t *pos,
                                                    const int32_t *seq, th_cu_attn a, th_cu_kv kv, int32_t layer,
                                                    float *out, int64_t os, th_cu_q8 oq, bool q8) {
+    constexpr int NW = TILE / 32, G = 32 / PL;
     pdl_begin();
-    __shared__ float s_q[MAX_HD];
-    __shared__ float s_p[TILE];
-    __shared__ const char *s_v[TILE];
-    __shared__ float red[TILE / 32];
+    __shared__ float s_m[NW], s_l[NW];
+    __shared__ float s_acc[NW][32 * PL];
     const int sp = blockIdx.x, h = blockIdx.y, t = blockIdx.z, tid = threadIdx.x;
+    const int warp = tid >> 5, lane = tid & 31;
     const int32_t p = pos[t], sq = seq[t];
     int32_t lo, len;
     span(a, p, lo, len);
@@ -121,37 +131,31 @@ __global__ void __launch_bounds__(TILE) attn_split(const float *qkv, int64_t str
     const int32_t start = lo + (int32_t)first;
     const int32_t end = lo + (int32_t)min((int64_t)len, first + a.chunk);
     const int hd = a.head_dim, hdv = a.head_dim_v, kvh = h / (a.n_head / a.n_head_kv);
-    const size_t esz = F16 ? 2 : 4;
     const int64_t lay = (int64_t)layer * kv.block * (kv.k_dim + kv.v_dim);
     const int32_t *table = kv.table + (int64_t)sq * kv.max_blocks;
-    for (int i = tid; i < hd; i += TILE) s_q[i] = qkv[(int64_t)t * stride + (int64_t)h * hd + i];
+    float q[PL];
+#pragma unroll
+    for (int i = 0; i < PL; i++) {
+        const int d = lane + 32 * i;
+        q[i] = d < hd ? qkv[(int64_t)t * stride + (int64_t)h * hd + d] : 0.0f;
+    }
+    WarpState<PL> w;
+    for (int32_t g0 = start + warp * G; g0 < end; g0 += NW * G)
+        warp_step<F16, PL, G>(a, kv, table, lay, kvh, q, g0, min(G, end - g0), lane, w);
+    if (lane == 0) { s_m[warp] = w.m; s_l[warp] = w.l; }
+#pragma unroll
+    for (int i = 0; i < PL; i++) s_acc[warp][lane + 32 * i] = w.acc[i];
     __syncthreads();
-    float m = -INFINITY, l = 0.0f, acc0 = 0.0f, acc1 = 0.0f;
-    for (int32_t t0 = start; t0 < end; t0 += TILE) {
-        int32_t j = t0 + tid;
-        float sc = -INFINITY;
-        if (j < end) {
-            const char *base = (const char *)kv.pool + (int64_t)table[j / kv.block] * kv.block_bytes;
-            int64_t slot = j % kv.block;
-            const char *k = base + (lay + slot * kv.k_dim + (int64_t)kvh * hd) * esz;
-            s_v[tid] = base + (lay + (int64_t)kv.block * kv.k_dim + slot * kv.v_dim + (int64_t)kvh * hdv) * esz;
-            sc = dot_q<F16>(s_q, k, hd) * a.scale;
-            if (a.softcap > 0.0f) sc = a.softcap * tanhf(sc / a.softcap);
-        }
-        float m_new = fmaxf(m, block_reduce(sc, red, true));
-        float pj = j < end ? expf(sc - m_new) : 0.0f;
-        float corr = expf(m - m_new);
-        float tile_sum = block_reduce(pj, red, false);
-        s_p[tid] = pj;
-        __syncthreads();
-        l = l * corr + tile_sum;
-        int nt = min(TILE, end - t0);
-        float a0 = tid < hdv ? v_sum<F16>(s_v, s_p, nt, tid) : 0.0f;
-        float a1 = tid + TILE < hdv ? v_sum<F16>(s_v, s_p, nt, tid + TILE) : 0.0f;
-        acc0 = acc0 * corr + a0;
-        acc1 = acc1 * corr + a1;
-        m = m_new;
-        __syncthreads();
+    float m = -INFINITY, l = 0.0f, wt[NW];
+#pragma unroll
+    for (int i = 0; i < NW; i++) m = fmaxf(m, s_m[i]);
+#pragma unroll
+    for (int i = 0; i < NW; i++) { wt[i] = s_l[i] > 0.0f ? expf(s_m[i] - m) : 0.0f; l += wt[i] * s_l[i]; }
+    float acc0 = 0.0f, acc1 = 0.0f;  // dims tid and tid + TILE
+#pragma unroll
+    for (int i = 0; i < NW; i++) {
+        if (tid < hdv) acc0 += wt[i] * s_acc[i][tid];
+        if (tid + TILE < hdv) acc1 += wt[i] * s_acc[i][tid + TILE];
     }
     const int ns = (int)((len + a.chunk - 1) / a.chunk);  // non-empty splits of this (token, head)
     float *o = out + (int64_t)t * os + (int64_t)h * hdv;
@@ -180,7 +184,24 @@ __global__ void __launch_bounds__(TILE) attn_split(const float *qkv, int64_t str
     if (q8) { __syncthreads(); head_q8(o, hdv, (int64_t)t * os + (int64_t)h * hdv, oq); }
 }
 
+// Dims per lane for a head width (at most 256).
+int lanes_dims(int width) { return width <= 64 ? 2 : width <= 128 ? 4 : 8; }
+
+template <bool F16>
+void launch_attn(dim3 grid, cudaStream_t st, int width, const float *qkv, int64_t stride, const int32_t *pos,
+                 const int32_t *seq, const th_cu_attn &a, const th_cu_kv &kv, int32_t layer, float *out, int64_t os,
+                 const th_cu_q8 &q, bool q8) {
+    const int pl = lanes_dims(width);
+    if (pl == 2) launch_k(attn_split<F16, 2>, grid, dim3(TILE), st, qkv, stride, pos, seq, a, kv, layer, out, os, q, q8);
+    else if (pl == 4) launch_k(attn_split<F16, 4>, grid, dim3(TILE), st, qkv, stride, pos, seq, a, kv, layer, out, os, q, q8);
+    else launch_k(attn_split<F16, 8>, grid, dim3(TILE), st, qkv, stride, pos, seq, a, kv, layer, out, os, q, q8);
+}
+
 }  // namespace
+
+extern "C" int32_t th_cu_attn_step(int32_t head_dim, int32_t head_dim_v) {
+    return (TILE / 32) * (32 / lanes_dims(head_dim > head_dim_v ? head_dim : head_dim_v));
+}
 
 extern "C" void th_cu_attn_plan(int n, int32_t n_head, int32_t hdv, int64_t max_len, size_t partial_cap,
                                 int sm_count, int32_t max_chunk, int32_t *n_split, int32_t *chunk) {
@@ -206,6 +227,7 @@ extern "C" void th_cu_attention(const float *qkv, int64_t stride, int n, const i
     dim3 grid((unsigned)a->n_split, (unsigned)a->n_head, (unsigned)n);
     bool q8 = oq && a->head_dim_v % 32 == 0;
     th_cu_q8 q = oq ? *oq : th_cu_q8{};
-    if (kv->f16) launch_k(attn_split<true>, grid, dim3(TILE), st, qkv, stride, pos, seq, *a, *kv, layer, out, os, q, q8);
-    else launch_k(attn_split<false>, grid, dim3(TILE), st, qkv, stride, pos, seq, *a, *kv, layer, out, os, q, q8);
+    const int width = a->head_dim > a->head_dim_v ? a->head_dim : a->head_dim_v;  // at most 256 (gpu.c checks)
+    if (kv->f16) launch_attn<true>(grid, st, width, qkv, stride, pos, seq, *a, *kv, layer, out, os, q, q8);
+    else launch_attn<false>(grid, st, width, qkv, stride, pos, seq, *a, *kv, layer, out, os, q, q8);
 }

@@ -122,6 +122,9 @@ typedef struct th_cu_attn {
 void th_cu_attention(const float *qkv, int64_t stride, int n, const int32_t *pos, const int32_t *seq,
                      const th_cu_attn *a, const th_cu_kv *kv, int32_t layer, float *out,
                      int64_t out_stride, const th_cu_q8 *oq, cudaStream_t st);
+/* Positions one block of the attention kernel covers in one step of all its warps
+ * (the graph-mode chunk: a decode split then needs no second step). */
+int32_t th_cu_attn_step(int32_t head_dim, int32_t head_dim_v);
 /* Split count and chunk for n tokens attending over at most max_len positions,
  * with `partial_cap` floats of partial storage; max_chunk caps the chunk (0: none). */
 void th_cu_attn_plan(int n, int32_t n_head, int32_t hdv, int64_t max_len, size_t partial_cap, int sm_count,

@@ -153,6 +153,7 @@ th_status th_gpu_init(const th_model *m, uint32_t n_batch, uint32_t n_blocks, in
     g->n_batch = n_batch;
     g->gemm_min = TH_MAX(1, env_int("TH_GPU_GEMM_MIN", 33));
     g->use_graphs = env_int("TH_GPU_NO_GRAPH", 0) == 0;
+    g->attn_chunk = (int32_t)(env_int("TH_GPU_ATTN_CHUNK", 0) / 32 * 32);
     th_cu_set_pdl(env_int("TH_GPU_NO_PDL", 0) == 0);
     g->graph_max = TH_MIN(TH_MIN(g->gemm_min - 1, (int)n_batch), 64);
     if (g->graph_max < 1) g->use_graphs = false;
@@ -358,7 +359,8 @@ th_status th_gpu_forward(th_gpu *g, const th_gpu_batch *b) {
                          .partial = g->partial, .counter = g->counter };
     /* a graph is replayed at every length, so it plans for the longest sequence */
     int64_t plan_len = graph ? (int64_t)g->n_blocks * g->block : max_len;
-    th_cu_attn_plan(n, hp->n_head, hp->head_dim_v, plan_len, g->partial_cap, g->sm_count, graph ? 64 : 0,
+    th_cu_attn_plan(n, hp->n_head, hp->head_dim_v, plan_len, g->partial_cap, g->sm_count,
+                    graph ? (g->attn_chunk ? g->attn_chunk : th_cu_attn_step(hp->head_dim, hp->head_dim_v)) : 0,
                     &f.at.n_split, &f.at.chunk);
     th_status s = graph ? run_graph(g, &f) : enqueue(g, &f, b->logits);
     cudaError_t e = cudaStreamSynchronize(g->st);
