@@ -16,7 +16,8 @@
  *   - every per-architecture fixture (arch/, incl. the MoE ones and the Q8_0
  *     copies) against its golden with test_arch.c's tolerances, in the same three
  *     modes (test_gpu_arch_N; "<arch>: not supported on the GPU: ..." lines for
- *     the ones the backend refuses — only MLA and gpt-oss may be). */
+ *     the ones the backend refuses — only MLA and gpt-oss may be);
+ *   - MoE token independence: a ragged 3-sequence batch equals each sequence alone. */
 #include "check.h"
 #include "logits.h"
 #include "theseus.h"
@@ -388,6 +389,68 @@ ARCH_TEST(0) ARCH_TEST(1) ARCH_TEST(2) ARCH_TEST(3) ARCH_TEST(4) ARCH_TEST(5) AR
 ARCH_TEST(8) ARCH_TEST(9) ARCH_TEST(10) ARCH_TEST(11) ARCH_TEST(12) ARCH_TEST(13) ARCH_TEST(14)
 _Static_assert(sizeof arch_fixtures / sizeof arch_fixtures[0] == 15, "one ARCH_TEST per fixture");
 
+/* MoE on the GPU, tokens independent of their batch: three sequences
+ * interleaved in one ragged batch (then a second step) give the logits each
+ * gets alone (GPU both; the CPU's check_moe_batch in test_arch.c, on the GPU).
+ * Top-1 must match everywhere; rel-L2 within 1e-4 (attention splits differ
+ * with the batch shape, so not bit-exact). */
+static void check_gpu_moe_batch(const char *name) {
+    char mp[256];
+    snprintf(mp, sizeof mp, "arch/%s/model-F32.gguf", name);
+    th_model *m;
+    th_status s = th_model_load(fixture(mp), NULL, &m);
+    CHECK(s == TH_OK, "load %s: %s", mp, th_last_error());
+    if (s) return;
+    static const int32_t toks[3][20] = {
+        { 1, 450, 439, 860, 3347, 113, 1701, 123, 432, 398, 567, 975 },
+        { 1, 903, 2501, 263, 931, 727 },
+        { 1, 278, 425, 1537, 437, 106, 49, 1551, 346, 2501, 263, 931, 47, 727, 471, 450, 439, 860 } };
+    const int len[3] = { 12, 6, 18 }, split[3] = { 7, 4, 11 };
+    int nv = th_model_n_vocab(m);
+    float *alone[3];
+    for (int q = 0; q < 3; q++) alone[q] = run_logits(m, toks[q], len[q], len[q], true, TH_KV_F32);
+    th_context_params cp = th_context_default_params();
+    cp.n_ctx = 64; cp.n_batch = 64; cp.n_seq_max = 3; cp.kv_block = 16; cp.kv_type = TH_KV_F32; cp.n_threads = 2; cp.gpu = true;
+    th_context *c = NULL;
+    CHECK(th_context_new(m, &cp, &c) == TH_OK, "%s", th_last_error());
+    double worst = 0;
+    bool ok = c && alone[0] && alone[1] && alone[2];
+    for (int step = 0; ok && step < 2; step++) {
+        int32_t tok[64], seq[64], idx[64];
+        int8_t want[64];
+        int n = 0, at[3];
+        for (int q = 0; q < 3; q++) at[q] = step ? split[q] : 0;
+        for (bool more = true; more;) {
+            more = false;
+            for (int q = 0; q < 3; q++) {
+                int end = step ? len[q] : split[q];
+                if (at[q] < end) { tok[n] = toks[q][at[q]]; seq[n] = q; idx[n] = at[q]; want[n] = 1; n++; at[q]++; more = true; }
+            }
+        }
+        th_batch b = { .n_tokens = n, .token = tok, .seq_id = seq, .logits = want };
+        if (th_decode(c, &b)) { CHECK(0, "decode: %s", th_last_error()); ok = false; break; }
+        for (int i = 0; i < n; i++) {
+            const float *l = th_get_logits(c, i), *r = alone[seq[i]] + (size_t)idx[i] * nv;
+            double e = rel_l2(l, r, nv);
+            if (e > worst) worst = e;
+            CHECK(argmax(l, nv) == argmax(r, nv), "%s: seq %d pos %d: top-1 differs", name, seq[i], idx[i]);
+        }
+    }
+    CHECK(ok, "%s: runs failed", name);
+    printf("  %-10s GPU ragged batch of 3 vs alone: worst rel-L2 %.2e (limit 1e-4)\n", name, worst);
+    CHECK(worst <= 1e-4, "%s: ragged batch differs from sequences alone by %.3e", name, worst);
+    th_context_free(c);
+    for (int q = 0; q < 3; q++) free(alone[q]);
+    th_model_free(m);
+}
+
+static void test_gpu_moe_batch(void) {
+    NEED_GPU();
+    check_gpu_moe_batch("llama");
+    check_gpu_moe_batch("qwen3moe");
+    check_gpu_moe_batch("olmoe");
+}
+
 /* Two sequences share a prefix (copy-on-write on the device), then decode
  * interleaved in one ragged batch with F16 KV: the same logits as the CPU. */
 static void test_ragged_and_shared(void) {
@@ -446,5 +509,6 @@ int main(void) {
     RUN(test_gpu_arch_0); RUN(test_gpu_arch_1); RUN(test_gpu_arch_2); RUN(test_gpu_arch_3); RUN(test_gpu_arch_4);
     RUN(test_gpu_arch_5); RUN(test_gpu_arch_6); RUN(test_gpu_arch_7); RUN(test_gpu_arch_8); RUN(test_gpu_arch_9);
     RUN(test_gpu_arch_10); RUN(test_gpu_arch_11); RUN(test_gpu_arch_12); RUN(test_gpu_arch_13); RUN(test_gpu_arch_14);
+    RUN(test_gpu_moe_batch);
     return CHECK_DONE();
 }

@@ -3,7 +3,8 @@
  * layout (split.c: quants and scales in separate arrays) for coalesced loads; Q|K|V and gate|up are
  * fused into one matrix when their types match (and kept fused when the file
  * fuses them); experts stacked in one matrix per gate/up/down (rows of expert e
- * after those of e−1); vectors (norms, biases) as fp32. Prints a progress line when verbose or when stderr is a terminal. */
+ * after those of e−1); vectors (norms, biases) as fp32. Prints a progress line
+ * when verbose or when stderr is a terminal. */
 #include "cuda/gpu_internal.h"
 #include <math.h>
 #include <stdio.h>
