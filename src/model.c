@@ -709,7 +709,6 @@ static th_status repack_model(th_model *m, const th_kernels *k) {
  * refuse more.) */
 static const char *gpu_missing_feature(const th_model *m) {
     const th_hparams *hp = &m->hp;
-    if (hp->n_expert > 0) return "mixture of experts";
     if (hp->kv_lora_rank > 0) return "multi-head latent attention";
     if (hp->rope_ext_factor != 0.0f) return "YaRN rope scaling";
     if (hp->rope_attn_factor != 1.0f) return "rope attention factor";
@@ -719,8 +718,6 @@ static const char *gpu_missing_feature(const th_model *m) {
         const th_layer *L = &m->layers[il];
         if (L->attn_sinks.data) return "attention sinks";
         if (L->rope_freq_scale != hp->rope_freq_scale) return "per-layer rope scaling";
-        if (L->q_norm.data && L->q_norm.ne0 != hp->head_dim) return "whole-width q/k norm";
-        if (L->wqkv.data || (L->w_up.data && !L->w_gate.data)) return "fused QKV / gate-up weights";
     }
     return NULL;
 }

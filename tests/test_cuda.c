@@ -12,7 +12,12 @@
  *     present under $SHARED/fixtures/tiny) with the CPU tolerances, through the
  *     GEMV path (one batch), the GEMM path, and token by token (CUDA graphs);
  *   - a ragged multi-sequence batch with copy-on-write prefix sharing against
- *     the CPU backend. */
+ *     the CPU backend;
+ *   - every per-architecture fixture (arch/, incl. the MoE ones and the Q8_0
+ *     copies) against its golden with test_arch.c's tolerances, in the same three
+ *     modes (test_gpu_arch_N; "<arch>: not supported on the GPU: ..." lines for
+ *     the ones the backend refuses — only MLA and gpt-oss may be);
+ *   - MoE token independence: a ragged 3-sequence batch equals each sequence alone. */
 #include "check.h"
 #include "logits.h"
 #include "theseus.h"
@@ -294,6 +299,158 @@ static void test_golden_quantized(void) {
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) check_golden(types[i], 5e-2, 0.9);
 }
 
+/* ------------------------------------------------------------------ arch fixtures */
+
+/* Every per-architecture fixture (shared/fixtures/arch, see its README) on the
+ * GPU with the CPU's tolerances (tests/test_arch.c: F32 KV cache, limits per
+ * golden, top-1 >= 0.9), in the three modes of check_golden. An architecture
+ * the CUDA backend refuses prints "<arch>: not supported on the GPU: <error>"
+ * and is skipped — allowed only for MLA (deepseek2*) and gpt-oss (sinks,
+ * YaRN, clamped SwiGLU); any other refusal fails. */
+typedef struct {
+    const char *name, *model, *golden;
+    double max_rel, min_top1;
+    bool may_refuse;
+} arch_fixture;
+
+static const arch_fixture arch_fixtures[] = {
+    { "llama", "model-F32.gguf", "golden.logits", 1e-4, 0.9, false },      /* mainline goldens */
+    { "qwen2", "model-F32.gguf", "golden.logits", 1e-4, 0.9, false },
+    { "gemma2", "model-F32.gguf", "golden.logits", 2e-3, 0.9, false },
+    { "phi3", "model-F32.gguf", "golden.logits", 1e-4, 0.9, false },
+    { "olmoe", "model-F32.gguf", "golden.logits", 1e-4, 0.9, false },
+    { "deepseek2", "model-F32.gguf", "golden.logits", 1e-4, 0.9, true },
+    { "deepseek2-qlora", "model-F32.gguf", "golden.logits", 1e-4, 0.9, true },
+    { "qwen3", "model-F32.gguf", "golden.logits", 2e-3, 0.9, false },      /* ik_llama.cpp goldens */
+    { "qwen3moe", "model-F32.gguf", "golden.logits", 2e-3, 0.9, false },
+    { "gemma3", "model-F32.gguf", "golden.logits", 2e-3, 0.9, false },
+    { "gpt-oss", "model-F32.gguf", "golden.logits", 2e-3, 0.9, true },
+    { "qwen2", "model-Q8_0.gguf", "golden-Q8_0.logits", 6e-2, 0.9, false }, /* Q8_0 copies */
+    { "phi3", "model-Q8_0.gguf", "golden-Q8_0.logits", 6e-2, 0.9, false },
+    { "olmoe", "model-Q8_0.gguf", "golden-Q8_0.logits", 6e-2, 0.9, false },
+    /* the CPU checks this one loosely (routing flips; test_arch.c): top-1 only */
+    { "gpt-oss", "model-Q8_0-MXFP4.gguf", "golden-Q8_0-MXFP4.logits", INFINITY, 0.8, true },
+};
+
+/* The context check_golden's modes will use; TH_OK, or the refusal. */
+static th_status gpu_context_probe(th_model *m, uint32_t n_batch) {
+    th_context_params cp = th_context_default_params();
+    cp.n_ctx = 64; cp.n_batch = n_batch; cp.kv_block = 16; cp.kv_type = TH_KV_F32; cp.n_threads = 2; cp.gpu = true;
+    th_context *c = NULL;
+    th_status s = th_context_new(m, &cp, &c);
+    th_context_free(c);
+    return s;
+}
+
+static void check_arch(const arch_fixture *fx) {
+    NEED_GPU();
+    char mp[256], gp[256], label[96];
+    snprintf(mp, sizeof mp, "arch/%s/%s", fx->name, fx->model);
+    snprintf(gp, sizeof gp, "arch/%s/%s", fx->name, fx->golden);
+    snprintf(label, sizeof label, "%s/%s", fx->name, fx->model);
+    thlg g;
+    th_model *m;
+    if (!thlg_load(fixture(gp), &g)) { CHECK(0, "cannot read %s", fixture(gp)); return; }
+    th_status s = th_model_load(fixture(mp), NULL, &m);
+    CHECK(s == TH_OK, "load %s: %s", mp, th_last_error());
+    if (s) { thlg_free(&g); return; }
+    s = gpu_context_probe(m, g.n);
+    if (s == TH_ERR_UNSUPPORTED) {
+        printf("  %s: not supported on the GPU: %s\n", label, th_last_error());
+        th_model_free(m);
+        thlg_free(&g);
+        CHECK(fx->may_refuse, "%s must run on the GPU (only MLA and gpt-oss may be refused)", label);
+        if (fx->may_refuse) SKIP("%s not supported on the GPU", label);
+        return;
+    }
+    CHECK(s == TH_OK, "%s: GPU context: %s", label, th_last_error());
+    const char *modes[3] = { "batch", "gemm", "tokens" };
+    for (int mode = 0; s == TH_OK && mode < 3; mode++) {
+        setenv("TH_GPU_GEMM_MIN", mode == 1 ? "1" : "33", 1);
+        float *lg = run_logits(m, g.tok, (int)g.n, mode == 2 ? 1 : (int)g.n, true, TH_KV_F32);
+        CHECK(lg != NULL, "%s %s: %s", label, modes[mode], th_last_error());
+        if (!lg) continue;
+        double worst, top1;
+        int wp;
+        compare_logits(lg, g.logits, (int)g.n, (int)g.nv, &worst, &wp, &top1);
+        printf("  %-34s %-6s rel_l2_max=%.2e (pos %2d) top1=%.3f (limits %.0e, %.2f)\n", label, modes[mode], worst, wp,
+               top1, fx->max_rel, fx->min_top1);
+        CHECK(worst <= fx->max_rel, "%s %s: rel-L2 %.3e > %.1e (pos %d)", label, modes[mode], worst, fx->max_rel, wp);
+        CHECK(top1 >= fx->min_top1, "%s %s: top-1 %.3f < %.2f", label, modes[mode], top1, fx->min_top1);
+        free(lg);
+    }
+    unsetenv("TH_GPU_GEMM_MIN");
+    th_model_free(m);
+    thlg_free(&g);
+}
+
+#define ARCH_TEST(i) static void test_gpu_arch_##i(void) { check_arch(&arch_fixtures[i]); }
+ARCH_TEST(0) ARCH_TEST(1) ARCH_TEST(2) ARCH_TEST(3) ARCH_TEST(4) ARCH_TEST(5) ARCH_TEST(6) ARCH_TEST(7)
+ARCH_TEST(8) ARCH_TEST(9) ARCH_TEST(10) ARCH_TEST(11) ARCH_TEST(12) ARCH_TEST(13) ARCH_TEST(14)
+_Static_assert(sizeof arch_fixtures / sizeof arch_fixtures[0] == 15, "one ARCH_TEST per fixture");
+
+/* MoE on the GPU, tokens independent of their batch: three sequences
+ * interleaved in one ragged batch (then a second step) give the logits each
+ * gets alone (GPU both; the CPU's check_moe_batch in test_arch.c, on the GPU).
+ * Top-1 must match everywhere; rel-L2 within 1e-4 (attention splits differ
+ * with the batch shape, so not bit-exact). */
+static void check_gpu_moe_batch(const char *name) {
+    char mp[256];
+    snprintf(mp, sizeof mp, "arch/%s/model-F32.gguf", name);
+    th_model *m;
+    th_status s = th_model_load(fixture(mp), NULL, &m);
+    CHECK(s == TH_OK, "load %s: %s", mp, th_last_error());
+    if (s) return;
+    static const int32_t toks[3][20] = {
+        { 1, 450, 439, 860, 3347, 113, 1701, 123, 432, 398, 567, 975 },
+        { 1, 903, 2501, 263, 931, 727 },
+        { 1, 278, 425, 1537, 437, 106, 49, 1551, 346, 2501, 263, 931, 47, 727, 471, 450, 439, 860 } };
+    const int len[3] = { 12, 6, 18 }, split[3] = { 7, 4, 11 };
+    int nv = th_model_n_vocab(m);
+    float *alone[3];
+    for (int q = 0; q < 3; q++) alone[q] = run_logits(m, toks[q], len[q], len[q], true, TH_KV_F32);
+    th_context_params cp = th_context_default_params();
+    cp.n_ctx = 64; cp.n_batch = 64; cp.n_seq_max = 3; cp.kv_block = 16; cp.kv_type = TH_KV_F32; cp.n_threads = 2; cp.gpu = true;
+    th_context *c = NULL;
+    CHECK(th_context_new(m, &cp, &c) == TH_OK, "%s", th_last_error());
+    double worst = 0;
+    bool ok = c && alone[0] && alone[1] && alone[2];
+    for (int step = 0; ok && step < 2; step++) {
+        int32_t tok[64], seq[64], idx[64];
+        int8_t want[64];
+        int n = 0, at[3];
+        for (int q = 0; q < 3; q++) at[q] = step ? split[q] : 0;
+        for (bool more = true; more;) {
+            more = false;
+            for (int q = 0; q < 3; q++) {
+                int end = step ? len[q] : split[q];
+                if (at[q] < end) { tok[n] = toks[q][at[q]]; seq[n] = q; idx[n] = at[q]; want[n] = 1; n++; at[q]++; more = true; }
+            }
+        }
+        th_batch b = { .n_tokens = n, .token = tok, .seq_id = seq, .logits = want };
+        if (th_decode(c, &b)) { CHECK(0, "decode: %s", th_last_error()); ok = false; break; }
+        for (int i = 0; i < n; i++) {
+            const float *l = th_get_logits(c, i), *r = alone[seq[i]] + (size_t)idx[i] * nv;
+            double e = rel_l2(l, r, nv);
+            if (e > worst) worst = e;
+            CHECK(argmax(l, nv) == argmax(r, nv), "%s: seq %d pos %d: top-1 differs", name, seq[i], idx[i]);
+        }
+    }
+    CHECK(ok, "%s: runs failed", name);
+    printf("  %-10s GPU ragged batch of 3 vs alone: worst rel-L2 %.2e (limit 1e-4)\n", name, worst);
+    CHECK(worst <= 1e-4, "%s: ragged batch differs from sequences alone by %.3e", name, worst);
+    th_context_free(c);
+    for (int q = 0; q < 3; q++) free(alone[q]);
+    th_model_free(m);
+}
+
+static void test_gpu_moe_batch(void) {
+    NEED_GPU();
+    check_gpu_moe_batch("llama");
+    check_gpu_moe_batch("qwen3moe");
+    check_gpu_moe_batch("olmoe");
+}
+
 /* Two sequences share a prefix (copy-on-write on the device), then decode
  * interleaved in one ragged batch with F16 KV: the same logits as the CPU. */
 static void test_ragged_and_shared(void) {
@@ -349,5 +506,9 @@ int main(void) {
     RUN(test_golden_float);
     RUN(test_golden_quantized);
     RUN(test_ragged_and_shared);
+    RUN(test_gpu_arch_0); RUN(test_gpu_arch_1); RUN(test_gpu_arch_2); RUN(test_gpu_arch_3); RUN(test_gpu_arch_4);
+    RUN(test_gpu_arch_5); RUN(test_gpu_arch_6); RUN(test_gpu_arch_7); RUN(test_gpu_arch_8); RUN(test_gpu_arch_9);
+    RUN(test_gpu_arch_10); RUN(test_gpu_arch_11); RUN(test_gpu_arch_12); RUN(test_gpu_arch_13); RUN(test_gpu_arch_14);
+    RUN(test_gpu_moe_batch);
     return CHECK_DONE();
 }

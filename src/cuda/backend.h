@@ -83,6 +83,30 @@ void th_cu_softcap(float *x, int64_t count, float cap, cudaStream_t st);
 /* Launch kernels with programmatic dependent launch (default on). */
 void th_cu_set_pdl(bool on);
 
+/* ---- mixture of experts (moe.cu; host side gpu_moe.c) ---- */
+/* The router's arithmetic (th_router in src/moe.h, device pointers). gating: enum th_gating. */
+typedef struct th_cu_router {
+    int32_t n_expert, k, gating;
+    bool norm;
+    float scale;
+    const float *sel_bias;          /* n_expert, or NULL */
+    int32_t n_group, topk_group;    /* n_group <= 1: no group limit; n_group <= 256 */
+} th_cu_router;
+/* Per token t < n: logits[t] (n_expert, overwritten with the probabilities) →
+ * sel[t][k] expert ids best first and w[t][k] weights, as th_moe_route. score: n × n_expert scratch. */
+void th_cu_moe_route(float *logits, float *score, int n, const th_cu_router *r, int32_t *sel, float *w,
+                     cudaStream_t st);
+/* For each pair p < n_pairs with expert e = sel[p] and input row x[p / x_div]:
+ * y[p][o] = w0 row (e·rpe + o) · x  for o < rpe, and with w1 (optional)
+ * y[p][rpe + o] = w1 row (e·rpe + o) · x. w0/w1 are experts stacked by rows.
+ * With xq (rows of K = w.K) a split-layout matrix reads the q8 activations (as the
+ * int8 GEMV does), every other one fp32 x. */
+void th_cu_moe_gemv(const th_cu_mat *w0, const th_cu_mat *w1, int64_t rpe, const int32_t *sel, int n_pairs,
+                    int x_div, const float *x, int64_t xs, const th_cu_q8 *xq, float *y, int64_t ys, cudaStream_t st);
+/* out[t][i] = Σ_{j<k} w[t·k+j] · y[t·k+j][i] for t < n, i < E, in order j = 0..k−1. */
+void th_cu_moe_sum(const float *y, int64_t ys, const float *w, int k, int n, int64_t E, float *out, int64_t os,
+                   cudaStream_t st);
+
 /* ---- rope + KV store (rope.cu) ---- */
 typedef struct th_cu_kv {
     void *pool;                /* n_blocks × block_bytes */

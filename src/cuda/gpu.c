@@ -99,6 +99,7 @@ static th_status alloc_scratch(th_gpu *g) {
     };
     for (size_t i = 0; i < sizeof a / sizeof a[0]; i++)
         if ((s = th_cu_alloc(g, a[i].p, a[i].bytes, a[i].what))) return s;
+    if ((s = th_cu_moe_alloc(g))) return s;
     cudaError_t e = cudaMallocHost((void **)&g->h_meta, g->meta_count * 4);
     if (!e && g->use_graphs) e = cudaMallocHost((void **)&g->h_logits, (size_t)g->graph_max * g->V * 4);
     if (e) return th_cu_fail(e, "pinned host buffers");
@@ -119,7 +120,6 @@ th_status th_gpu_init(const th_model *m, uint32_t n_batch, uint32_t n_blocks, in
     if (hp->head_dim > 256 || hp->head_dim_v > 256 || hp->n_head % hp->n_head_kv)
         return th_set_error(TH_ERR_UNSUPPORTED, "CUDA backend: head shape %d/%d (heads %d/%d) is not supported (head width at most 256)",
                             hp->head_dim, hp->head_dim_v, hp->n_head, hp->n_head_kv);
-    if (hp->n_expert > 0) return th_set_error(TH_ERR_UNSUPPORTED, "CUDA backend: mixture-of-experts models are not supported yet");
     th_gpu *g = calloc(1, sizeof *g);
     if (!g) return th_set_error(TH_ERR_NOMEM, "out of memory");
     g->m = m;
@@ -228,6 +228,38 @@ static th_status proj(th_gpu *g, const fwd *f, const th_cu_proj *p, const float 
     return TH_OK;
 }
 
+/* The dense FFN on g->h (its q8 copy already made when the GEMV wants it):
+ * down's output written to (acc false) or added into (acc true) `out`, rows of E.
+ * Also a MoE layer's shared experts, added into the routed experts' sum. */
+static th_status dense_ffn(th_gpu *g, const fwd *f, const th_cu_layer *D, int n, float *out, bool acc) {
+    int64_t E = g->E, F = D->gu.width / 2;
+    th_status s;
+    if ((s = proj(g, f, &D->gu, g->h, E, g->gu, g->gu_w))) return s;
+    bool q8 = !f->gemm && mat_q8(&D->down);
+    th_cu_glu(g->gu, g->gu_w, F, n, g->m->hp.act_fn, g->ff, F, q8 ? &g->q8 : NULL, g->st);
+    return mm(g, f, &D->down, g->ff, F, n, out, E, acc);
+}
+
+/* The FFN output in g->tmp: the post-FFN norm (if any), then x += tmp. */
+static void ffn_finish(th_gpu *g, const th_cu_layer *D, int n) {
+    int64_t E = g->E;
+    if (D->post_ffn_norm) th_cu_rmsnorm(g->tmp, E, NULL, D->post_ffn_norm, g->m->hp.norm_eps, n, E, g->tmp, E, NULL, g->st);
+    th_cu_add_rows(g->x, g->tmp, E, E, n, g->st);
+}
+
+/* A MoE FFN (gpu_moe.c): routed experts into g->tmp, the shared experts (if
+ * any) added to it, then ffn_finish — the order of the CPU's th_moe_ffn. */
+static th_status moe_ffn(th_gpu *g, const fwd *f, const th_cu_layer *D, int n) {
+    int64_t E = g->E;
+    th_status s;
+    bool q8 = D->gu.n && !f->gemm && proj_q8(&D->gu);
+    th_cu_rmsnorm(g->x, E, NULL, D->ffn_norm, g->m->hp.norm_eps, n, E, g->h, E, q8 ? &g->q8 : NULL, g->st);
+    if ((s = th_cu_moe_ffn(g, &D->moe, n, g->h, g->tmp))) return s;
+    if (D->gu.n && (s = dense_ffn(g, f, D, n, g->tmp, true))) return s;
+    ffn_finish(g, D, n);
+    return TH_OK;
+}
+
 static th_status layer(th_gpu *g, fwd *f, int il) {
     const th_hparams *hp = &g->m->hp;
     const th_cu_layer *D = &g->L[il];
@@ -246,6 +278,11 @@ static th_status layer(th_gpu *g, fwd *f, int il) {
                      .head_dim_v = hp->head_dim_v, .n_rot = hp->n_rot, .rope_type = hp->rope_type,
                      .theta_scale = D->theta_scale, .freq_scale = hp->rope_freq_scale, .norm_eps = hp->norm_eps,
                      .freq_factors = g->rope_freqs, .q_norm = D->q_norm, .k_norm = D->k_norm };
+    if (D->qk_norm_full) {  /* olmoe: one norm over the whole Q and the whole K projection, not per head */
+        th_cu_rmsnorm(g->qkv, g->qkv_w, NULL, D->q_norm, hp->norm_eps, n, g->q_w, g->qkv, g->qkv_w, NULL, st);
+        th_cu_rmsnorm(g->qkv + g->q_w, g->qkv_w, NULL, D->k_norm, hp->norm_eps, n, g->k_w, g->qkv + g->q_w, g->qkv_w, NULL, st);
+        r.q_norm = r.k_norm = NULL;
+    }
     th_cu_rope_store(g->qkv, g->qkv_w, n, f->pos, f->seq, &r, &f->kv, il, st);
     f->at.window = D->window;
     q8 = !f->gemm && mat_q8(&D->wo);
@@ -259,18 +296,12 @@ static th_status layer(th_gpu *g, fwd *f, int il) {
         th_cu_add_rows(g->x, g->tmp, E, E, n, st);
     }
     /* feed-forward */
+    if (D->moe.n_expert) return moe_ffn(g, f, D, n);
     q8 = !f->gemm && proj_q8(&D->gu);
     th_cu_rmsnorm(g->x, E, NULL, D->ffn_norm, hp->norm_eps, n, E, g->h, E, q8 ? &g->q8 : NULL, st);
-    if ((s = proj(g, f, &D->gu, g->h, E, g->gu, g->gu_w))) return s;
-    int64_t F = D->gu.width / 2;
-    q8 = !f->gemm && mat_q8(&D->down);
-    th_cu_glu(g->gu, g->gu_w, F, n, hp->act_fn, g->ff, F, q8 ? &g->q8 : NULL, st);
     direct = !D->post_ffn_norm;
-    if ((s = mm(g, f, &D->down, g->ff, F, n, direct ? g->x : g->tmp, E, direct))) return s;
-    if (!direct) {
-        th_cu_rmsnorm(g->tmp, E, NULL, D->post_ffn_norm, hp->norm_eps, n, E, g->tmp, E, NULL, st);
-        th_cu_add_rows(g->x, g->tmp, E, E, n, st);
-    }
+    if ((s = dense_ffn(g, f, D, n, direct ? g->x : g->tmp, direct))) return s;
+    if (!direct) ffn_finish(g, D, n);
     return TH_OK;
 }
 

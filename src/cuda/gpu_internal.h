@@ -16,8 +16,21 @@ typedef struct th_cu_proj {
     int64_t width;           /* total output columns */
 } th_cu_proj;
 
+/* A mixture-of-experts FFN: the router and the experts stacked by rows (expert
+ * e of gate/up = rows [e·F, (e+1)·F), of down = rows [e·E, (e+1)·E)).
+ * n_expert == 0: a dense layer. Shared experts live in th_cu_layer.gu/down. */
+typedef struct th_cu_moe {
+    int32_t n_expert, k;
+    int64_t F;                      /* width of one expert */
+    th_cu_mat router, gate, up, down;
+    const float *router_b;          /* n_expert or NULL */
+    th_cu_router route;
+} th_cu_moe;
+
 typedef struct th_cu_layer {
-    th_cu_proj qkv, gu;
+    th_cu_proj qkv, gu;             /* gu (and down): the dense FFN, or a MoE layer's shared experts (n = 0: none) */
+    th_cu_moe moe;
+    bool qk_norm_full;              /* q_norm/k_norm span the whole Q/K projection, not one head */
     th_cu_mat wo, down;
     const float *attn_norm, *ffn_norm, *post_attn_norm, *post_ffn_norm;
     const float *bq, *bk, *bv, *bo, *q_norm, *k_norm;
@@ -59,6 +72,10 @@ struct th_gpu {
     th_cu_q8 q8;
     void *wbuf, *xbuf;
     size_t wbuf_bytes;
+    /* mixture-of-experts scratch (gpu_moe.c), sized for n_batch tokens × the widest MoE layer */
+    float *moe_logits, *moe_score, *moe_w, *moe_gu, *moe_act, *moe_y;
+    int32_t *moe_sel;
+    th_cu_q8 moe_q8;
     /* per-batch metadata: pinned host staging and its device copy, one block:
      * tokens | pos | seq | gather | block table (n_seq × n_blocks) */
     int32_t *h_meta, *d_meta;
@@ -74,5 +91,11 @@ th_status th_cu_fail(cudaError_t e, const char *what);
 th_status th_cu_alloc(th_gpu *g, void **p, size_t bytes, const char *what);
 /* gpu_upload.c */
 th_status th_cu_upload_weights(th_gpu *g);
+/* gpu_moe.c: scratch for the MoE layers (nothing when there are none); the
+ * routed-expert part of a MoE FFN: out[t] (n rows of E, stride E) = the weighted
+ * sum of the selected experts applied to h[t] (stride E). Shared experts, the
+ * post-FFN norm and the residual add are the caller's. */
+th_status th_cu_moe_alloc(th_gpu *g);
+th_status th_cu_moe_ffn(th_gpu *g, const th_cu_moe *M, int n, const float *h, float *out);
 
 #endif

@@ -1,8 +1,10 @@
 /* gpu_upload.c — puts the model's weights on the device once: every matrix in
  * its file layout, except the types with a SPLIT layout (split.c), which are repacked into the SPLIT
  * layout (split.c: quants and scales in separate arrays) for coalesced loads; Q|K|V and gate|up are
- * fused into one matrix when their types match; vectors (norms, biases) as
- * fp32. Prints a progress line when verbose or when stderr is a terminal. */
+ * fused into one matrix when their types match (and kept fused when the file
+ * fuses them); experts stacked in one matrix per gate/up/down (rows of expert e
+ * after those of e−1); vectors (norms, biases) as fp32. Prints a progress line
+ * when verbose or when stderr is a terminal. */
 #include "cuda/gpu_internal.h"
 #include <math.h>
 #include <stdio.h>
@@ -147,7 +149,9 @@ static th_status upload_vec(th_gpu *g, const th_weight *w, const float **out) {
     return TH_OK;
 }
 
-static size_t wbytes(const th_weight *w) { return w->data ? w->row_bytes * (size_t)TH_MAX(w->ne1, 1) : 0; }
+static size_t wbytes(const th_weight *w) {
+    return w->data ? w->row_bytes * (size_t)TH_MAX(w->ne1, 1) * (size_t)TH_MAX(w->ne2, 1) : 0;
+}
 
 static size_t model_bytes(const th_model *m) {
     size_t t = wbytes(&m->tok_embd) + wbytes(&m->output_norm) + wbytes(&m->rope_freqs);
@@ -155,11 +159,115 @@ static size_t model_bytes(const th_model *m) {
     for (int i = 0; i < m->hp.n_layer; i++) {
         const th_layer *L = &m->layers[i];
         const th_weight *ws[] = { &L->attn_norm, &L->wq, &L->wk, &L->wv, &L->wo, &L->bq, &L->bk, &L->bv, &L->bo,
-                                  &L->q_norm, &L->k_norm, &L->post_attn_norm, &L->ffn_norm, &L->w_gate, &L->w_up,
-                                  &L->w_down, &L->post_ffn_norm };
+                                  &L->wqkv, &L->bqkv, &L->q_norm, &L->k_norm, &L->post_attn_norm, &L->ffn_norm,
+                                  &L->w_gate, &L->w_up, &L->w_down, &L->post_ffn_norm, &L->router, &L->router_b,
+                                  &L->exp_probs_b, &L->gate_exps, &L->up_exps, &L->down_exps, &L->gate_shexp,
+                                  &L->up_shexp, &L->down_shexp };
         for (size_t k = 0; k < sizeof ws / sizeof ws[0]; k++) t += wbytes(ws[k]);
     }
     return t;
+}
+
+/* A weight of ne2 stacked matrices (experts) as one matrix of ne1·ne2 rows. */
+static th_status upload_stacked(th_gpu *g, const th_weight *w, th_cu_mat *out) {
+    th_weight flat = *w;
+    flat.ne1 = w->ne1 * TH_MAX(w->ne2, 1);
+    flat.ne2 = 1;
+    const th_weight *p = &flat;
+    return upload_mat(g, &p, 1, out);
+}
+
+static bool shape_is(const th_weight *w, int64_t ne0, int64_t ne1, int64_t ne2) {
+    return w->ne0 == ne0 && w->ne1 == ne1 && TH_MAX(w->ne2, 1) == ne2;
+}
+
+/* The routed experts of a MoE layer: router, stacked gate/up/down, routing options. */
+static th_status upload_moe(th_gpu *g, int il, const th_layer *L, th_cu_moe *M) {
+    const th_hparams *hp = &g->m->hp;
+    int64_t E = hp->n_embd, X = hp->n_expert, F = L->gate_exps.ne1;
+    th_status s;
+    if (hp->act_fn != TH_ACT_SILU && hp->act_fn != TH_ACT_GELU)
+        return th_set_error(TH_ERR_UNSUPPORTED, "layer %d: the CUDA backend's experts support SiLU or GELU gating only (not the clamped SwiGLU of gpt-oss)", il);
+    if (L->gate_exps_b.data || L->up_exps_b.data || L->down_exps_b.data)
+        return th_set_error(TH_ERR_UNSUPPORTED, "layer %d: expert biases are not supported by the CUDA backend yet", il);
+    if (!L->gate_exps.data || !L->up_exps.data || !L->down_exps.data)
+        return th_set_error(TH_ERR_UNSUPPORTED, "layer %d: the CUDA backend needs separate gate/up/down expert weights", il);
+    if (X < 1 || hp->n_expert_used < 1 || hp->n_expert_used > X || !shape_is(&L->router, E, X, 1) ||
+        !shape_is(&L->gate_exps, E, F, X) || !shape_is(&L->up_exps, E, F, X) || !shape_is(&L->down_exps, F, E, X))
+        return th_set_error(TH_ERR_FORMAT, "layer %d: expert weights do not have the shapes [%lld,F,%lld] / [F,%lld,%lld] (%lld of %lld experts used)",
+                            il, (long long)E, (long long)X, (long long)E, (long long)X, (long long)hp->n_expert_used, (long long)X);
+    if (hp->gating < TH_GATING_SOFTMAX || hp->gating > TH_GATING_SOFTMAX_SELECTED)
+        return th_set_error(TH_ERR_UNSUPPORTED, "layer %d: expert gating function %d is not supported by the CUDA backend", il, hp->gating);
+    int32_t ng = hp->n_expert_groups > 1 ? hp->n_expert_groups : 0;
+    if (ng && (ng > 256 || X % ng || hp->n_expert_groups_used < 1))
+        return th_set_error(TH_ERR_UNSUPPORTED, "layer %d: group-limited routing with %d groups of %lld experts is not supported by the CUDA backend",
+                            il, ng, (long long)X);
+    const th_weight *r = &L->router;
+    const float *sel_bias;
+    if ((s = upload_mat(g, &r, 1, &M->router)) || (s = upload_stacked(g, &L->gate_exps, &M->gate)) ||
+        (s = upload_stacked(g, &L->up_exps, &M->up)) || (s = upload_stacked(g, &L->down_exps, &M->down)) ||
+        (s = upload_vec(g, &L->router_b, &M->router_b)) || (s = upload_vec(g, &L->exp_probs_b, &sel_bias)))
+        return s;
+    M->n_expert = (int32_t)X;
+    M->k = hp->n_expert_used;
+    M->F = F;
+    M->route = (th_cu_router){ .n_expert = (int32_t)X, .k = hp->n_expert_used, .gating = hp->gating,
+                               .norm = hp->expert_weights_norm, .scale = hp->expert_weights_scale,
+                               .sel_bias = sel_bias, .n_group = ng, .topk_group = hp->n_expert_groups_used };
+    return TH_OK;
+}
+
+/* Q|K|V (separate or fused with its fused bias) and the per-head or whole-width Q/K norms. */
+static th_status upload_attn(th_gpu *g, int il, const th_layer *L, th_cu_layer *D) {
+    const th_hparams *hp = &g->m->hp;
+    int64_t q_w = (int64_t)hp->n_head * hp->head_dim, k_w = (int64_t)hp->n_head_kv * hp->head_dim;
+    th_status s;
+    if (L->wqkv.data) {
+        const th_weight *w = &L->wqkv;
+        if ((s = upload_mat(g, &w, 1, &D->qkv.part[0]))) return s;
+        D->qkv.n = 1;
+        D->qkv.width = D->qkv.part[0].rows;
+        const float *b;
+        if ((s = upload_vec(g, &L->bqkv, &b))) return s;
+        if (b) { D->bq = b; D->bk = b + q_w; D->bv = b + q_w + k_w; }
+    } else {
+        if (!L->wq.data || !L->wk.data || !L->wv.data)
+            return th_set_error(TH_ERR_UNSUPPORTED, "layer %d: the CUDA backend needs Q/K/V weights (separate or fused)", il);
+        if ((s = upload_proj(g, &L->wq, &L->wk, &L->wv, &D->qkv))) return s;
+        if ((s = upload_vec(g, &L->bq, &D->bq)) || (s = upload_vec(g, &L->bk, &D->bk)) || (s = upload_vec(g, &L->bv, &D->bv)))
+            return s;
+    }
+    D->qk_norm_full = L->q_norm.data && L->q_norm.ne0 != hp->head_dim;
+    if (D->qk_norm_full && (L->q_norm.ne0 != q_w || !L->k_norm.data || L->k_norm.ne0 != k_w))
+        return th_set_error(TH_ERR_FORMAT, "layer %d: whole-width q/k norms must be %lld and %lld wide", il, (long long)q_w, (long long)k_w);
+    return TH_OK;
+}
+
+/* The dense FFN (gate|up separate or fused [gate; up]), or the experts of a MoE
+ * layer plus its shared experts as the dense part. */
+static th_status upload_ffn(th_gpu *g, int il, const th_layer *L, th_cu_layer *D) {
+    const th_weight *gate = L->w_gate.data ? &L->w_gate : NULL, *up = &L->w_up, *down = &L->w_down;
+    th_status s;
+    if (L->router.data) {
+        if ((s = upload_moe(g, il, L, &D->moe))) return s;
+        if (!L->gate_shexp.data && !L->up_shexp.data && !L->down_shexp.data) return TH_OK;
+        gate = &L->gate_shexp, up = &L->up_shexp, down = &L->down_shexp;
+        if (!gate->data) return th_set_error(TH_ERR_UNSUPPORTED, "layer %d: shared experts without a gate weight", il);
+    }
+    if (!up->data || !down->data)
+        return th_set_error(TH_ERR_UNSUPPORTED, "layer %d: the CUDA backend needs up and down FFN weights", il);
+    if (gate) {
+        if ((s = upload_proj(g, gate, up, NULL, &D->gu))) return s;
+    } else {  /* fused [gate; up] rows: already the gu layout (gate at [0,F), up at [F,2F)) */
+        if ((s = upload_mat(g, &up, 1, &D->gu.part[0]))) return s;
+        D->gu.n = 1;
+        D->gu.width = D->gu.part[0].rows;
+    }
+    if ((s = upload_mat(g, &down, 1, &D->down))) return s;
+    if (D->gu.width != 2 * D->down.K)
+        return th_set_error(TH_ERR_FORMAT, "layer %d: gate/up give %lld outputs but down takes %lld inputs", il,
+                            (long long)D->gu.width, (long long)D->down.K);
+    return TH_OK;
 }
 
 static th_status upload_layer(th_gpu *g, int il) {
@@ -167,17 +275,11 @@ static th_status upload_layer(th_gpu *g, int il) {
     const th_layer *L = &m->layers[il];
     th_cu_layer *D = &g->L[il];
     th_status s;
-    if (L->gate_exps.data || L->router.data)
-        return th_set_error(TH_ERR_UNSUPPORTED, "layer %d: mixture-of-experts layers are not supported by the CUDA backend yet", il);
-    if (!L->wq.data || !L->wk.data || !L->wv.data || !L->w_gate.data || !L->w_up.data || !L->w_down.data)
-        return th_set_error(TH_ERR_UNSUPPORTED, "layer %d: the CUDA backend needs separate Q/K/V and gate/up/down weights", il);
-    if ((s = upload_proj(g, &L->wq, &L->wk, &L->wv, &D->qkv))) return s;
-    if ((s = upload_proj(g, &L->w_gate, &L->w_up, NULL, &D->gu))) return s;
-    const th_weight *wo = &L->wo, *wd = &L->w_down;
-    if ((s = upload_mat(g, &wo, 1, &D->wo)) || (s = upload_mat(g, &wd, 1, &D->down))) return s;
+    if ((s = upload_attn(g, il, L, D)) || (s = upload_ffn(g, il, L, D))) return s;
+    const th_weight *wo = &L->wo;
+    if ((s = upload_mat(g, &wo, 1, &D->wo))) return s;
     if ((s = upload_vec(g, &L->attn_norm, &D->attn_norm)) || (s = upload_vec(g, &L->ffn_norm, &D->ffn_norm)) ||
         (s = upload_vec(g, &L->post_attn_norm, &D->post_attn_norm)) || (s = upload_vec(g, &L->post_ffn_norm, &D->post_ffn_norm)) ||
-        (s = upload_vec(g, &L->bq, &D->bq)) || (s = upload_vec(g, &L->bk, &D->bk)) || (s = upload_vec(g, &L->bv, &D->bv)) ||
         (s = upload_vec(g, &L->bo, &D->bo)) || (s = upload_vec(g, &L->q_norm, &D->q_norm)) || (s = upload_vec(g, &L->k_norm, &D->k_norm)))
         return s;
     D->window = L->window;

@@ -1,0 +1,174 @@
+// moe.cu — the kernels of the mixture-of-experts FFN (host side: gpu_moe.c).
+// Owns three steps, all reading the expert choice from device memory so that the
+// whole FFN can be captured in a CUDA graph:
+//   moe_route   one thread per token: router logits → probabilities → top-k
+//               (selection bias, group limit) → weights; the same arithmetic and
+//               order as th_moe_route (src/moe.c), written out serially.
+//   moe_gemv    one warp per (output row, token-slot pair): the selected expert's
+//               row (rows e·R .. e·R+R−1 of a stacked matrix) · the pair's input,
+//               weights decoded by dq32_mat (any type, either layout).
+//   moe_sum     out[t] = Σ_j w[t][j] · y[t·k+j] in selection order, each product
+//               rounded before the add (as the CPU: dst = src·w, then o += dst).
+#include "cuda/split.cuh"
+
+namespace {
+
+// th_op_softmax (src/cpu/ops.c): max, exp(x − max) (−inf → 0), double sum, × 1/sum.
+__device__ void softmax_serial(float *x, int n) {
+    float mx = -INFINITY;
+    for (int i = 0; i < n; i++) mx = x[i] > mx ? x[i] : mx;
+    double sum = 0.0;
+    for (int i = 0; i < n; i++) {
+        float e = x[i] == -INFINITY ? 0.0f : expf(x[i] - mx);
+        x[i] = e;
+        sum += e;
+    }
+    float inv = sum > 0 ? (float)(1.0 / sum) : 0.0f;
+    for (int i = 0; i < n; i++) x[i] *= inv;
+}
+
+// limit_groups (src/moe.c): experts outside the topk_group best groups (a group
+// scores the sum of its two best) get −inf.
+__device__ void limit_groups_serial(const th_cu_router &r, float *score) {
+    float gs[256];  // n_group <= 256 (checked at upload)
+    int per = r.n_expert / r.n_group;
+    for (int g = 0; g < r.n_group; g++) {
+        float b1 = -INFINITY, b2 = -INFINITY;
+        for (int e = g * per; e < (g + 1) * per; e++) {
+            if (score[e] > b1) { b2 = b1; b1 = score[e]; }
+            else if (score[e] > b2) b2 = score[e];
+        }
+        gs[g] = per > 1 ? b1 + b2 : b1;
+    }
+    for (int kept = 0; kept < r.topk_group; kept++) {
+        int best = -1;
+        for (int g = 0; g < r.n_group; g++)
+            if (gs[g] != INFINITY && (best < 0 || gs[g] > gs[best])) best = g;
+        if (best >= 0) gs[best] = INFINITY;
+    }
+    for (int g = 0; g < r.n_group; g++)
+        if (gs[g] != INFINITY)
+            for (int e = g * per; e < (g + 1) * per; e++) score[e] = -INFINITY;
+}
+
+__global__ void moe_route(float *logits, float *score, int n, th_cu_router r, int32_t *sel, float *w) {
+    pdl_begin();
+    int t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= n) return;
+    const int X = r.n_expert, k = r.k;
+    float *p = logits + (int64_t)t * X, *sc = score + (int64_t)t * X;
+    int32_t *s = sel + (int64_t)t * k;
+    float *wt = w + (int64_t)t * k;
+    if (r.gating == 0) softmax_serial(p, X);
+    else if (r.gating == 1) for (int e = 0; e < X; e++) p[e] = 1.0f / (1.0f + expf(-p[e]));
+    for (int e = 0; e < X; e++) sc[e] = p[e] + (r.sel_bias ? r.sel_bias[e] : 0.0f);
+    if (r.n_group > 1) limit_groups_serial(r, sc);
+    for (int j = 0; j < k; j++) {  // partial selection sort; ties: lower id
+        int best = -1;
+        for (int e = 0; e < X; e++) {
+            bool taken = false;
+            for (int i = 0; i < j; i++) taken |= s[i] == e;
+            if (!taken && (best < 0 || sc[e] > sc[best])) best = e;
+        }
+        s[j] = best;
+        wt[j] = p[best];
+    }
+    if (r.gating == 2) softmax_serial(wt, k);
+    if (r.norm) {
+        double sum = 0;
+        for (int j = 0; j < k; j++) sum += wt[j];
+        float d = (float)sum;
+        for (int j = 0; j < k; j++) wt[j] /= d;
+    }
+    if (r.scale != 1.0f)
+        for (int j = 0; j < k; j++) wt[j] *= r.scale;
+}
+
+// Element i of the pair's input row: fp32, or the q8 value q·d.
+__device__ __forceinline__ float x_at(const float *x, const th_cu_q8 &xq, bool q8, int64_t row, int64_t K, int64_t xs,
+                                      int64_t i) {
+    if (q8) return (float)xq.q[row * K + i] * xq.d[row * (K / 32) + i / 32];
+    return x[row * xs + i];
+}
+
+// Row r of w · input row `row`, summed over the warp (every lane gets the sum).
+__device__ float row_dot(const th_cu_mat &w, int64_t r, const float *x, const th_cu_q8 &xq, bool q8, int64_t row,
+                         int64_t xs, int lane) {
+    const int64_t K = w.K;
+    float acc = 0.0f;
+    if (K % 32 == 0) {
+        for (int64_t g = lane; g < K / 32; g += 32) {
+            float f[32];
+            dq32_mat(w, r, g, f);
+            float s = 0.0f;
+#pragma unroll
+            for (int j = 0; j < 32; j++) s += f[j] * x_at(x, xq, q8, row, K, xs, g * 32 + j);
+            acc += s;
+        }
+    } else {  // float types only (the block types have K % 32 == 0)
+        const uint8_t *p = (const uint8_t *)w.data + (size_t)r * w.row_bytes;
+        for (int64_t i = lane; i < K; i += 32) {
+            float v = w.type == TH_F32 ? ((const float *)p)[i]
+                    : w.type == TH_F16 ? h2f(((const uint16_t *)p)[i]) : bf2f(((const uint16_t *)p)[i]);
+            acc += v * x_at(x, xq, false, row, K, xs, i);
+        }
+    }
+    return warp_sum(acc);
+}
+
+constexpr int MOE_WARPS = 4;
+
+// y[p][o] = W(o) of expert sel[p] · x[p / x_div], o < rpe: w0, o >= rpe: w1.
+__global__ void __launch_bounds__(MOE_WARPS * 32) moe_gemv(th_cu_mat w0, th_cu_mat w1, bool two, int64_t rpe,
+                                                           const int32_t *sel, int n_pairs, int x_div, const float *x,
+                                                           int64_t xs, th_cu_q8 xq, bool q8_0, bool q8_1, float *y,
+                                                           int64_t ys) {
+    pdl_begin();
+    const int lane = threadIdx.x & 31;
+    const int64_t out_rows = two ? 2 * rpe : rpe;
+    const int64_t o = (int64_t)blockIdx.x * MOE_WARPS + (threadIdx.x >> 5);
+    if (o >= out_rows) return;
+    for (int p = blockIdx.y; p < n_pairs; p += gridDim.y) {
+        const int64_t e = sel[p];
+        const bool second = o >= rpe;
+        const th_cu_mat &w = second ? w1 : w0;
+        const int64_t r = e * rpe + (second ? o - rpe : o);
+        float v = row_dot(w, r, x, xq, second ? q8_1 : q8_0, p / x_div, xs, lane);
+        if (lane == 0) y[(int64_t)p * ys + o] = v;
+    }
+}
+
+__global__ void moe_sum(const float *y, int64_t ys, const float *w, int k, int64_t E, float *out, int64_t os) {
+    pdl_begin();
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, t = blockIdx.y;
+    if (i >= E) return;
+    float acc = __fmul_rn(y[(t * k) * ys + i], w[t * k]);
+    for (int j = 1; j < k; j++) acc = __fadd_rn(acc, __fmul_rn(y[(t * k + j) * ys + i], w[t * k + j]));
+    out[t * os + i] = acc;
+}
+
+}  // namespace
+
+extern "C" void th_cu_moe_route(float *logits, float *score, int n, const th_cu_router *r, int32_t *sel, float *w,
+                                cudaStream_t st) {
+    if (n <= 0) return;
+    launch_k(moe_route, dim3((unsigned)((n + 63) / 64)), dim3(64), st, logits, score, n, *r, sel, w);
+}
+
+extern "C" void th_cu_moe_gemv(const th_cu_mat *w0, const th_cu_mat *w1, int64_t rpe, const int32_t *sel, int n_pairs,
+                               int x_div, const float *x, int64_t xs, const th_cu_q8 *xq, float *y, int64_t ys,
+                               cudaStream_t st) {
+    if (n_pairs <= 0 || rpe <= 0) return;
+    bool two = w1 != nullptr;
+    int64_t out_rows = two ? 2 * rpe : rpe;
+    bool q8_0 = xq && th_cu_gemv_wants_q8(w0), q8_1 = xq && two && th_cu_gemv_wants_q8(w1);
+    dim3 grid((unsigned)((out_rows + MOE_WARPS - 1) / MOE_WARPS), (unsigned)(n_pairs < 65535 ? n_pairs : 65535));
+    launch_k(moe_gemv, grid, dim3(MOE_WARPS * 32), st, *w0, two ? *w1 : *w0, two, rpe, sel, n_pairs, x_div, x, xs,
+             xq ? *xq : th_cu_q8{}, q8_0, q8_1, y, ys);
+}
+
+extern "C" void th_cu_moe_sum(const float *y, int64_t ys, const float *w, int k, int n, int64_t E, float *out,
+                              int64_t os, cudaStream_t st) {
+    if (n <= 0) return;
+    launch_k(moe_sum, dim3((unsigned)((E + 127) / 128), (unsigned)n), dim3(128), st, y, ys, w, k, E, out, os);
+}
