@@ -710,15 +710,7 @@ static th_status repack_model(th_model *m, const th_kernels *k) {
 static const char *gpu_missing_feature(const th_model *m) {
     const th_hparams *hp = &m->hp;
     if (hp->kv_lora_rank > 0) return "multi-head latent attention";
-    if (hp->rope_ext_factor != 0.0f) return "YaRN rope scaling";
-    if (hp->rope_attn_factor != 1.0f) return "rope attention factor";
     if (m->rope_long.data) return "LongRoPE factors";
-    if (hp->act_fn == TH_ACT_SWIGLU_OAI) return "clamped SwiGLU";
-    for (int32_t il = 0; il < hp->n_layer; il++) {
-        const th_layer *L = &m->layers[il];
-        if (L->attn_sinks.data) return "attention sinks";
-        if (L->rope_freq_scale != hp->rope_freq_scale) return "per-layer rope scaling";
-    }
     return NULL;
 }
 

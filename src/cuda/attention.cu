@@ -8,7 +8,10 @@
 // larger batches (attn_tile) a thread per position scores tiles of 128. The
 // last block of a (token, head) to finish merges the splits (an atomic counter
 // per pair, reset after use).
-// Optional sliding window and score softcap, as in the CPU reference.
+// Optional sliding window and score softcap, as in the CPU reference, and
+// optional attention sinks (one logit per head that joins the softmax
+// denominator, th_op_softmax_sink): added once per (token, head), in the final
+// normalization (final_scale) of the single-split path or of the merge.
 #include "cuda/q8.cuh"
 #include <math.h>
 
@@ -34,14 +37,24 @@ __device__ __forceinline__ void head_q8(const float *o, int hdv, int64_t base, c
     }
 }
 
+// The factor that turns head h's unnormalized output (acc over positions with
+// running max m and sum l) into the result: 1/l, or with a sink s
+// exp(m − M) / (l·exp(m − M) + exp(s − M)), M = max(m, s), so the sink joins
+// the denominator exactly once.
+__device__ __forceinline__ float final_scale(const th_cu_attn &a, int h, float m, float l) {
+    if (!a.sinks) return l > 0.0f ? 1.0f / l : 0.0f;
+    const float sk = a.sinks[h], M = fmaxf(m, sk), c = expf(m - M);
+    return c / (l * c + expf(sk - M));
+}
+
 // Combine the ns partial states (m, l, unnormalized acc) of one (token, head).
 // Reads through L2 (__ldcg): other blocks wrote them during this launch.
-__device__ void merge_splits(const float *pp, int ns, int hdv, float *o) {
+__device__ void merge_splits(const th_cu_attn &a, int h, const float *pp, int ns, int hdv, float *o) {
     float M = -INFINITY;
     for (int s = 0; s < ns; s++) M = fmaxf(M, __ldcg(pp + s * (hdv + 2)));
     float L = 0.0f;
     for (int s = 0; s < ns; s++) L += expf(__ldcg(pp + s * (hdv + 2)) - M) * __ldcg(pp + s * (hdv + 2) + 1);
-    float inv = L > 0.0f ? 1.0f / L : 0.0f;
+    float inv = final_scale(a, h, M, L);
     for (int d = threadIdx.x; d < hdv; d += blockDim.x) {
         float acc = 0.0f;
         for (int s = 0; s < ns; s++) acc += expf(__ldcg(pp + s * (hdv + 2)) - M) * __ldcg(pp + s * (hdv + 2) + 2 + d);
@@ -226,7 +239,7 @@ __global__ void __launch_bounds__(TILE) attn_split(const float *qkv, int64_t str
     const int ns = (int)((len + a.chunk - 1) / a.chunk);  // non-empty splits of this (token, head)
     float *o = out + (int64_t)t * os + (int64_t)h * hdv;
     if (ns == 1) {
-        float inv = l > 0.0f ? 1.0f / l : 0.0f;
+        float inv = final_scale(a, h, m, l);
         if (tid < hdv) o[tid] = acc0 * inv;
         if (tid + TILE < hdv) o[tid + TILE] = acc1 * inv;
         if (q8) { __syncthreads(); head_q8(o, hdv, (int64_t)t * os + (int64_t)h * hdv, oq); }
@@ -246,7 +259,7 @@ __global__ void __launch_bounds__(TILE) attn_split(const float *qkv, int64_t str
     if (!s_last) return;
     __threadfence();
     if (tid == 0) *cnt = 0;  // ready for the next launch
-    merge_splits(a.partial + ((int64_t)t * a.n_head + h) * a.n_split * (hdv + 2), ns, hdv, o);
+    merge_splits(a, h, a.partial + ((int64_t)t * a.n_head + h) * a.n_split * (hdv + 2), ns, hdv, o);
     if (q8) { __syncthreads(); head_q8(o, hdv, (int64_t)t * os + (int64_t)h * hdv, oq); }
 }
 
@@ -306,7 +319,7 @@ __global__ void __launch_bounds__(TILE) attn_tile(const float *qkv, int64_t stri
     const int ns = (int)((len + a.chunk - 1) / a.chunk);  // non-empty splits of this (token, head)
     float *o = out + (int64_t)t * os + (int64_t)h * hdv;
     if (ns == 1) {
-        float inv = l > 0.0f ? 1.0f / l : 0.0f;
+        float inv = final_scale(a, h, m, l);
         if (tid < hdv) o[tid] = acc0 * inv;
         if (tid + TILE < hdv) o[tid + TILE] = acc1 * inv;
         if (q8) { __syncthreads(); head_q8(o, hdv, (int64_t)t * os + (int64_t)h * hdv, oq); }
@@ -326,7 +339,7 @@ __global__ void __launch_bounds__(TILE) attn_tile(const float *qkv, int64_t stri
     if (!s_last) return;
     __threadfence();
     if (tid == 0) *cnt = 0;  // ready for the next launch
-    merge_splits(a.partial + ((int64_t)t * a.n_head + h) * a.n_split * (hdv + 2), ns, hdv, o);
+    merge_splits(a, h, a.partial + ((int64_t)t * a.n_head + h) * a.n_split * (hdv + 2), ns, hdv, o);
     if (q8) { __syncthreads(); head_q8(o, hdv, (int64_t)t * os + (int64_t)h * hdv, oq); }
 }
 

@@ -72,7 +72,8 @@ void th_cu_dequant_rows(const th_cu_mat *w, const int32_t *row, int64_t row0, in
 /* y[r] = rmsnorm(x[src(r)]) · w  (src(r) = rows ? rows[r] : r); optional q8 copy. */
 void th_cu_rmsnorm(const float *x, int64_t x_stride, const int32_t *rows, const float *w, float eps,
                    int n, int64_t K, float *y, int64_t y_stride, const th_cu_q8 *yq, cudaStream_t st);
-/* out[t][i] = act(gu[t][i]) · gu[t][F + i]  (act: 0 SiLU, 1 GELU-tanh); optional q8 copy. */
+/* out[t][i] = act(gu[t][i]) · gu[t][F + i]  (act: enum th_act_fn — 0 SiLU, 1 GELU-tanh,
+ * 2 GPT-OSS's clamped SwiGLU as th_op_swiglu_oai); optional q8 copy. */
 void th_cu_glu(const float *gu, int64_t gu_stride, int64_t F, int n, int act, float *out,
                int64_t out_stride, const th_cu_q8 *oq, cudaStream_t st);
 void th_cu_quantize_q8(const float *x, int64_t x_stride, int n, int64_t K, const th_cu_q8 *out,
@@ -97,12 +98,13 @@ typedef struct th_cu_router {
 void th_cu_moe_route(float *logits, float *score, int n, const th_cu_router *r, int32_t *sel, float *w,
                      cudaStream_t st);
 /* For each pair p < n_pairs with expert e = sel[p] and input row x[p / x_div]:
- * y[p][o] = w0 row (e·rpe + o) · x  for o < rpe, and with w1 (optional)
- * y[p][rpe + o] = w1 row (e·rpe + o) · x. w0/w1 are experts stacked by rows.
+ * y[p][o] = w0 row (e·rpe + o) · x (+ b0[e·rpe + o])  for o < rpe, and with w1
+ * (optional) y[p][rpe + o] = w1 row (e·rpe + o) · x (+ b1[e·rpe + o]). w0/w1 are
+ * experts stacked by rows; b0/b1 (expert biases, stacked the same way) may be NULL.
  * With xq (rows of K = w.K) a split-layout matrix reads the q8 activations (as the
  * int8 GEMV does), every other one fp32 x. */
-void th_cu_moe_gemv(const th_cu_mat *w0, const th_cu_mat *w1, int64_t rpe, const int32_t *sel, int n_pairs,
-                    int x_div, const float *x, int64_t xs, const th_cu_q8 *xq, float *y, int64_t ys, cudaStream_t st);
+void th_cu_moe_gemv(const th_cu_mat *w0, const th_cu_mat *w1, const float *b0, const float *b1, int64_t rpe,
+                    const int32_t *sel, int n_pairs, int x_div, const float *x, int64_t xs, const th_cu_q8 *xq, float *y, int64_t ys, cudaStream_t st);
 /* out[t][i] = Σ_{j<k} w[t·k+j] · y[t·k+j][i] for t < n, i < E, in order j = 0..k−1. */
 void th_cu_moe_sum(const float *y, int64_t ys, const float *w, int k, int n, int64_t E, float *out, int64_t os,
                    cudaStream_t st);
@@ -121,6 +123,8 @@ typedef struct th_cu_kv {
 typedef struct th_cu_rope {
     int32_t n_head, n_head_kv, head_dim, head_dim_v, n_rot, rope_type;
     float theta_scale, freq_scale, norm_eps;
+    float ext_factor, corr_lo, corr_hi;  /* YaRN ramp (ext_factor 0: off), as th_rope_params */
+    float mscale;                        /* cos/sin magnitude: attn_factor (× YaRN's 1 + 0.1 ln(1/freq_scale)) */
     const float *freq_factors;           /* n_rot/2 or NULL */
     const float *q_norm, *k_norm;        /* per-head RMSNorm weights or NULL */
 } th_cu_rope;
@@ -135,12 +139,14 @@ typedef struct th_cu_attn {
     int32_t n_head, n_head_kv, head_dim, head_dim_v;
     float scale, softcap;
     int32_t window;            /* 0 = full causal */
+    const float *sinks;        /* n_head sink logits (in the softmax denominator only), or NULL */
     int32_t n_split, chunk;    /* positions split into n_split chunks of `chunk` (a multiple of 32) */
     float *partial;            /* n × n_head × n_split × (head_dim_v + 2) floats when n_split > 1 */
     int32_t *counter;          /* n × n_head, zero between launches (the kernel resets what it uses) */
 } th_cu_attn;
 
-/* out[t][h*hdv ..] = softmax(q·K^T·scale) · V for each token and head; q at
+/* out[t][h*hdv ..] = softmax(q·K^T·scale) · V for each token and head (with
+ * a.sinks, exp(sink[h]) joins each softmax denominator); q at
  * qkv + t*stride + h*hd. With oq (and hdv a multiple of 32) also the q8 form of
  * out (rows of out_stride elements). */
 void th_cu_attention(const float *qkv, int64_t stride, int n, const int32_t *pos, const int32_t *seq,
@@ -161,10 +167,12 @@ void th_cu_attn_plan(int n, int32_t n_head, int32_t hdv, int64_t max_len, size_t
 const char *th_cu_test_matmul(uint32_t type, const void *w, int64_t rows, int64_t K, const float *x,
                               int n, float *y, int path, bool force_gguf);
 /* Attention over a one-sequence cache: q n×(n_head*hd), K/V host arrays
- * [len][n_kv*hd], positions pos0..pos0+n-1; out n×(n_head*hdv). */
+ * [len][n_kv*hd], positions pos0..pos0+n-1, sinks n_head logits or NULL;
+ * out n×(n_head*hdv). */
 const char *th_cu_test_attention(int n_head, int n_kv, int hd, int hdv, int len, const float *q,
                                  const float *k, const float *v, int n, int pos0, int window,
-                                 float softcap, bool kv_f16, int block, int force_split, float *out);
+                                 float softcap, const float *sinks, bool kv_f16, int block, int force_split,
+                                 float *out);
 /* Device-to-device copy bandwidth in GB/s (bytes read + written) over `bytes`. */
 double th_cu_copy_bandwidth(size_t bytes);
 /* fp16 × fp16 → fp32 cuBLAS GEMM of n×n×n on random data, TFLOP/s (median-free: 10 after 3 warm-ups). */

@@ -276,8 +276,11 @@ static th_status layer(th_gpu *g, fwd *f, int il) {
     if (D->bv) th_cu_add_bias(g->qkv + g->q_w + g->k_w, g->qkv_w, D->bv, g->v_w, n, st);
     th_cu_rope r = { .n_head = hp->n_head, .n_head_kv = hp->n_head_kv, .head_dim = hp->head_dim,
                      .head_dim_v = hp->head_dim_v, .n_rot = hp->n_rot, .rope_type = hp->rope_type,
-                     .theta_scale = D->theta_scale, .freq_scale = hp->rope_freq_scale, .norm_eps = hp->norm_eps,
-                     .freq_factors = g->rope_freqs, .q_norm = D->q_norm, .k_norm = D->k_norm };
+                     .theta_scale = D->theta_scale, .freq_scale = D->freq_scale, .norm_eps = hp->norm_eps,
+                     .ext_factor = hp->rope_ext_factor, .corr_lo = D->corr_lo, .corr_hi = D->corr_hi,
+                     .mscale = hp->rope_attn_factor, .freq_factors = g->rope_freqs, .q_norm = D->q_norm,
+                     .k_norm = D->k_norm };
+    if (r.ext_factor != 0.0f) r.mscale *= 1.0f + 0.1f * logf(1.0f / r.freq_scale);  /* as th_op_rope_ext */
     if (D->qk_norm_full) {  /* olmoe: one norm over the whole Q and the whole K projection, not per head */
         th_cu_rmsnorm(g->qkv, g->qkv_w, NULL, D->q_norm, hp->norm_eps, n, g->q_w, g->qkv, g->qkv_w, NULL, st);
         th_cu_rmsnorm(g->qkv + g->q_w, g->qkv_w, NULL, D->k_norm, hp->norm_eps, n, g->k_w, g->qkv + g->q_w, g->qkv_w, NULL, st);
@@ -285,6 +288,7 @@ static th_status layer(th_gpu *g, fwd *f, int il) {
     }
     th_cu_rope_store(g->qkv, g->qkv_w, n, f->pos, f->seq, &r, &f->kv, il, st);
     f->at.window = D->window;
+    f->at.sinks = D->sinks;
     q8 = !f->gemm && mat_q8(&D->wo);
     th_cu_attention(g->qkv, g->qkv_w, n, f->pos, f->seq, &f->at, &f->kv, il, g->att, g->att_w, q8 ? &g->q8 : NULL, st);
     if (q8 && hp->head_dim_v % 32) th_cu_quantize_q8(g->att, g->att_w, n, g->att_w, &g->q8, st);

@@ -24,6 +24,7 @@ typedef struct th_cu_moe {
     int64_t F;                      /* width of one expert */
     th_cu_mat router, gate, up, down;
     const float *router_b;          /* n_expert or NULL */
+    const float *gate_b, *up_b, *down_b;  /* expert biases stacked like the rows (n_expert × F or × E), or NULL */
     th_cu_router route;
 } th_cu_moe;
 
@@ -34,8 +35,10 @@ typedef struct th_cu_layer {
     th_cu_mat wo, down;
     const float *attn_norm, *ffn_norm, *post_attn_norm, *post_ffn_norm;
     const float *bq, *bk, *bv, *bo, *q_norm, *k_norm;
+    const float *sinks;             /* n_head attention-sink logits, or NULL */
     int32_t window;
-    float theta_scale;
+    float theta_scale, freq_scale;  /* this layer's rope base (as base^(-2/n_rot)) and scaling */
+    float corr_lo, corr_hi;         /* YaRN ramp dims (when the model uses YaRN) */
 } th_cu_layer;
 
 #define TH_CU_MAX_GRAPHS 16

@@ -1,8 +1,8 @@
 /* gpu_moe.c — the host side of the CUDA backend's mixture-of-experts FFN: its
  * scratch, and the launch sequence of one MoE layer (kernels in moe.cu):
  *   router GEMV (+ bias) → routing (sel[n][k], w[n][k] on the device) →
- *   gate|up of each token's selected experts → GLU → down → weighted sum in
- *   selection order.
+ *   gate|up of each token's selected experts (+ expert biases) → GLU → down
+ *   (+ bias) → weighted sum in selection order.
  * Nothing is read back to the host, so the sequence runs inside CUDA graph
  * capture, for any batch size. Every expert product is a GEMV (no GEMM path):
  * correctness first. Split-layout (int8) experts read q8 activations as the
@@ -60,9 +60,9 @@ th_status th_cu_moe_ffn(th_gpu *g, const th_cu_moe *M, int n, const float *h, fl
     if (M->router_b) th_cu_add_bias(g->moe_logits, X, M->router_b, X, n, st);
     th_cu_moe_route(g->moe_logits, g->moe_score, n, &M->route, g->moe_sel, g->moe_w, st);
     /* pair p = t·k + j: gate|up of expert sel[p] on h[t], GLU, down */
-    th_cu_moe_gemv(&M->gate, &M->up, F, g->moe_sel, pairs, k, h, E, eq ? &g->moe_q8 : NULL, g->moe_gu, 2 * F, st);
+    th_cu_moe_gemv(&M->gate, &M->up, M->gate_b, M->up_b, F, g->moe_sel, pairs, k, h, E, eq ? &g->moe_q8 : NULL, g->moe_gu, 2 * F, st);
     glu_rows(g, F, pairs, g->m->hp.act_fn, dq);
-    th_cu_moe_gemv(&M->down, NULL, E, g->moe_sel, pairs, 1, g->moe_act, F, dq ? &g->moe_q8 : NULL, g->moe_y, E, st);
+    th_cu_moe_gemv(&M->down, NULL, M->down_b, NULL, E, g->moe_sel, pairs, 1, g->moe_act, F, dq ? &g->moe_q8 : NULL, g->moe_y, E, st);
     /* out[t] = Σ_j w[t][j] · y[t·k + j] */
     th_cu_moe_sum(g->moe_y, E, g->moe_w, k, n, E, out, E, st);
     return TH_OK;

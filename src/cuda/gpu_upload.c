@@ -3,9 +3,11 @@
  * layout (split.c: quants and scales in separate arrays) for coalesced loads; Q|K|V and gate|up are
  * fused into one matrix when their types match (and kept fused when the file
  * fuses them); experts stacked in one matrix per gate/up/down (rows of expert e
- * after those of e−1); vectors (norms, biases) as fp32. Prints a progress line
+ * after those of e−1); vectors (norms, biases, expert biases, sinks) as fp32;
+ * each layer's rope constants (base, scaling, YaRN ramp). Prints a progress line
  * when verbose or when stderr is a terminal. */
 #include "cuda/gpu_internal.h"
+#include "cpu/ops.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -162,7 +164,8 @@ static size_t model_bytes(const th_model *m) {
                                   &L->wqkv, &L->bqkv, &L->q_norm, &L->k_norm, &L->post_attn_norm, &L->ffn_norm,
                                   &L->w_gate, &L->w_up, &L->w_down, &L->post_ffn_norm, &L->router, &L->router_b,
                                   &L->exp_probs_b, &L->gate_exps, &L->up_exps, &L->down_exps, &L->gate_shexp,
-                                  &L->up_shexp, &L->down_shexp };
+                                  &L->up_shexp, &L->down_shexp, &L->attn_sinks, &L->gate_exps_b, &L->up_exps_b,
+                                  &L->down_exps_b };
         for (size_t k = 0; k < sizeof ws / sizeof ws[0]; k++) t += wbytes(ws[k]);
     }
     return t;
@@ -186,10 +189,6 @@ static th_status upload_moe(th_gpu *g, int il, const th_layer *L, th_cu_moe *M) 
     const th_hparams *hp = &g->m->hp;
     int64_t E = hp->n_embd, X = hp->n_expert, F = L->gate_exps.ne1;
     th_status s;
-    if (hp->act_fn != TH_ACT_SILU && hp->act_fn != TH_ACT_GELU)
-        return th_set_error(TH_ERR_UNSUPPORTED, "layer %d: the CUDA backend's experts support SiLU or GELU gating only (not the clamped SwiGLU of gpt-oss)", il);
-    if (L->gate_exps_b.data || L->up_exps_b.data || L->down_exps_b.data)
-        return th_set_error(TH_ERR_UNSUPPORTED, "layer %d: expert biases are not supported by the CUDA backend yet", il);
     if (!L->gate_exps.data || !L->up_exps.data || !L->down_exps.data)
         return th_set_error(TH_ERR_UNSUPPORTED, "layer %d: the CUDA backend needs separate gate/up/down expert weights", il);
     if (X < 1 || hp->n_expert_used < 1 || hp->n_expert_used > X || !shape_is(&L->router, E, X, 1) ||
@@ -207,6 +206,13 @@ static th_status upload_moe(th_gpu *g, int il, const th_layer *L, th_cu_moe *M) 
     if ((s = upload_mat(g, &r, 1, &M->router)) || (s = upload_stacked(g, &L->gate_exps, &M->gate)) ||
         (s = upload_stacked(g, &L->up_exps, &M->up)) || (s = upload_stacked(g, &L->down_exps, &M->down)) ||
         (s = upload_vec(g, &L->router_b, &M->router_b)) || (s = upload_vec(g, &L->exp_probs_b, &sel_bias)))
+        return s;
+    if ((L->gate_exps_b.data && !shape_is(&L->gate_exps_b, F, X, 1)) || (L->up_exps_b.data && !shape_is(&L->up_exps_b, F, X, 1)) ||
+        (L->down_exps_b.data && !shape_is(&L->down_exps_b, E, X, 1)))
+        return th_set_error(TH_ERR_FORMAT, "layer %d: expert biases do not have the shapes [F,%lld] / [%lld,%lld]", il,
+                            (long long)X, (long long)E, (long long)X);
+    if ((s = upload_vec(g, &L->gate_exps_b, &M->gate_b)) || (s = upload_vec(g, &L->up_exps_b, &M->up_b)) ||
+        (s = upload_vec(g, &L->down_exps_b, &M->down_b)))
         return s;
     M->n_expert = (int32_t)X;
     M->k = hp->n_expert_used;
@@ -270,6 +276,16 @@ static th_status upload_ffn(th_gpu *g, int il, const th_layer *L, th_cu_layer *D
     return TH_OK;
 }
 
+/* The layer's rope: base and scaling as the CPU's setup_rope (src/model.c). */
+static void rope_layer(const th_hparams *hp, const th_layer *L, th_cu_layer *D) {
+    D->theta_scale = powf(L->rope_base, -2.0f / (float)hp->n_rot);
+    D->freq_scale = L->rope_freq_scale;
+    D->corr_lo = D->corr_hi = 0.0f;
+    if (hp->rope_ext_factor != 0.0f)
+        th_rope_corr_dims(hp->n_rot, hp->rope_n_ctx_orig, L->rope_base, hp->rope_beta_fast, hp->rope_beta_slow,
+                          &D->corr_lo, &D->corr_hi);
+}
+
 static th_status upload_layer(th_gpu *g, int il) {
     const th_model *m = g->m;
     const th_layer *L = &m->layers[il];
@@ -282,9 +298,12 @@ static th_status upload_layer(th_gpu *g, int il) {
         (s = upload_vec(g, &L->post_attn_norm, &D->post_attn_norm)) || (s = upload_vec(g, &L->post_ffn_norm, &D->post_ffn_norm)) ||
         (s = upload_vec(g, &L->bo, &D->bo)) || (s = upload_vec(g, &L->q_norm, &D->q_norm)) || (s = upload_vec(g, &L->k_norm, &D->k_norm)))
         return s;
+    if (L->attn_sinks.data && L->attn_sinks.ne0 * TH_MAX(L->attn_sinks.ne1, 1) != m->hp.n_head)
+        return th_set_error(TH_ERR_FORMAT, "layer %d: attn_sinks has %lld values for %d heads", il,
+                            (long long)(L->attn_sinks.ne0 * TH_MAX(L->attn_sinks.ne1, 1)), m->hp.n_head);
+    if ((s = upload_vec(g, &L->attn_sinks, &D->sinks))) return s;
     D->window = L->window;
-    float n_rot = (float)m->hp.n_rot;
-    D->theta_scale = powf(L->rope_base, -2.0f / n_rot);
+    rope_layer(&m->hp, L, D);
     return TH_OK;
 }
 

@@ -6,7 +6,9 @@
 //               order as th_moe_route (src/moe.c), written out serially.
 //   moe_gemv    one warp per (output row, token-slot pair): the selected expert's
 //               row (rows e·R .. e·R+R−1 of a stacked matrix) · the pair's input,
-//               weights decoded by dq32_mat (any type, either layout).
+//               weights decoded by dq32_mat (any type, either layout), plus
+//               the expert's bias when there is one (added after the dot
+//               product, as the CPU's th_fwd_add_bias).
 //   moe_sum     out[t] = Σ_j w[t][j] · y[t·k+j] in selection order, each product
 //               rounded before the add (as the CPU: dst = src·w, then o += dst).
 #include "cuda/split.cuh"
@@ -118,8 +120,9 @@ __device__ float row_dot(const th_cu_mat &w, int64_t r, const float *x, const th
 
 constexpr int MOE_WARPS = 4;
 
-// y[p][o] = W(o) of expert sel[p] · x[p / x_div], o < rpe: w0, o >= rpe: w1.
-__global__ void __launch_bounds__(MOE_WARPS * 32) moe_gemv(th_cu_mat w0, th_cu_mat w1, bool two, int64_t rpe,
+// y[p][o] = W(o) of expert sel[p] · x[p / x_div] (+ its bias), o < rpe: w0/b0, o >= rpe: w1/b1.
+__global__ void __launch_bounds__(MOE_WARPS * 32) moe_gemv(th_cu_mat w0, th_cu_mat w1, const float *b0,
+                                                           const float *b1, bool two, int64_t rpe,
                                                            const int32_t *sel, int n_pairs, int x_div, const float *x,
                                                            int64_t xs, th_cu_q8 xq, bool q8_0, bool q8_1, float *y,
                                                            int64_t ys) {
@@ -134,6 +137,8 @@ __global__ void __launch_bounds__(MOE_WARPS * 32) moe_gemv(th_cu_mat w0, th_cu_m
         const th_cu_mat &w = second ? w1 : w0;
         const int64_t r = e * rpe + (second ? o - rpe : o);
         float v = row_dot(w, r, x, xq, second ? q8_1 : q8_0, p / x_div, xs, lane);
+        const float *b = second ? b1 : b0;
+        if (b) v += b[r];
         if (lane == 0) y[(int64_t)p * ys + o] = v;
     }
 }
@@ -155,15 +160,15 @@ extern "C" void th_cu_moe_route(float *logits, float *score, int n, const th_cu_
     launch_k(moe_route, dim3((unsigned)((n + 63) / 64)), dim3(64), st, logits, score, n, *r, sel, w);
 }
 
-extern "C" void th_cu_moe_gemv(const th_cu_mat *w0, const th_cu_mat *w1, int64_t rpe, const int32_t *sel, int n_pairs,
-                               int x_div, const float *x, int64_t xs, const th_cu_q8 *xq, float *y, int64_t ys,
+extern "C" void th_cu_moe_gemv(const th_cu_mat *w0, const th_cu_mat *w1, const float *b0, const float *b1,
+                               int64_t rpe, const int32_t *sel, int n_pairs, int x_div, const float *x, int64_t xs, const th_cu_q8 *xq, float *y, int64_t ys,
                                cudaStream_t st) {
     if (n_pairs <= 0 || rpe <= 0) return;
     bool two = w1 != nullptr;
     int64_t out_rows = two ? 2 * rpe : rpe;
     bool q8_0 = xq && th_cu_gemv_wants_q8(w0), q8_1 = xq && two && th_cu_gemv_wants_q8(w1);
     dim3 grid((unsigned)((out_rows + MOE_WARPS - 1) / MOE_WARPS), (unsigned)(n_pairs < 65535 ? n_pairs : 65535));
-    launch_k(moe_gemv, grid, dim3(MOE_WARPS * 32), st, *w0, two ? *w1 : *w0, two, rpe, sel, n_pairs, x_div, x, xs,
+    launch_k(moe_gemv, grid, dim3(MOE_WARPS * 32), st, *w0, two ? *w1 : *w0, b0, two ? b1 : nullptr, two, rpe, sel, n_pairs, x_div, x, xs,
              xq ? *xq : th_cu_q8{}, q8_0, q8_1, y, ys);
 }
 

@@ -1,7 +1,8 @@
 // rope.cu — per token: optional per-head Q/K RMSNorm, rotary embedding of Q
 // (in place) and K (NORM: adjacent pairs, NEOX: halves; rope_freqs factors;
-// theta computed by repeated multiplication exactly as the CPU reference), then
-// K and V written into the token's slot of the paged cache.
+// theta computed by repeated multiplication exactly as the CPU reference; YaRN's
+// ramp between interpolated and extrapolated angles and the cos/sin magnitude
+// as th_op_rope_ext), then K and V written into the token's slot of the paged cache.
 #include "cuda/common.cuh"
 
 namespace {
@@ -12,6 +13,12 @@ __device__ __forceinline__ char *kv_slot(const th_cu_kv &kv, int32_t layer, int3
     int64_t e = (int64_t)layer * kv.block * (kv.k_dim + kv.v_dim) +
                 (v ? (int64_t)kv.block * kv.k_dim + slot * kv.v_dim : slot * kv.k_dim);
     return (char *)kv.pool + blk * kv.block_bytes + e * (kv.f16 ? 2 : 4);
+}
+
+// yarn_ramp of src/cpu/ops.c: 1 below dim lo, 0 above hi, linear between.
+__device__ __forceinline__ float yarn_ramp(float lo, float hi, int i) {
+    float y = ((float)i - lo) / fmaxf(0.001f, hi - lo);
+    return 1.0f - fminf(1.0f, fmaxf(0.0f, y));
 }
 
 __device__ void norm_rope_head(float *x, const float *nw, const th_cu_rope &r, int32_t pos, int lane) {
@@ -29,8 +36,12 @@ __device__ void norm_rope_head(float *x, const float *nw, const th_cu_rope &r, i
         float tb = (float)pos;
         for (int k = 0; k < i; k++) tb *= r.theta_scale;
         float ff = r.freq_factors ? r.freq_factors[i] : 1.0f;
-        float theta = r.freq_scale * (tb / ff);  // the CPU reference's order (th_op_rope_ext)
-        float c = cosf(theta), s = sinf(theta);
+        float extrap = tb / ff, theta = r.freq_scale * extrap;  // the CPU reference's order (th_op_rope_ext)
+        if (r.ext_factor != 0.0f) {
+            float mix = yarn_ramp(r.corr_lo, r.corr_hi, i) * r.ext_factor;
+            theta = theta * (1.0f - mix) + extrap * mix;
+        }
+        float c = cosf(theta) * r.mscale, s = sinf(theta) * r.mscale;
         int a = r.rope_type == 1 ? i : 2 * i, b = r.rope_type == 1 ? i + half : 2 * i + 1;
         float x0 = x[a], x1 = x[b];
         x[a] = x0 * c - x1 * s;

@@ -71,8 +71,8 @@ done:
 }
 
 const char *th_cu_test_attention(int n_head, int n_kv, int hd, int hdv, int len, const float *q, const float *k,
-                                 const float *v, int n, int pos0, int window, float softcap, bool kv_f16, int block,
-                                 int force_split, float *out) {
+                                 const float *v, int n, int pos0, int window, float softcap, const float *sinks,
+                                 bool kv_f16, int block, int force_split, float *out) {
     const char *err = NULL;
     int nblk = (len + block - 1) / block;
     int64_t kd = (int64_t)n_kv * hd, vd = (int64_t)n_kv * hdv;
@@ -80,7 +80,7 @@ const char *th_cu_test_attention(int n_head, int n_kv, int hd, int hdv, int len,
     uint8_t *pool = calloc((size_t)nblk, bb);
     int32_t *table = malloc((size_t)nblk * 4), *pos = malloc((size_t)n * 4), *seq = calloc((size_t)n, 4);
     void *dpool = NULL, *dtab = NULL, *dpos = NULL, *dseq = NULL;
-    float *dq = NULL, *dout = NULL, *dpart = NULL;
+    float *dq = NULL, *dout = NULL, *dpart = NULL, *dsink = NULL;
     if (!pool || !table || !pos || !seq) { err = "out of memory"; goto done; }
     for (int b = 0; b < nblk; b++) table[b] = nblk - 1 - b; /* blocks in reverse order: paging must be honoured */
     for (int p = 0; p < len; p++) {
@@ -110,10 +110,14 @@ const char *th_cu_test_attention(int n_head, int n_kv, int hd, int hdv, int len,
     TRY(cudaMemcpy(dseq, seq, (size_t)n * 4, cudaMemcpyHostToDevice));
     TRY(cudaMemcpy(dq, q, (size_t)n * n_head * hd * 4, cudaMemcpyHostToDevice));
     TRY(cudaMemset(dout, 0xff, (size_t)n * n_head * hdv * 4));
+    if (sinks) {
+        TRY(cudaMalloc((void **)&dsink, (size_t)n_head * 4));
+        TRY(cudaMemcpy(dsink, sinks, (size_t)n_head * 4, cudaMemcpyHostToDevice));
+    }
     th_cu_kv kv = { .pool = dpool, .f16 = kv_f16, .block_bytes = bb, .block = block, .k_dim = kd, .v_dim = vd,
                     .table = dtab, .max_blocks = nblk };
     th_cu_attn a = { .n_head = n_head, .n_head_kv = n_kv, .head_dim = hd, .head_dim_v = hdv,
-                     .scale = 1.0f / sqrtf((float)hd), .softcap = softcap, .window = window };
+                     .scale = 1.0f / sqrtf((float)hd), .softcap = softcap, .window = window, .sinks = dsink };
     size_t cap = (size_t)n * n_head * (size_t)((len + 31) / 32) * (size_t)(hdv + 2);
     TRY(cudaMalloc((void **)&dpart, cap * 4 + (size_t)n * n_head * 4));
     TRY(cudaMemset(dpart, 0, cap * 4 + (size_t)n * n_head * 4));
@@ -128,7 +132,7 @@ const char *th_cu_test_attention(int n_head, int n_kv, int hd, int hdv, int len,
     TRY(cudaDeviceSynchronize());
     TRY(cudaMemcpy(out, dout, (size_t)n * n_head * hdv * 4, cudaMemcpyDeviceToHost));
 done:
-    cudaFree(dpool); cudaFree(dtab); cudaFree(dpos); cudaFree(dseq); cudaFree(dq); cudaFree(dout); cudaFree(dpart);
+    cudaFree(dpool); cudaFree(dtab); cudaFree(dpos); cudaFree(dseq); cudaFree(dq); cudaFree(dout); cudaFree(dpart); cudaFree(dsink);
     free(pool); free(table); free(pos); free(seq);
     return err;
 }
