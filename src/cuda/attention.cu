@@ -122,6 +122,40 @@ __device__ __forceinline__ float v_sum(const char *const *vrow, const float *p, 
     return a;
 }
 
+// The end of a split block, both kernels: its state (max m, sum l, unnormalized
+// output dims tid and tid + TILE in acc0, acc1) is the head's output when the
+// (token, head) has one split; otherwise it is published and the last block to
+// finish merges them all.
+__device__ void finish_split(const th_cu_attn &a, int t, int h, int sp, int32_t len, float m, float l, float acc0,
+                             float acc1, float *out, int64_t os, const th_cu_q8 &oq, bool q8) {
+    const int tid = threadIdx.x, hdv = a.head_dim_v;
+    const int ns = (int)((len + a.chunk - 1) / a.chunk);  // non-empty splits of this (token, head)
+    float *o = out + (int64_t)t * os + (int64_t)h * hdv;
+    if (ns == 1) {
+        float inv = final_scale(a, h, m, l);
+        if (tid < hdv) o[tid] = acc0 * inv;
+        if (tid + TILE < hdv) o[tid + TILE] = acc1 * inv;
+        if (q8) { __syncthreads(); head_q8(o, hdv, (int64_t)t * os + (int64_t)h * hdv, oq); }
+        return;
+    }
+    // several splits: publish this one's state; the last block to finish merges them all
+    float *pp = a.partial + (((int64_t)t * a.n_head + h) * a.n_split + sp) * (hdv + 2);
+    if (tid == 0) { pp[0] = m; pp[1] = l; }
+    if (tid < hdv) pp[2 + tid] = acc0;
+    if (tid + TILE < hdv) pp[2 + tid + TILE] = acc1;
+    __threadfence();
+    __syncthreads();
+    __shared__ int s_last;
+    int *cnt = a.counter + (int64_t)t * a.n_head + h;
+    if (tid == 0) s_last = atomicAdd(cnt, 1) == ns - 1;
+    __syncthreads();
+    if (!s_last) return;
+    __threadfence();
+    if (tid == 0) *cnt = 0;  // ready for the next launch
+    merge_splits(a, h, a.partial + ((int64_t)t * a.n_head + h) * a.n_split * (hdv + 2), ns, hdv, o);
+    if (q8) { __syncthreads(); head_q8(o, hdv, (int64_t)t * os + (int64_t)h * hdv, oq); }
+}
+
 // Address of position j's K (v = false) or V row of kv head kvh in the paged cache.
 template <bool F16>
 __device__ __forceinline__ const char *kv_row(const th_cu_kv &kv, const int32_t *table, int64_t lay, int32_t j,
@@ -236,31 +270,7 @@ __global__ void __launch_bounds__(TILE) attn_split(const float *qkv, int64_t str
         if (tid < hdv) acc0 += wt[i] * s_acc[i][tid];
         if (tid + TILE < hdv) acc1 += wt[i] * s_acc[i][tid + TILE];
     }
-    const int ns = (int)((len + a.chunk - 1) / a.chunk);  // non-empty splits of this (token, head)
-    float *o = out + (int64_t)t * os + (int64_t)h * hdv;
-    if (ns == 1) {
-        float inv = final_scale(a, h, m, l);
-        if (tid < hdv) o[tid] = acc0 * inv;
-        if (tid + TILE < hdv) o[tid + TILE] = acc1 * inv;
-        if (q8) { __syncthreads(); head_q8(o, hdv, (int64_t)t * os + (int64_t)h * hdv, oq); }
-        return;
-    }
-    // several splits: publish this one's state; the last block to finish merges them all
-    float *pp = a.partial + (((int64_t)t * a.n_head + h) * a.n_split + sp) * (hdv + 2);
-    if (tid == 0) { pp[0] = m; pp[1] = l; }
-    if (tid < hdv) pp[2 + tid] = acc0;
-    if (tid + TILE < hdv) pp[2 + tid + TILE] = acc1;
-    __threadfence();
-    __syncthreads();
-    __shared__ int s_last;
-    int *cnt = a.counter + (int64_t)t * a.n_head + h;
-    if (tid == 0) s_last = atomicAdd(cnt, 1) == ns - 1;
-    __syncthreads();
-    if (!s_last) return;
-    __threadfence();
-    if (tid == 0) *cnt = 0;  // ready for the next launch
-    merge_splits(a, h, a.partial + ((int64_t)t * a.n_head + h) * a.n_split * (hdv + 2), ns, hdv, o);
-    if (q8) { __syncthreads(); head_q8(o, hdv, (int64_t)t * os + (int64_t)h * hdv, oq); }
+    finish_split(a, t, h, sp, len, m, l, acc0, acc1, out, os, oq, q8);
 }
 
 // Large batches (prefill): a thread per position for the scores (tiles of TILE
@@ -316,31 +326,7 @@ __global__ void __launch_bounds__(TILE) attn_tile(const float *qkv, int64_t stri
         m = m_new;
         __syncthreads();
     }
-    const int ns = (int)((len + a.chunk - 1) / a.chunk);  // non-empty splits of this (token, head)
-    float *o = out + (int64_t)t * os + (int64_t)h * hdv;
-    if (ns == 1) {
-        float inv = final_scale(a, h, m, l);
-        if (tid < hdv) o[tid] = acc0 * inv;
-        if (tid + TILE < hdv) o[tid + TILE] = acc1 * inv;
-        if (q8) { __syncthreads(); head_q8(o, hdv, (int64_t)t * os + (int64_t)h * hdv, oq); }
-        return;
-    }
-    // several splits: publish this one's state; the last block to finish merges them all
-    float *pp = a.partial + (((int64_t)t * a.n_head + h) * a.n_split + sp) * (hdv + 2);
-    if (tid == 0) { pp[0] = m; pp[1] = l; }
-    if (tid < hdv) pp[2 + tid] = acc0;
-    if (tid + TILE < hdv) pp[2 + tid + TILE] = acc1;
-    __threadfence();
-    __syncthreads();
-    __shared__ int s_last;
-    int *cnt = a.counter + (int64_t)t * a.n_head + h;
-    if (tid == 0) s_last = atomicAdd(cnt, 1) == ns - 1;
-    __syncthreads();
-    if (!s_last) return;
-    __threadfence();
-    if (tid == 0) *cnt = 0;  // ready for the next launch
-    merge_splits(a, h, a.partial + ((int64_t)t * a.n_head + h) * a.n_split * (hdv + 2), ns, hdv, o);
-    if (q8) { __syncthreads(); head_q8(o, hdv, (int64_t)t * os + (int64_t)h * hdv, oq); }
+    finish_split(a, t, h, sp, len, m, l, acc0, acc1, out, os, oq, q8);
 }
 
 // Dims per lane for a head width (at most 256).
