@@ -81,4 +81,21 @@ static inline float *decode_all_logits(th_model *m, const int32_t *tok, int n, c
     return out;
 }
 
+/* The ragged-batch checks' schedule: three sequences' tokens interleaved round-robin,
+ * step 0 taking positions [0, split[q]) and step 1 [split[q], len[q]); fills tok, seq,
+ * idx (each token's position in its sequence) and want; returns the batch size. */
+static inline int interleave3(int step, const int32_t toks[3][20], const int len[3], const int split[3],
+                              int32_t *tok, int32_t *seq, int32_t *idx, int8_t *want) {
+    int n = 0, at[3];
+    for (int q = 0; q < 3; q++) at[q] = step ? split[q] : 0;
+    for (bool more = true; more;) {
+        more = false;
+        for (int q = 0; q < 3; q++) {
+            int end = step ? len[q] : split[q];
+            if (at[q] < end) { tok[n] = toks[q][at[q]]; seq[n] = q; idx[n] = at[q]; want[n] = 1; n++; at[q]++; more = true; }
+        }
+    }
+    return n;
+}
+
 #endif

@@ -150,15 +150,7 @@ static void check_moe_batch(const char *name) {
     for (int step = 0; ok && step < 2; step++) {
         int32_t tok[64], seq[64], idx[64];
         int8_t want[64];
-        int n = 0, at[3] = { 0, 0, 0 };
-        for (int q = 0; q < 3; q++) at[q] = step ? split[q] : 0;
-        for (bool more = true; more;) {   /* round-robin interleave */
-            more = false;
-            for (int q = 0; q < 3; q++) {
-                int end = step ? len[q] : split[q];
-                if (at[q] < end) { tok[n] = toks[q][at[q]]; seq[n] = q; idx[n] = at[q]; want[n] = 1; n++; at[q]++; more = true; }
-            }
-        }
+        int n = interleave3(step, toks, len, split, tok, seq, idx, want);
         th_batch b = { .n_tokens = n, .token = tok, .seq_id = seq, .logits = want };
         if (th_decode(c, &b)) { CHECK(0, "decode: %s", th_last_error()); ok = false; break; }
         for (int i = 0; i < n; i++) {
