@@ -708,8 +708,6 @@ static th_status repack_model(th_model *m, const th_kernels *k) {
  * NULL when the GPU backend can run the model. (A safety net: the backend may
  * refuse more.) */
 static const char *gpu_missing_feature(const th_model *m) {
-    const th_hparams *hp = &m->hp;
-    if (hp->kv_lora_rank > 0) return "multi-head latent attention";
     if (m->rope_long.data) return "LongRoPE factors";
     return NULL;
 }

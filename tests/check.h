@@ -1,7 +1,8 @@
 /* check.h — the tiny test harness every tests/test_*.c uses.
  * A test is a function; RUN(fn) runs it and prints "ok NAME" or "FAIL NAME"
  * (tests/run.sh counts those lines). CHECK records a failure and goes on;
- * SKIP("why") marks the current test skipped. Helpers for fixture paths. */
+ * SKIP("why") marks the current test skipped; TH_TEST picks tests by name.
+ * Helpers for fixture paths. */
 #ifndef TH_CHECK_H
 #define TH_CHECK_H
 
@@ -22,7 +23,17 @@ static int check_cur_failed, check_cur_skipped, check_total_failed;
 
 #define SKIP(...) do { check_cur_skipped = 1; printf("  skipped: " __VA_ARGS__); printf("\n"); return; } while (0)
 
-#define RUN(fn) do { check_cur_failed = 0; check_cur_skipped = 0; fn(); \
+/* TH_TEST=a,b,...: run only the tests of those names (unset or empty: all). */
+static inline int check_selected(const char *name) {
+    const char *f = getenv("TH_TEST");
+    size_t n = strlen(name);
+    if (!f || !*f) return 1;
+    for (const char *p = f; (p = strstr(p, name)); p += n)
+        if ((p == f || p[-1] == ',') && (p[n] == 0 || p[n] == ',')) return 1;
+    return 0;
+}
+
+#define RUN(fn) do { if (!check_selected(#fn)) break; check_cur_failed = 0; check_cur_skipped = 0; fn(); \
     if (check_cur_skipped) { printf("SKIP %s\n", #fn); } \
     else if (check_cur_failed) { printf("FAIL %s\n", #fn); check_total_failed++; } \
     else { printf("ok %s\n", #fn); } \

@@ -483,18 +483,27 @@ static void test_inspect_options(void) {
     th_model_free(m);
 }
 
-/* The GPU path refuses what its seam does not carry (here: multi-head latent
- * attention; experts run on the GPU since the CUDA MoE FFN), naming it. */
-static void test_gpu_refuses_mla(void) {
+/* The GPU path refuses what its seam does not carry (here: LongRoPE factors;
+ * multi-head latent attention and experts run on the GPU), naming it, before
+ * it looks for a GPU. */
+static void test_gpu_refuses_longrope(void) {
+    char dir[] = "/tmp/th_arch_XXXXXX", p1[300];
+    if (!mkdtemp(dir)) { CHECK(0, "mkdtemp"); return; }
+    snprintf(p1, sizeof p1, "%s/longrope.gguf", dir);
+    extra_vec f[2] = { { "rope_factors_short.weight", 16, 1.0f }, { "rope_factors_long.weight", 16, 2.0f } };
     th_model *m;
-    if (th_model_load(fixture("arch/deepseek2-qlora/model-F32.gguf"), NULL, &m)) { CHECK(0, "%s", th_last_error()); return; }
-    th_context_params cp = th_context_default_params();
-    cp.n_ctx = 64;
-    cp.gpu = true;
-    th_context *c = NULL;
-    th_status s = th_context_new(m, &cp, &c);
-    CHECK(s == TH_ERR_UNSUPPORTED && c == NULL && strstr(th_last_error(), "multi-head latent attention"), "status %d: %s", s, th_last_error());
-    th_model_free(m);
+    if (!write_variant("arch/phi3/model-F32.gguf", p1, NULL, 0, f, 2) || th_model_load(p1, NULL, &m)) {
+        CHECK(0, "%s", th_last_error());
+    } else {
+        th_context_params cp = th_context_default_params();
+        cp.n_ctx = 64;
+        cp.gpu = true;
+        th_context *c = NULL;
+        th_status s = th_context_new(m, &cp, &c);
+        CHECK(s == TH_ERR_UNSUPPORTED && c == NULL && strstr(th_last_error(), "LongRoPE"), "status %d: %s", s, th_last_error());
+        th_model_free(m);
+    }
+    unlink(p1); rmdir(dir);
 }
 
 int main(void) {
@@ -520,6 +529,6 @@ int main(void) {
     RUN(test_moe_batch_equivalence);
     RUN(test_unsupported_arch);
     RUN(test_inspect_options);
-    RUN(test_gpu_refuses_mla);
+    RUN(test_gpu_refuses_longrope);
     return CHECK_DONE();
 }

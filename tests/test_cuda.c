@@ -13,10 +13,9 @@
  *     GEMV path (one batch), the GEMM path, and token by token (CUDA graphs);
  *   - a ragged multi-sequence batch with copy-on-write prefix sharing against
  *     the CPU backend;
- *   - every per-architecture fixture (arch/, incl. the MoE ones and the Q8_0
- *     copies) against its golden with test_arch.c's tolerances, in the same three
- *     modes (test_gpu_arch_N; "<arch>: not supported on the GPU: ..." lines for
- *     the ones the backend refuses — only MLA may be);
+ *   - every per-architecture fixture (arch/, incl. the MoE ones, the MLA ones
+ *     (deepseek2*) and the Q8_0 copies) against its golden with test_arch.c's
+ *     tolerances, in the same three modes (test_gpu_arch_N; a refusal fails);
  *   - MoE token independence: a ragged 3-sequence batch equals each sequence alone. */
 #include "check.h"
 #include "logits.h"
@@ -251,6 +250,8 @@ static void test_attention_kernel(void) {
     check_attention(8, 2, 64, 64, 300, 1, 0, 0, false, false, 16, 0);
     check_attention(4, 4, 128, 128, 517, 5, 0, 0, false, true, 7, 1);
     check_attention(6, 3, 36, 20, 200, 9, 50, 30.0f, false, false, 5, 0);   /* awkward widths, window, softcap */
+    check_attention(2, 2, 48, 32, 70, 1, 0, 0, false, true, 16, 1);         /* MLA fixture widths: hd 48 ≠ hdv 32 */
+    check_attention(2, 2, 48, 32, 70, 1, 0, 0, false, false, 16, 0);
     check_attention(2, 1, 256, 256, 1100, 2, 0, 0, false, true, 16, 1);     /* widest heads, many splits */
     check_attention(9, 3, 64, 64, 33, 33, 0, 0, false, false, 4, 0);        /* prefill-like: every token causal */
     /* attention sinks (gpt-oss): decode kernel split and not, tile kernel split and not, window */
@@ -316,30 +317,29 @@ static void test_golden_quantized(void) {
  * GPU with the CPU's tolerances (tests/test_arch.c: F32 KV cache, limits per
  * golden, top-1 >= 0.9), in the three modes of check_golden. An architecture
  * the CUDA backend refuses prints "<arch>: not supported on the GPU: <error>"
- * and is skipped — allowed only for MLA (deepseek2*); any other refusal fails. */
+ * and fails. */
 typedef struct {
     const char *name, *model, *golden;
     double max_rel, min_top1;
-    bool may_refuse;
 } arch_fixture;
 
 static const arch_fixture arch_fixtures[] = {
-    { "llama", "model-F32.gguf", "golden.logits", 1e-4, 0.9, false },      /* mainline goldens */
-    { "qwen2", "model-F32.gguf", "golden.logits", 1e-4, 0.9, false },
-    { "gemma2", "model-F32.gguf", "golden.logits", 2e-3, 0.9, false },
-    { "phi3", "model-F32.gguf", "golden.logits", 1e-4, 0.9, false },
-    { "olmoe", "model-F32.gguf", "golden.logits", 1e-4, 0.9, false },
-    { "deepseek2", "model-F32.gguf", "golden.logits", 1e-4, 0.9, true },
-    { "deepseek2-qlora", "model-F32.gguf", "golden.logits", 1e-4, 0.9, true },
-    { "qwen3", "model-F32.gguf", "golden.logits", 2e-3, 0.9, false },      /* ik_llama.cpp goldens */
-    { "qwen3moe", "model-F32.gguf", "golden.logits", 2e-3, 0.9, false },
-    { "gemma3", "model-F32.gguf", "golden.logits", 2e-3, 0.9, false },
-    { "gpt-oss", "model-F32.gguf", "golden.logits", 2e-3, 0.9, false },
-    { "qwen2", "model-Q8_0.gguf", "golden-Q8_0.logits", 6e-2, 0.9, false }, /* Q8_0 copies */
-    { "phi3", "model-Q8_0.gguf", "golden-Q8_0.logits", 6e-2, 0.9, false },
-    { "olmoe", "model-Q8_0.gguf", "golden-Q8_0.logits", 6e-2, 0.9, false },
+    { "llama", "model-F32.gguf", "golden.logits", 1e-4, 0.9 },      /* mainline goldens */
+    { "qwen2", "model-F32.gguf", "golden.logits", 1e-4, 0.9 },
+    { "gemma2", "model-F32.gguf", "golden.logits", 2e-3, 0.9 },
+    { "phi3", "model-F32.gguf", "golden.logits", 1e-4, 0.9 },
+    { "olmoe", "model-F32.gguf", "golden.logits", 1e-4, 0.9 },
+    { "deepseek2", "model-F32.gguf", "golden.logits", 1e-4, 0.9 },
+    { "deepseek2-qlora", "model-F32.gguf", "golden.logits", 1e-4, 0.9 },
+    { "qwen3", "model-F32.gguf", "golden.logits", 2e-3, 0.9 },      /* ik_llama.cpp goldens */
+    { "qwen3moe", "model-F32.gguf", "golden.logits", 2e-3, 0.9 },
+    { "gemma3", "model-F32.gguf", "golden.logits", 2e-3, 0.9 },
+    { "gpt-oss", "model-F32.gguf", "golden.logits", 2e-3, 0.9 },
+    { "qwen2", "model-Q8_0.gguf", "golden-Q8_0.logits", 6e-2, 0.9 }, /* Q8_0 copies */
+    { "phi3", "model-Q8_0.gguf", "golden-Q8_0.logits", 6e-2, 0.9 },
+    { "olmoe", "model-Q8_0.gguf", "golden-Q8_0.logits", 6e-2, 0.9 },
     /* the CPU checks this one loosely (routing flips; test_arch.c): top-1 only */
-    { "gpt-oss", "model-Q8_0-MXFP4.gguf", "golden-Q8_0-MXFP4.logits", INFINITY, 0.8, false },
+    { "gpt-oss", "model-Q8_0-MXFP4.gguf", "golden-Q8_0-MXFP4.logits", INFINITY, 0.8 },
 };
 
 /* The context check_golden's modes will use; TH_OK, or the refusal. */
@@ -365,14 +365,7 @@ static void check_arch(const arch_fixture *fx) {
     CHECK(s == TH_OK, "load %s: %s", mp, th_last_error());
     if (s) { thlg_free(&g); return; }
     s = gpu_context_probe(m, g.n);
-    if (s == TH_ERR_UNSUPPORTED) {
-        printf("  %s: not supported on the GPU: %s\n", label, th_last_error());
-        th_model_free(m);
-        thlg_free(&g);
-        CHECK(fx->may_refuse, "%s must run on the GPU (only MLA may be refused)", label);
-        if (fx->may_refuse) SKIP("%s not supported on the GPU", label);
-        return;
-    }
+    if (s == TH_ERR_UNSUPPORTED) printf("  %s: not supported on the GPU: %s\n", label, th_last_error());
     CHECK(s == TH_OK, "%s: GPU context: %s", label, th_last_error());
     const char *modes[3] = { "batch", "gemm", "tokens" };
     for (int mode = 0; s == TH_OK && mode < 3; mode++) {
@@ -451,6 +444,7 @@ static void test_gpu_moe_batch(void) {
     check_gpu_moe_batch("llama");
     check_gpu_moe_batch("qwen3moe");
     check_gpu_moe_batch("olmoe");
+    check_gpu_moe_batch("deepseek2-qlora");  /* MLA, dense first layer, shared experts */
 }
 
 /* Two sequences share a prefix (copy-on-write on the device), then decode

@@ -127,6 +127,7 @@ typedef struct th_cu_rope {
     float mscale;                        /* cos/sin magnitude: attn_factor (× YaRN's 1 + 0.1 ln(1/freq_scale)) */
     const float *freq_factors;           /* n_rot/2 or NULL */
     const float *q_norm, *k_norm;        /* per-head RMSNorm weights or NULL */
+    int32_t rope_off;                    /* first roped dim of a head (MLA: after the nope dims), else 0 */
 } th_cu_rope;
 
 /* For each token: q/k-norm and rope q (in place) and k, then K and V into the

@@ -99,7 +99,7 @@ static th_status alloc_scratch(th_gpu *g) {
     };
     for (size_t i = 0; i < sizeof a / sizeof a[0]; i++)
         if ((s = th_cu_alloc(g, a[i].p, a[i].bytes, a[i].what))) return s;
-    if ((s = th_cu_moe_alloc(g))) return s;
+    if ((s = th_cu_moe_alloc(g)) || (s = th_cu_mla_alloc(g))) return s;
     cudaError_t e = cudaMallocHost((void **)&g->h_meta, g->meta_count * 4);
     if (!e && g->use_graphs) e = cudaMallocHost((void **)&g->h_logits, (size_t)g->graph_max * g->V * 4);
     if (e) return th_cu_fail(e, "pinned host buffers");
@@ -141,7 +141,7 @@ th_status th_gpu_init(const th_model *m, uint32_t n_batch, uint32_t n_blocks, in
     g->att_w = (int64_t)hp->n_head * hp->head_dim_v;
     g->V = hp->n_vocab;
     for (int i = 0; i < hp->n_layer; i++) {
-        if (g->L[i].qkv.width != g->qkv_w) {
+        if (!g->L[i].mla.on && g->L[i].qkv.width != g->qkv_w) {
             th_gpu_free(g);
             return th_set_error(TH_ERR_FORMAT, "layer %d: Q/K/V weights give %lld outputs, expected %lld", i,
                                 (long long)g->L[i].qkv.width, (long long)g->qkv_w);
@@ -149,7 +149,7 @@ th_status th_gpu_init(const th_model *m, uint32_t n_batch, uint32_t n_blocks, in
         g->F = TH_MAX(g->F, g->L[i].gu.width / 2);
     }
     g->gu_w = 2 * g->F;
-    g->max_k = TH_MAX(TH_MAX(g->E, g->F), g->att_w);
+    g->max_k = TH_MAX(TH_MAX(g->E, g->F), TH_MAX(g->att_w, TH_MAX(hp->q_lora_rank, hp->kv_lora_rank)));
     g->n_batch = n_batch;
     g->gemm_min = TH_MAX(1, env_int("TH_GPU_GEMM_MIN", 33));
     g->use_graphs = env_int("TH_GPU_NO_GRAPH", 0) == 0;
@@ -209,9 +209,9 @@ static bool proj_q8(const th_cu_proj *p) {
     return false;
 }
 
-static th_status mm(th_gpu *g, const fwd *f, const th_cu_mat *w, const float *x, int64_t xs, int n, float *y,
-                    int64_t ys, bool acc) {
-    if (f->gemm) {
+th_status th_cu_mm(th_gpu *g, bool gemm, const th_cu_mat *w, const float *x, int64_t xs, int n, float *y,
+                   int64_t ys, bool acc) {
+    if (gemm) {
         if (!th_cu_gemm(g->cublas, w, x, xs, n, y, ys, acc, g->wbuf, g->wbuf_bytes, g->xbuf, g->st))
             return th_set_error(TH_ERR_INTERNAL, "cuBLAS GEMM failed (%s, %lld×%lld, %d tokens)", th_type_name(w->type),
                                 (long long)w->rows, (long long)w->K, n);
@@ -219,6 +219,11 @@ static th_status mm(th_gpu *g, const fwd *f, const th_cu_mat *w, const float *x,
     }
     th_cu_gemv(w, x, xs, mat_q8(w) ? &g->q8 : NULL, n, y, ys, acc, g->st);
     return TH_OK;
+}
+
+static th_status mm(th_gpu *g, const fwd *f, const th_cu_mat *w, const float *x, int64_t xs, int n, float *y,
+                    int64_t ys, bool acc) {
+    return th_cu_mm(g, f->gemm, w, x, xs, n, y, ys, acc);
 }
 
 static th_status proj(th_gpu *g, const fwd *f, const th_cu_proj *p, const float *x, int64_t xs, float *y, int64_t ys) {
@@ -274,12 +279,13 @@ static th_status layer(th_gpu *g, fwd *f, int il) {
     if (D->bq) th_cu_add_bias(g->qkv, g->qkv_w, D->bq, g->q_w, n, st);
     if (D->bk) th_cu_add_bias(g->qkv + g->q_w, g->qkv_w, D->bk, g->k_w, n, st);
     if (D->bv) th_cu_add_bias(g->qkv + g->q_w + g->k_w, g->qkv_w, D->bv, g->v_w, n, st);
+    if (D->mla.on && (s = th_cu_mla_qkv(g, &D->mla, f->gemm, n))) return s;
     th_cu_rope r = { .n_head = hp->n_head, .n_head_kv = hp->n_head_kv, .head_dim = hp->head_dim,
                      .head_dim_v = hp->head_dim_v, .n_rot = hp->n_rot, .rope_type = hp->rope_type,
                      .theta_scale = D->theta_scale, .freq_scale = D->freq_scale, .norm_eps = hp->norm_eps,
                      .ext_factor = hp->rope_ext_factor, .corr_lo = D->corr_lo, .corr_hi = D->corr_hi,
                      .mscale = hp->rope_attn_factor, .freq_factors = g->rope_freqs, .q_norm = D->q_norm,
-                     .k_norm = D->k_norm };
+                     .k_norm = D->k_norm, .rope_off = hp->n_embd_head_nope };
     if (r.ext_factor != 0.0f) r.mscale *= 1.0f + 0.1f * logf(1.0f / r.freq_scale);  /* as th_op_rope_ext */
     if (D->qk_norm_full) {  /* olmoe: one norm over the whole Q and the whole K projection, not per head */
         th_cu_rmsnorm(g->qkv, g->qkv_w, NULL, D->q_norm, hp->norm_eps, n, g->q_w, g->qkv, g->qkv_w, NULL, st);

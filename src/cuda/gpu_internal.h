@@ -1,9 +1,11 @@
 /* gpu_internal.h — the CUDA backend's host-side state (struct th_gpu), shared by
- * gpu.c (context, scratch, forward pass, graphs) and gpu_upload.c (weights). */
+ * gpu.c (context, scratch, forward pass, graphs), gpu_upload.c (weights),
+ * gpu_moe.c (mixture of experts) and gpu_mla.c (latent attention). */
 #ifndef TH_CUDA_GPU_INTERNAL_H
 #define TH_CUDA_GPU_INTERNAL_H
 
 #include "cuda/backend.h"
+#include "cuda/mla.h"
 #include "gpu.h"
 
 /* A projection whose output rows are the concatenation of up to three weights
@@ -31,6 +33,7 @@ typedef struct th_cu_moe {
 typedef struct th_cu_layer {
     th_cu_proj qkv, gu;             /* gu (and down): the dense FFN, or a MoE layer's shared experts (n = 0: none) */
     th_cu_moe moe;
+    th_cu_mla mla;                  /* mla.on: latent attention fills the Q/K/V rows (qkv.n = 0) */
     bool qk_norm_full;              /* q_norm/k_norm span the whole Q/K projection, not one head */
     th_cu_mat wo, down;
     const float *attn_norm, *ffn_norm, *post_attn_norm, *post_ffn_norm;
@@ -79,6 +82,8 @@ struct th_gpu {
     float *moe_logits, *moe_score, *moe_w, *moe_gu, *moe_act, *moe_y;
     int32_t *moe_sel;
     th_cu_q8 moe_q8;
+    /* latent attention scratch (gpu_mla.c), n_batch tokens: Wkv_a rows, latents, Wkv_b rows, q LoRA rows */
+    float *mla_kva, *mla_lat, *mla_kvb, *mla_qa;
     /* per-batch metadata: pinned host staging and its device copy, one block:
      * tokens | pos | seq | gather | block table (n_seq × n_blocks) */
     int32_t *h_meta, *d_meta;
@@ -92,6 +97,10 @@ struct th_gpu {
 /* gpu.c */
 th_status th_cu_fail(cudaError_t e, const char *what);
 th_status th_cu_alloc(th_gpu *g, void **p, size_t bytes, const char *what);
+/* y (rows of ys) (+)= W·x for n tokens: the GEMM path (gemm) or the GEMV, which
+ * reads g->q8 (the q8 form of x, already made) when the matrix wants it. */
+th_status th_cu_mm(th_gpu *g, bool gemm, const th_cu_mat *w, const float *x, int64_t xs, int n, float *y,
+                   int64_t ys, bool acc);
 /* gpu_upload.c */
 th_status th_cu_upload_weights(th_gpu *g);
 /* gpu_moe.c: scratch for the MoE layers (nothing when there are none); the
@@ -100,5 +109,9 @@ th_status th_cu_upload_weights(th_gpu *g);
  * post-FFN norm and the residual add are the caller's. */
 th_status th_cu_moe_alloc(th_gpu *g);
 th_status th_cu_moe_ffn(th_gpu *g, const th_cu_moe *M, int n, const float *h, float *out);
+/* gpu_mla.c: scratch for the latent-attention layers (nothing without MLA); the
+ * Q/K/V rows (g->qkv, unroped) of n tokens from g->h for a layer with M->on. */
+th_status th_cu_mla_alloc(th_gpu *g);
+th_status th_cu_mla_qkv(th_gpu *g, const th_cu_mla *M, bool gemm, int n);
 
 #endif

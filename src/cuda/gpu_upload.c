@@ -3,7 +3,8 @@
  * layout (split.c: quants and scales in separate arrays) for coalesced loads; Q|K|V and gate|up are
  * fused into one matrix when their types match (and kept fused when the file
  * fuses them); experts stacked in one matrix per gate/up/down (rows of expert e
- * after those of e−1); vectors (norms, biases, expert biases, sinks) as fp32;
+ * after those of e−1); latent attention's five matrices (MLA, run by gpu_mla.c);
+ * vectors (norms, biases, expert biases, sinks) as fp32;
  * each layer's rope constants (base, scaling, YaRN ramp). Prints a progress line
  * when verbose or when stderr is a terminal. */
 #include "cuda/gpu_internal.h"
@@ -165,7 +166,8 @@ static size_t model_bytes(const th_model *m) {
                                   &L->w_gate, &L->w_up, &L->w_down, &L->post_ffn_norm, &L->router, &L->router_b,
                                   &L->exp_probs_b, &L->gate_exps, &L->up_exps, &L->down_exps, &L->gate_shexp,
                                   &L->up_shexp, &L->down_shexp, &L->attn_sinks, &L->gate_exps_b, &L->up_exps_b,
-                                  &L->down_exps_b };
+                                  &L->down_exps_b, &L->wq_a, &L->q_a_norm, &L->wq_b, &L->wkv_a_mqa, &L->kv_a_norm,
+                                  &L->wkv_b };
         for (size_t k = 0; k < sizeof ws / sizeof ws[0]; k++) t += wbytes(ws[k]);
     }
     return t;
@@ -223,11 +225,32 @@ static th_status upload_moe(th_gpu *g, int il, const th_layer *L, th_cu_moe *M) 
     return TH_OK;
 }
 
-/* Q|K|V (separate or fused with its fused bias) and the per-head or whole-width Q/K norms. */
+/* Multi-head latent attention's weights (gpu_mla.c runs them): q (direct or
+ * through the q LoRA and its norm), the latent projection, its norm, Wkv_b. */
+static th_status upload_mla(th_gpu *g, const th_layer *L, th_cu_mla *M) {
+    const th_weight *wq = &L->wq, *wq_a = &L->wq_a, *wq_b = &L->wq_b, *wkv_a = &L->wkv_a_mqa, *wkv_b = &L->wkv_b;
+    th_status s;
+    if (wq_a->data) {
+        if ((s = upload_mat(g, &wq_a, 1, &M->wq_a)) || (s = upload_mat(g, &wq_b, 1, &M->wq_b)) ||
+            (s = upload_vec(g, &L->q_a_norm, &M->q_a_norm)))
+            return s;
+    } else if ((s = upload_mat(g, &wq, 1, &M->wq))) {
+        return s;
+    }
+    if ((s = upload_mat(g, &wkv_a, 1, &M->wkv_a)) || (s = upload_mat(g, &wkv_b, 1, &M->wkv_b)) ||
+        (s = upload_vec(g, &L->kv_a_norm, &M->kv_a_norm)))
+        return s;
+    M->on = true;
+    return TH_OK;
+}
+
+/* Q|K|V (separate or fused with its fused bias) and the per-head or whole-width
+ * Q/K norms; or the latent attention's weights. */
 static th_status upload_attn(th_gpu *g, int il, const th_layer *L, th_cu_layer *D) {
     const th_hparams *hp = &g->m->hp;
     int64_t q_w = (int64_t)hp->n_head * hp->head_dim, k_w = (int64_t)hp->n_head_kv * hp->head_dim;
     th_status s;
+    if (L->wkv_a_mqa.data) return upload_mla(g, L, &D->mla);
     if (L->wqkv.data) {
         const th_weight *w = &L->wqkv;
         if ((s = upload_mat(g, &w, 1, &D->qkv.part[0]))) return s;

@@ -31,6 +31,7 @@ __device__ void norm_rope_head(float *x, const float *nw, const th_cu_rope &r, i
         for (int i = lane; i < hd; i += 32) x[i] = x[i] * scale * nw[i];
         __syncwarp();
     }
+    x += r.rope_off;  // MLA: [nope dims; rope dims]
     const int half = r.n_rot / 2;
     for (int i = lane; i < half; i += 32) {
         float tb = (float)pos;
