@@ -11,7 +11,7 @@
  *   logits = norm(x)·Wout [final softcap], only for the tokens that asked
  *
  * Matmuls quantize their activation rows once, then split weight rows across
- * the thread pool; attention splits (token, head) pairs. All scratch memory is
+ * the thread pool; attention (attention.c) splits blocks of (token, head) rows. All scratch memory is
  * allocated when the context is created. The context struct lives in forward.h. */
 #include "forward.h"
 #include "arch/arch.h"
@@ -179,80 +179,6 @@ static void add_bias(const th_weight *b, float *y, int64_t stride, int64_t nb) {
     th_fwd_add_bias(b->data, b->ne0, y, stride, nb);
 }
 
-/* ------------------------------------------------------------------ attention */
-
-typedef struct {
-    th_context *c;
-    int32_t il, n_tokens;
-    const int32_t *pos, *seq;
-    int32_t window;
-    const float *sinks;                     /* per head, or NULL */
-} attn_task;
-
-/* One query head of one token against its sequence's cached K/V (positions lo..p).
- * With an F16 cache, q and the softmax weights are rounded to f16 first, as ggml does
- * for its F16 K·q and V·p products; K·q sums exact products in double (dot_f16_f64);
- * the V·p sums are the kernel table's axpy. */
-static void attn_head(th_context *c, const attn_task *t, int32_t ti, int32_t h, float *sc, float *qtmp) {
-    const th_hparams *hp = &c->model->hp;
-    const th_kv *kv = &c->kv;
-    const th_kernels *k = c->k;
-    uint32_t kt = kv->f16 ? TH_F16 : TH_F32;
-    int32_t hd = hp->head_dim, hdv = hp->head_dim_v, kvh = h / (hp->n_head / hp->n_head_kv);
-    int32_t p = t->pos[ti], s = t->seq[ti];
-    int32_t lo = t->window > 0 ? TH_MAX(0, p - t->window + 1) : 0;
-    const float *qv = c->q + (int64_t)ti * c->q_w + (int64_t)h * hd;
-    const void *qa = qv;
-    if (kv->f16) {
-        k->quantize[TH_F16](qv, qtmp, hd);
-        qa = qtmp;
-    }
-    size_t ko = (size_t)kvh * (size_t)hd * (kv->f16 ? 2 : 4), vo = (size_t)kvh * (size_t)hdv * (kv->f16 ? 2 : 4);
-    int32_t n = p - lo + 1;
-    for (int32_t j = 0; j < n; j++) {
-        float dot;
-        const void *kj = (const uint8_t *)th_kv_k(kv, t->il, s, lo + j) + ko;
-        if (kv->f16) k->dot_f16_f64(hd, &dot, kj, qa);
-        else k->vec_dot[TH_F32](hd, &dot, kj, qa);
-        sc[j] = dot * hp->attn_scale;
-    }
-    if (hp->attn_softcap > 0) th_op_softcap(sc, hp->attn_softcap, n);
-    if (t->sinks) th_op_softmax_sink(sc, n, t->sinks[h]);
-    else th_op_softmax(sc, n);
-    float *out = c->att + (int64_t)ti * c->att_w + (int64_t)h * hdv;
-    memset(out, 0, (size_t)hdv * sizeof(float));
-    for (int32_t j = 0; j < n; j++) {
-        float pj = kv->f16 ? th_f16_to_f32(th_f32_to_f16(sc[j])) : sc[j];
-        k->axpy[kt](hdv, pj, (const uint8_t *)th_kv_v(kv, t->il, s, lo + j) + vo, out);
-    }
-}
-
-static void attn_worker(void *arg, int ith, int nth) {
-    attn_task *t = arg;
-    th_context *c = t->c;
-    int32_t n_head = c->model->hp.n_head;
-    int64_t total = (int64_t)t->n_tokens * n_head;
-    float *sc = c->scores + (size_t)ith * c->p.n_ctx;
-    float *qtmp = c->qtmp + (size_t)ith * (size_t)c->model->hp.head_dim;
-    for (int64_t i = total * ith / nth; i < total * (ith + 1) / nth; i++)
-        attn_head(c, t, (int32_t)(i / n_head), (int32_t)(i % n_head), sc, qtmp);
-}
-
-static void store_kv(th_context *c, int32_t il, int32_t n, const int32_t *pos, const int32_t *seq) {
-    th_kv *kv = &c->kv;
-    for (int32_t t = 0; t < n; t++) {
-        const float *k = c->kc + (int64_t)t * c->k_w, *v = c->vc + (int64_t)t * c->v_w;
-        void *kd = th_kv_k(kv, il, seq[t], pos[t]), *vd = th_kv_v(kv, il, seq[t], pos[t]);
-        if (kv->f16) { /* the table's F16 conversion: F16C where there is one, same rounding */
-            c->k->quantize[TH_F16](k, kd, c->k_w);
-            c->k->quantize[TH_F16](v, vd, c->v_w);
-        } else {
-            memcpy(kd, k, (size_t)c->k_w * sizeof(float));
-            memcpy(vd, v, (size_t)c->v_w * sizeof(float));
-        }
-    }
-}
-
 /* ------------------------------------------------------------------ layers */
 
 void th_fwd_norm_rows(const th_context *c, float *y, const float *x, const th_weight *w, int64_t n, int64_t width) {
@@ -347,10 +273,8 @@ static void attention_block(th_context *c, int32_t il, int32_t n, const int32_t 
         PROF(P_QKV, project_qkv(c, L, n));
         PROF(P_ROPE, qk_prepare(c, il, n, pos));
     }
-    PROF(P_STORE, store_kv(c, il, n, pos, seq));
-    attn_task at = { .c = c, .il = il, .n_tokens = n, .pos = pos, .seq = seq, .window = L->window,
-                     .sinks = L->attn_sinks.data };
-    PROF(P_ATTN, th_pool_run(c->pool, attn_worker, &at));
+    PROF(P_STORE, th_attn_store(c, il, n, pos, seq));
+    PROF(P_ATTN, th_attn_run(c, il, n, pos, seq));
     PROF(P_WO, th_fwd_matmul(c, &L->wo, 0, c->att, c->att_w, n, c->tmp, E));
     add_bias(&L->bo, c->tmp, E, n);
     if (L->post_attn_norm.data) th_fwd_norm_rows(c, c->tmp, c->tmp, &L->post_attn_norm, n, E);
@@ -594,7 +518,7 @@ static int64_t wide_width(const th_context *c) {
 
 static th_status alloc_scratch(th_context *c) {
     const th_hparams *hp = &c->model->hp;
-    size_t B = c->p.n_batch, nt = (size_t)th_pool_size(c->pool);
+    size_t B = c->p.n_batch;
     int64_t E = hp->n_embd, X = hp->n_expert, K = hp->n_expert_used;
     bool ok = true;
     c->q_w = (int64_t)hp->n_head * hp->head_dim;
@@ -610,7 +534,6 @@ static th_status alloc_scratch(th_context *c) {
     ALLOC(c->q, B * c->q_w); ALLOC(c->kc, B * c->k_w); ALLOC(c->vc, B * c->v_w); ALLOC(c->att, B * c->att_w);
     ALLOC(c->ff_g, B * c->ff_w); ALLOC(c->ff_u, B * c->ff_w); ALLOC(c->wide, B * c->wide_w);
     ALLOC(c->actq, c->actq_cap);
-    ALLOC(c->scores, nt * c->p.n_ctx); ALLOC(c->qtmp, nt * hp->head_dim);
     ALLOC(c->rope, hp->n_layer);
     if (X > 0) {
         ALLOC(c->moe_logits, B * X); ALLOC(c->moe_score, X); ALLOC(c->moe_sel, B * K); ALLOC(c->moe_w, B * K);
@@ -620,7 +543,7 @@ static th_status alloc_scratch(th_context *c) {
     ALLOC(c->out_row, B); ALLOC(c->pos_buf, B); ALLOC(c->seq_buf, B);
     ALLOC(c->new_len, c->p.n_seq_max); ALLOC(c->want_buf, B);
     if (!ok) return th_set_error(TH_ERR_NOMEM, "out of memory for the context's scratch buffers (batch %zu)", B);
-    return TH_OK;
+    return th_attn_alloc(c);
 }
 #undef ALLOC
 
@@ -772,7 +695,8 @@ void th_context_free(th_context *c) {
     th_pool_free(c->pool);
     th_kv_free(&c->kv);
     free(c->x); free(c->h); free(c->q); free(c->kc); free(c->vc); free(c->att); free(c->tmp); free(c->tmp2);
-    free(c->ff_g); free(c->ff_u); free(c->wide); free(c->actq); free(c->scores); free(c->qtmp); free(c->logits);
+    free(c->ff_g); free(c->ff_u); free(c->wide); free(c->actq); free(c->logits);
+    th_attn_free(c);
     free(c->rope); free(c->moe_logits); free(c->moe_score); free(c->moe_sel); free(c->moe_w); free(c->moe_rows); free(c->moe_start);
     free(c->moe_x); free(c->moe_y);
     free(c->out_row); free(c->pos_buf); free(c->seq_buf); free(c->new_len); free(c->want_buf);

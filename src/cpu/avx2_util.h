@@ -158,6 +158,10 @@ void th_avx2_axpy_f32(int64_t n, float a, const void *x, float *y);
 void th_avx2_axpy_f16(int64_t n, float a, const void *x, float *y);
 void th_avx2_dot_f16_f64(int64_t n, float *s, const void *w, const void *a);
 
+/* attn_avx2.c: attention's chunk kernel; F16 rows to f32 (F16C). */
+void th_avx2_attn_chunk(const th_attn_chunk *a);
+void th_avx2_dequant_f16(const void *src, float *dst, int64_t n);
+
 /* gemm_avx2.c: fills k->gemm[] for the types it tiles. */
 void th_avx2_fill_gemm(th_kernels *k);
 /* gemm_kquant_avx2.c: the K-quant and IQ4_XS gemm entries. */

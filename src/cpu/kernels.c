@@ -65,6 +65,7 @@ void th_kernels_fill_generic(th_kernels *k) {
     k->axpy[TH_F32] = axpy_f32;
     k->axpy[TH_F16] = axpy_f16;
     k->dot_f16_f64 = dot_f16_f64;
+    k->attn_chunk = th_attn_chunk_generic;
 }
 
 #if defined(__x86_64__)
