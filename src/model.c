@@ -190,7 +190,7 @@ void th_fwd_act(const th_context *c, float *g, const float *u, int64_t n) {
     switch (c->model->hp.act_fn) {
     case TH_ACT_GELU: th_op_geglu(g, g, u, n); break;
     case TH_ACT_SWIGLU_OAI: th_op_swiglu_oai(g, g, u, n, 1.702f, 7.0f); break;
-    default: th_op_swiglu(g, g, u, n); break;
+    default: c->k->swiglu(g, g, u, n); break;
     }
 }
 

@@ -16,6 +16,7 @@
  * Each test runs per SIMD level (avx2, avx512); a level the CPU lacks is skipped. */
 #include "check.h"
 #include "cpu/kernels.h"
+#include "cpu/ops.h"
 #include <stddef.h>
 
 #define KERNEL_TEST_SEED 0x9e3779b97f4a7c15ULL
@@ -337,9 +338,23 @@ static void check_attention(const th_kernels *k) {
                 }
 }
 
+/* SwiGLU against th_op_swiglu (expf): |simd - ref| <= 1e-6 (|ref| + |up|), gates up to
+ * +-100 (exp's clamps), odd lengths for the scalar tail. */
+static void check_swiglu(const th_kernels *k) {
+    enum { N = 1000 + 7 };
+    float *g = malloc(N * sizeof *g), *u = malloc(N * sizeof *u), *a = malloc(N * sizeof *a), *r = malloc(N * sizeof *r);
+    for (int i = 0; i < N; i++) { g[i] = (i % 10 == 0 ? 100.0f : 8.0f) * rndf(); u[i] = rndf(); }
+    th_op_swiglu(r, g, u, N);
+    k->swiglu(a, g, u, N);
+    int bad = 0;
+    for (int i = 0; i < N; i++) bad += !(fabsf(a[i] - r[i]) <= 1e-6f * (fabsf(r[i]) + fabsf(u[i])));
+    CHECK(bad == 0, "%s swiglu: %d of %d values off", k->level, bad, N);
+    free(g); free(u); free(a); free(r);
+}
+
 static void test_attention_generic(void) { th_kernels g; th_kernels_fill_generic(&g); check_attention(&g); }
-static void test_attention_avx2(void) { NEED_LEVEL(0); check_attention(K); }
-static void test_attention_avx512(void) { NEED_LEVEL(1); check_attention(K); }
+static void test_attention_avx2(void) { NEED_LEVEL(0); check_attention(K); check_swiglu(K); }
+static void test_attention_avx512(void) { NEED_LEVEL(1); check_attention(K); check_swiglu(K); }
 
 static void test_quantize_avx2(void) { check_quantizers(0); }
 static void test_extremes_avx2(void) { check_extremes(0); }

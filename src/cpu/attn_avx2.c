@@ -9,24 +9,6 @@
 #include "cpu/avx2_util.h"
 #include <math.h>
 
-/* e^x for x <= 0 (inputs below -87.3 give ~0): x = n ln2 + r, e^r by the Cephes
- * polynomial (relative error ~2e-7), scaled by 2^n through the exponent bits. */
-static inline __m256 exp_neg_ps(__m256 x) {
-    x = _mm256_max_ps(x, _mm256_set1_ps(-87.3f));
-    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
-}
-
 static inline float hmax_ps(__m256 v) {
     __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     m = _mm_max_ps(m, _mm_movehl_ps(m, m));
@@ -67,7 +49,7 @@ static float weights(float *s, float mx) {
     #pragma GCC unroll 8
     for (int u = 0; u < 8; u++) {
         __m256 v = _mm256_loadu_ps(s + 8 * u);
-        __m256 p = _mm256_andnot_ps(_mm256_cmp_ps(v, ninf, _CMP_EQ_OQ), exp_neg_ps(_mm256_sub_ps(v, m)));
+        __m256 p = _mm256_andnot_ps(_mm256_cmp_ps(v, ninf, _CMP_EQ_OQ), avx2_exp_ps(_mm256_sub_ps(v, m)));
         _mm256_storeu_ps(s + 8 * u, p);
         sum = _mm256_add_ps(sum, p);
     }

@@ -31,6 +31,8 @@ typedef void (*th_axpy_fn)(int64_t n, float a, const void *x, float *y);
  * v and acc rows of dv floats at a stride of dv_stride (a multiple of 8 >= dv whose
  * extra lanes of v are zero). */
 enum { TH_ATTN_TK = 64 };
+/* a[i] = silu(gate[i]) * up[i] (th_op_swiglu of cpu/ops.h; a may be gate). */
+typedef void (*th_glu_fn)(float *a, const float *gate, const float *up, int64_t n);
 typedef struct th_attn_chunk {
     int32_t m, d, dv, dv_stride;
     const float *q, *kt, *v;
@@ -59,6 +61,7 @@ typedef struct th_kernels {
      * level has no packed kernel for the type, so weights of it are not repacked */
     th_gemm_fn gemm_packed[TH_TYPE_COUNT];
     th_attn_chunk_fn attn_chunk;             /* prefill and decode attention (attention.c) */
+    th_glu_fn swiglu;                        /* the FFN activation of most models */
 } th_kernels;
 
 const th_kernels *th_cpu_kernels(void);
