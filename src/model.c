@@ -56,7 +56,7 @@ typedef struct {
         int64_t y_stride;
     } m[MM_MAX];
     int64_t chunks;                           /* total 8-row chunks (units for an FFN pair) */
-    int64_t grab;                             /* chunks a thread takes at a time */
+    int64_t nth;                              /* threads of the pool */
     _Atomic int64_t next;                     /* first chunk not yet taken */
     const float *x;
     int64_t x_stride;
@@ -92,15 +92,28 @@ static void ffn_pair_units(mm_task *t, int64_t u0, int64_t u1) {
     }
 }
 
-/* Threads take runs of `grab` chunks from a shared counter (not a fixed share each), so
- * a thread that the OS preempts (cores shared with other processes) delays the join
- * by at most its current run; 8-row chunks keep threads on whole cache lines of y. */
+/* Threads take runs of chunks from a shared counter (not a fixed share each), so a thread
+ * that the OS preempts (cores shared with other processes) delays the join by at most
+ * its current run; 8-row chunks keep threads on whole cache lines of y. Runs shrink with
+ * what is left (guided: a 4·nth-th of it, at least one chunk): the first ones are long
+ * (few restarts of the prefetchers), the last ones short, so the threads finish together
+ * (fixed runs of 1/16 left one thread waiting up to a whole run, ~100 us for the 1.1B
+ * FFN pair in decode). Returns false when nothing is left. */
+static bool mm_take(mm_task *t, int64_t *c0, int64_t *c1) {
+    int64_t a = atomic_load_explicit(&t->next, memory_order_relaxed), g;
+    do {
+        if (a >= t->chunks) return false;
+        g = t->nth == 1 ? t->chunks : TH_MAX(1, (t->chunks - a) / (4 * t->nth));
+    } while (!atomic_compare_exchange_weak_explicit(&t->next, &a, a + g, memory_order_relaxed, memory_order_relaxed));
+    *c0 = a;
+    *c1 = TH_MIN(a + g, t->chunks);
+    return true;
+}
+
 static void mm_worker(void *arg, int ith, int nth) {
     mm_task *t = arg;
-    for (;;) {
-        int64_t c0 = atomic_fetch_add_explicit(&t->next, t->grab, memory_order_relaxed);
-        if (c0 >= t->chunks) return;
-        int64_t c1 = TH_MIN(c0 + t->grab, t->chunks);
+    int64_t c0, c1;
+    while (mm_take(t, &c0, &c1)) {
         if (t->unit) {
             ffn_pair_units(t, c0, c1);
             continue;
@@ -139,8 +152,7 @@ static void mm_run(th_context *c, mm_task *t) {
         if (t->nb >= 4) th_pool_run(c->pool, mm_quantize_worker, t);
         else mm_quantize_worker(t, 0, 1);
     }
-    int64_t nth = th_pool_size(c->pool);
-    t->grab = nth == 1 ? t->chunks : TH_MAX(1, t->chunks / (8 * nth));
+    t->nth = th_pool_size(c->pool);
     atomic_store_explicit(&t->next, 0, memory_order_relaxed);
     th_pool_run(c->pool, mm_worker, t);
 }
@@ -261,12 +273,30 @@ static void residual_add_to(float *x, const float *y, int32_t n, int64_t E) {
     for (int32_t t = 0; t < n; t++) th_op_add(x + (int64_t)t * E, y + (int64_t)t * E, E);
 }
 
-static void residual_add(th_context *c, const float *y, int32_t n) { residual_add_to(c->x, y, n, c->model->hp.n_embd); }
+typedef struct { th_context *c; const float *y; const th_weight *w; int32_t n; } add_norm_task;
+
+static void add_norm_worker(void *arg, int ith, int nth) {
+    add_norm_task *a = arg;
+    const th_hparams *hp = &a->c->model->hp;
+    for (int32_t t = a->n * ith / nth; t < a->n * (ith + 1) / nth; t++) {
+        float *x = a->c->x + (int64_t)t * hp->n_embd;
+        if (a->y) th_op_add(x, a->y + (int64_t)t * hp->n_embd, hp->n_embd);
+        if (a->w) th_op_rmsnorm(a->c->h + (int64_t)t * hp->n_embd, x, a->w->data, hp->n_embd, hp->norm_eps);
+    }
+}
+
+/* x += y (y not NULL: the residual), then h = norm(x) by w (w not NULL), row by row;
+ * split over the threads by token for batches (not serial on the calling thread). */
+static void add_norm(th_context *c, const float *y, const th_weight *w, int32_t n) {
+    add_norm_task t = { c, y, w, n };
+    if (n >= 4) th_pool_run(c->pool, add_norm_worker, &t);
+    else add_norm_worker(&t, 0, 1);
+}
 
 static void attention_block(th_context *c, int32_t il, int32_t n, const int32_t *pos, const int32_t *seq) {
     const th_layer *L = &c->model->layers[il];
     int64_t E = c->model->hp.n_embd;
-    PROF(P_NORM, th_fwd_norm_rows(c, c->h, c->x, &L->attn_norm, n, E));
+    PROF(P_NORM, add_norm(c, NULL, &L->attn_norm, n));
     if (L->wkv_a_mqa.data) {
         th_mla_project(c, il, n, pos);
     } else {
@@ -278,7 +308,7 @@ static void attention_block(th_context *c, int32_t il, int32_t n, const int32_t 
     PROF(P_WO, th_fwd_matmul(c, &L->wo, 0, c->att, c->att_w, n, c->tmp, E));
     add_bias(&L->bo, c->tmp, E, n);
     if (L->post_attn_norm.data) th_fwd_norm_rows(c, c->tmp, c->tmp, &L->post_attn_norm, n, E);
-    PROF(P_RESID, residual_add(c, c->tmp, n));
+    PROF(P_RESID, add_norm(c, c->tmp, &L->ffn_norm, n));   /* and h = ffn_norm(x) for ffn_block */
 }
 
 typedef struct { th_context *c; float *g; const float *u; int64_t stride, width; int32_t n; } act_task;
@@ -360,11 +390,11 @@ void th_fwd_ffn(th_context *c, const th_weight *gate, const th_weight *up, const
 static void ffn_block(th_context *c, int32_t il, int32_t n) {
     const th_layer *L = &c->model->layers[il];
     int64_t E = c->model->hp.n_embd;
-    PROF(P_NORM, th_fwd_norm_rows(c, c->h, c->x, &L->ffn_norm, n, E));
+    /* h = ffn_norm(x): made by attention_block's add_norm */
     if (L->router.data) th_moe_ffn(c, L, c->h, n, c->tmp);
     else th_fwd_ffn(c, L->w_gate.data ? &L->w_gate : NULL, &L->w_up, &L->w_down, c->h, n, c->tmp, false);
     if (L->post_ffn_norm.data) th_fwd_norm_rows(c, c->tmp, c->tmp, &L->post_ffn_norm, n, E);
-    PROF(P_RESID, residual_add(c, c->tmp, n));
+    PROF(P_RESID, add_norm(c, c->tmp, NULL, n));
 }
 
 static void embed(th_context *c, const th_token *tok, int32_t n) {
