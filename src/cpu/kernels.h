@@ -42,7 +42,6 @@ typedef struct th_attn_chunk {
 } th_attn_chunk;
 typedef void (*th_attn_chunk_fn)(const th_attn_chunk *a);
 void th_attn_chunk_generic(const th_attn_chunk *a);      /* attn.c */
-void th_avx512_attn_chunk(const th_attn_chunk *a);      /* attn_avx512.c (x86-64 only) */
 /* out[0..dv) = a row's attention output from its final state: acc / sum, with the
  * softmax denominator also holding exp(*sink) when sink is not NULL. */
 void th_attn_finish_row(float *out, const float *acc, int32_t dv, float mx, float sum, const float *sink);

@@ -88,5 +88,4 @@ void th_kernels_fill_avx512(th_kernels *k) {
     k->vec_dot[TH_Q8_0] = dot_q8_0;
     k->vec_dot[TH_F32] = dot_f32;
     k->vec_dot[TH_F16] = dot_f16;
-    k->attn_chunk = th_avx512_attn_chunk;   /* attn_avx512.c */
 }
