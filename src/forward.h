@@ -1,5 +1,5 @@
 /* forward.h — internals of the CPU forward pass shared by model.c (the generic
- * decoder block and the context), moe.c (routed experts) and mla.c (latent
+ * decoder block and the context), attention.c, moe.c (routed experts) and mla.c (latent
  * attention): the context struct, the threaded matmul and small row helpers.
  * Not part of the public API. */
 #ifndef TH_FORWARD_H
@@ -25,8 +25,11 @@ struct th_context {
     int64_t wide_w;
     uint8_t *actq;                          /* quantized activation rows */
     size_t actq_cap;
-    float *scores;                          /* n_threads × n_ctx */
-    float *qtmp;                            /* n_threads × head_dim */
+    /* attention.c */
+    float *attn_buf;                        /* per-thread tiles and online-softmax state */
+    struct th_attn_unit *attn_units;        /* n_batch × n_head work units */
+    int32_t *attn_tok;                      /* batch indices grouped by sequence */
+    int32_t *attn_seq0;                     /* n_seq_max + 1 group offsets */
     th_rope_params *rope;                   /* per layer */
     /* mixture of experts */
     float *moe_logits;                      /* n_batch × n_expert */
@@ -61,6 +64,13 @@ void th_fwd_act(const th_context *c, float *g, const float *u, int64_t n);
  * added to out when accumulate. gate == NULL: up is fused [gate; up]. */
 void th_fwd_ffn(th_context *c, const th_weight *gate, const th_weight *up, const th_weight *down,
                 const float *in, int32_t n, float *out, bool accumulate);
+
+/* attention.c: scratch (at context creation), the batch's K/V into the cache, and
+ * c->att = attention of c->q over the cache for n tokens of layer il. */
+th_status th_attn_alloc(th_context *c);
+void th_attn_free(th_context *c);
+void th_attn_store(th_context *c, int32_t il, int32_t n, const int32_t *pos, const int32_t *seq);
+void th_attn_run(th_context *c, int32_t il, int32_t n, const int32_t *pos, const int32_t *seq);
 
 /* moe.c (out must not be c->tmp2 or an FFN scratch): out[t] = Σ_j w_tj · expert_{e_tj}(in[t]) (+ shared experts) for n rows of in. */
 void th_moe_ffn(th_context *c, const th_layer *L, const float *in, int32_t n, float *out);

@@ -11,7 +11,7 @@
  *   logits = norm(x)·Wout [final softcap], only for the tokens that asked
  *
  * Matmuls quantize their activation rows once, then split weight rows across
- * the thread pool; attention splits (token, head) pairs. All scratch memory is
+ * the thread pool; attention (attention.c) splits blocks of (token, head) rows. All scratch memory is
  * allocated when the context is created. The context struct lives in forward.h. */
 #include "forward.h"
 #include "arch/arch.h"
@@ -56,7 +56,7 @@ typedef struct {
         int64_t y_stride;
     } m[MM_MAX];
     int64_t chunks;                           /* total 8-row chunks (units for an FFN pair) */
-    int64_t grab;                             /* chunks a thread takes at a time */
+    int64_t nth;                              /* threads of the pool */
     _Atomic int64_t next;                     /* first chunk not yet taken */
     const float *x;
     int64_t x_stride;
@@ -92,15 +92,28 @@ static void ffn_pair_units(mm_task *t, int64_t u0, int64_t u1) {
     }
 }
 
-/* Threads take runs of `grab` chunks from a shared counter (not a fixed share each), so
- * a thread that the OS preempts (cores shared with other processes) delays the join
- * by at most its current run; 8-row chunks keep threads on whole cache lines of y. */
+/* Threads take runs of chunks from a shared counter (not a fixed share each), so a thread
+ * that the OS preempts (cores shared with other processes) delays the join by at most
+ * its current run; 8-row chunks keep threads on whole cache lines of y. Runs shrink with
+ * what is left (guided: a 4·nth-th of it, at least one chunk): the first ones are long
+ * (few restarts of the prefetchers), the last ones short, so the threads finish together
+ * (fixed runs of 1/16 left one thread waiting up to a whole run, ~100 us for the 1.1B
+ * FFN pair in decode). Returns false when nothing is left. */
+static bool mm_take(mm_task *t, int64_t *c0, int64_t *c1) {
+    int64_t a = atomic_load_explicit(&t->next, memory_order_relaxed), g;
+    do {
+        if (a >= t->chunks) return false;
+        g = t->nth == 1 ? t->chunks : TH_MAX(1, (t->chunks - a) / (4 * t->nth));
+    } while (!atomic_compare_exchange_weak_explicit(&t->next, &a, a + g, memory_order_relaxed, memory_order_relaxed));
+    *c0 = a;
+    *c1 = TH_MIN(a + g, t->chunks);
+    return true;
+}
+
 static void mm_worker(void *arg, int ith, int nth) {
     mm_task *t = arg;
-    for (;;) {
-        int64_t c0 = atomic_fetch_add_explicit(&t->next, t->grab, memory_order_relaxed);
-        if (c0 >= t->chunks) return;
-        int64_t c1 = TH_MIN(c0 + t->grab, t->chunks);
+    int64_t c0, c1;
+    while (mm_take(t, &c0, &c1)) {
         if (t->unit) {
             ffn_pair_units(t, c0, c1);
             continue;
@@ -139,8 +152,7 @@ static void mm_run(th_context *c, mm_task *t) {
         if (t->nb >= 4) th_pool_run(c->pool, mm_quantize_worker, t);
         else mm_quantize_worker(t, 0, 1);
     }
-    int64_t nth = th_pool_size(c->pool);
-    t->grab = nth == 1 ? t->chunks : TH_MAX(1, t->chunks / (8 * nth));
+    t->nth = th_pool_size(c->pool);
     atomic_store_explicit(&t->next, 0, memory_order_relaxed);
     th_pool_run(c->pool, mm_worker, t);
 }
@@ -179,80 +191,6 @@ static void add_bias(const th_weight *b, float *y, int64_t stride, int64_t nb) {
     th_fwd_add_bias(b->data, b->ne0, y, stride, nb);
 }
 
-/* ------------------------------------------------------------------ attention */
-
-typedef struct {
-    th_context *c;
-    int32_t il, n_tokens;
-    const int32_t *pos, *seq;
-    int32_t window;
-    const float *sinks;                     /* per head, or NULL */
-} attn_task;
-
-/* One query head of one token against its sequence's cached K/V (positions lo..p).
- * With an F16 cache, q and the softmax weights are rounded to f16 first, as ggml does
- * for its F16 K·q and V·p products; K·q sums exact products in double (dot_f16_f64);
- * the V·p sums are the kernel table's axpy. */
-static void attn_head(th_context *c, const attn_task *t, int32_t ti, int32_t h, float *sc, float *qtmp) {
-    const th_hparams *hp = &c->model->hp;
-    const th_kv *kv = &c->kv;
-    const th_kernels *k = c->k;
-    uint32_t kt = kv->f16 ? TH_F16 : TH_F32;
-    int32_t hd = hp->head_dim, hdv = hp->head_dim_v, kvh = h / (hp->n_head / hp->n_head_kv);
-    int32_t p = t->pos[ti], s = t->seq[ti];
-    int32_t lo = t->window > 0 ? TH_MAX(0, p - t->window + 1) : 0;
-    const float *qv = c->q + (int64_t)ti * c->q_w + (int64_t)h * hd;
-    const void *qa = qv;
-    if (kv->f16) {
-        k->quantize[TH_F16](qv, qtmp, hd);
-        qa = qtmp;
-    }
-    size_t ko = (size_t)kvh * (size_t)hd * (kv->f16 ? 2 : 4), vo = (size_t)kvh * (size_t)hdv * (kv->f16 ? 2 : 4);
-    int32_t n = p - lo + 1;
-    for (int32_t j = 0; j < n; j++) {
-        float dot;
-        const void *kj = (const uint8_t *)th_kv_k(kv, t->il, s, lo + j) + ko;
-        if (kv->f16) k->dot_f16_f64(hd, &dot, kj, qa);
-        else k->vec_dot[TH_F32](hd, &dot, kj, qa);
-        sc[j] = dot * hp->attn_scale;
-    }
-    if (hp->attn_softcap > 0) th_op_softcap(sc, hp->attn_softcap, n);
-    if (t->sinks) th_op_softmax_sink(sc, n, t->sinks[h]);
-    else th_op_softmax(sc, n);
-    float *out = c->att + (int64_t)ti * c->att_w + (int64_t)h * hdv;
-    memset(out, 0, (size_t)hdv * sizeof(float));
-    for (int32_t j = 0; j < n; j++) {
-        float pj = kv->f16 ? th_f16_to_f32(th_f32_to_f16(sc[j])) : sc[j];
-        k->axpy[kt](hdv, pj, (const uint8_t *)th_kv_v(kv, t->il, s, lo + j) + vo, out);
-    }
-}
-
-static void attn_worker(void *arg, int ith, int nth) {
-    attn_task *t = arg;
-    th_context *c = t->c;
-    int32_t n_head = c->model->hp.n_head;
-    int64_t total = (int64_t)t->n_tokens * n_head;
-    float *sc = c->scores + (size_t)ith * c->p.n_ctx;
-    float *qtmp = c->qtmp + (size_t)ith * (size_t)c->model->hp.head_dim;
-    for (int64_t i = total * ith / nth; i < total * (ith + 1) / nth; i++)
-        attn_head(c, t, (int32_t)(i / n_head), (int32_t)(i % n_head), sc, qtmp);
-}
-
-static void store_kv(th_context *c, int32_t il, int32_t n, const int32_t *pos, const int32_t *seq) {
-    th_kv *kv = &c->kv;
-    for (int32_t t = 0; t < n; t++) {
-        const float *k = c->kc + (int64_t)t * c->k_w, *v = c->vc + (int64_t)t * c->v_w;
-        void *kd = th_kv_k(kv, il, seq[t], pos[t]), *vd = th_kv_v(kv, il, seq[t], pos[t]);
-        if (kv->f16) { /* the table's F16 conversion: F16C where there is one, same rounding */
-            c->k->quantize[TH_F16](k, kd, c->k_w);
-            c->k->quantize[TH_F16](v, vd, c->v_w);
-        } else {
-            memcpy(kd, k, (size_t)c->k_w * sizeof(float));
-            memcpy(vd, v, (size_t)c->v_w * sizeof(float));
-        }
-    }
-}
-
 /* ------------------------------------------------------------------ layers */
 
 void th_fwd_norm_rows(const th_context *c, float *y, const float *x, const th_weight *w, int64_t n, int64_t width) {
@@ -264,7 +202,7 @@ void th_fwd_act(const th_context *c, float *g, const float *u, int64_t n) {
     switch (c->model->hp.act_fn) {
     case TH_ACT_GELU: th_op_geglu(g, g, u, n); break;
     case TH_ACT_SWIGLU_OAI: th_op_swiglu_oai(g, g, u, n, 1.702f, 7.0f); break;
-    default: th_op_swiglu(g, g, u, n); break;
+    default: c->k->swiglu(g, g, u, n); break;
     }
 }
 
@@ -335,26 +273,42 @@ static void residual_add_to(float *x, const float *y, int32_t n, int64_t E) {
     for (int32_t t = 0; t < n; t++) th_op_add(x + (int64_t)t * E, y + (int64_t)t * E, E);
 }
 
-static void residual_add(th_context *c, const float *y, int32_t n) { residual_add_to(c->x, y, n, c->model->hp.n_embd); }
+typedef struct { th_context *c; const float *y; const th_weight *w; int32_t n; } add_norm_task;
+
+static void add_norm_worker(void *arg, int ith, int nth) {
+    add_norm_task *a = arg;
+    const th_hparams *hp = &a->c->model->hp;
+    for (int32_t t = a->n * ith / nth; t < a->n * (ith + 1) / nth; t++) {
+        float *x = a->c->x + (int64_t)t * hp->n_embd;
+        if (a->y) th_op_add(x, a->y + (int64_t)t * hp->n_embd, hp->n_embd);
+        if (a->w) th_op_rmsnorm(a->c->h + (int64_t)t * hp->n_embd, x, a->w->data, hp->n_embd, hp->norm_eps);
+    }
+}
+
+/* x += y (y not NULL: the residual), then h = norm(x) by w (w not NULL), row by row;
+ * split over the threads by token for batches (not serial on the calling thread). */
+static void add_norm(th_context *c, const float *y, const th_weight *w, int32_t n) {
+    add_norm_task t = { c, y, w, n };
+    if (n >= 4) th_pool_run(c->pool, add_norm_worker, &t);
+    else add_norm_worker(&t, 0, 1);
+}
 
 static void attention_block(th_context *c, int32_t il, int32_t n, const int32_t *pos, const int32_t *seq) {
     const th_layer *L = &c->model->layers[il];
     int64_t E = c->model->hp.n_embd;
-    PROF(P_NORM, th_fwd_norm_rows(c, c->h, c->x, &L->attn_norm, n, E));
+    PROF(P_NORM, add_norm(c, NULL, &L->attn_norm, n));
     if (L->wkv_a_mqa.data) {
         th_mla_project(c, il, n, pos);
     } else {
         PROF(P_QKV, project_qkv(c, L, n));
         PROF(P_ROPE, qk_prepare(c, il, n, pos));
     }
-    PROF(P_STORE, store_kv(c, il, n, pos, seq));
-    attn_task at = { .c = c, .il = il, .n_tokens = n, .pos = pos, .seq = seq, .window = L->window,
-                     .sinks = L->attn_sinks.data };
-    PROF(P_ATTN, th_pool_run(c->pool, attn_worker, &at));
+    PROF(P_STORE, th_attn_store(c, il, n, pos, seq));
+    PROF(P_ATTN, th_attn_run(c, il, n, pos, seq));
     PROF(P_WO, th_fwd_matmul(c, &L->wo, 0, c->att, c->att_w, n, c->tmp, E));
     add_bias(&L->bo, c->tmp, E, n);
     if (L->post_attn_norm.data) th_fwd_norm_rows(c, c->tmp, c->tmp, &L->post_attn_norm, n, E);
-    PROF(P_RESID, residual_add(c, c->tmp, n));
+    PROF(P_RESID, add_norm(c, c->tmp, &L->ffn_norm, n));   /* and h = ffn_norm(x) for ffn_block */
 }
 
 typedef struct { th_context *c; float *g; const float *u; int64_t stride, width; int32_t n; } act_task;
@@ -436,11 +390,11 @@ void th_fwd_ffn(th_context *c, const th_weight *gate, const th_weight *up, const
 static void ffn_block(th_context *c, int32_t il, int32_t n) {
     const th_layer *L = &c->model->layers[il];
     int64_t E = c->model->hp.n_embd;
-    PROF(P_NORM, th_fwd_norm_rows(c, c->h, c->x, &L->ffn_norm, n, E));
+    /* h = ffn_norm(x): made by attention_block's add_norm */
     if (L->router.data) th_moe_ffn(c, L, c->h, n, c->tmp);
     else th_fwd_ffn(c, L->w_gate.data ? &L->w_gate : NULL, &L->w_up, &L->w_down, c->h, n, c->tmp, false);
     if (L->post_ffn_norm.data) th_fwd_norm_rows(c, c->tmp, c->tmp, &L->post_ffn_norm, n, E);
-    PROF(P_RESID, residual_add(c, c->tmp, n));
+    PROF(P_RESID, add_norm(c, c->tmp, NULL, n));
 }
 
 static void embed(th_context *c, const th_token *tok, int32_t n) {
@@ -594,7 +548,7 @@ static int64_t wide_width(const th_context *c) {
 
 static th_status alloc_scratch(th_context *c) {
     const th_hparams *hp = &c->model->hp;
-    size_t B = c->p.n_batch, nt = (size_t)th_pool_size(c->pool);
+    size_t B = c->p.n_batch;
     int64_t E = hp->n_embd, X = hp->n_expert, K = hp->n_expert_used;
     bool ok = true;
     c->q_w = (int64_t)hp->n_head * hp->head_dim;
@@ -610,7 +564,6 @@ static th_status alloc_scratch(th_context *c) {
     ALLOC(c->q, B * c->q_w); ALLOC(c->kc, B * c->k_w); ALLOC(c->vc, B * c->v_w); ALLOC(c->att, B * c->att_w);
     ALLOC(c->ff_g, B * c->ff_w); ALLOC(c->ff_u, B * c->ff_w); ALLOC(c->wide, B * c->wide_w);
     ALLOC(c->actq, c->actq_cap);
-    ALLOC(c->scores, nt * c->p.n_ctx); ALLOC(c->qtmp, nt * hp->head_dim);
     ALLOC(c->rope, hp->n_layer);
     if (X > 0) {
         ALLOC(c->moe_logits, B * X); ALLOC(c->moe_score, X); ALLOC(c->moe_sel, B * K); ALLOC(c->moe_w, B * K);
@@ -620,7 +573,7 @@ static th_status alloc_scratch(th_context *c) {
     ALLOC(c->out_row, B); ALLOC(c->pos_buf, B); ALLOC(c->seq_buf, B);
     ALLOC(c->new_len, c->p.n_seq_max); ALLOC(c->want_buf, B);
     if (!ok) return th_set_error(TH_ERR_NOMEM, "out of memory for the context's scratch buffers (batch %zu)", B);
-    return TH_OK;
+    return th_attn_alloc(c);
 }
 #undef ALLOC
 
@@ -770,7 +723,8 @@ void th_context_free(th_context *c) {
     th_pool_free(c->pool);
     th_kv_free(&c->kv);
     free(c->x); free(c->h); free(c->q); free(c->kc); free(c->vc); free(c->att); free(c->tmp); free(c->tmp2);
-    free(c->ff_g); free(c->ff_u); free(c->wide); free(c->actq); free(c->scores); free(c->qtmp); free(c->logits);
+    free(c->ff_g); free(c->ff_u); free(c->wide); free(c->actq); free(c->logits);
+    th_attn_free(c);
     free(c->rope); free(c->moe_logits); free(c->moe_score); free(c->moe_sel); free(c->moe_w); free(c->moe_rows); free(c->moe_start);
     free(c->moe_x); free(c->moe_y);
     free(c->out_row); free(c->pos_buf); free(c->seq_buf); free(c->new_len); free(c->want_buf);

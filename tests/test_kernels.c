@@ -11,9 +11,12 @@
  *   result by a sizeable fraction of S.
  * - gemm: the tiled kernel against the vec_dot loop of the same level (same tolerance),
  *   for odd row counts, odd batch sizes, a row sub-range, and no writes outside it.
+ * - attention: the chunk kernel (online softmax over chunks of keys) against a softmax
+ *   in double, with windows, softcap and a sink, head dims 40..192 and dv != d.
  * Each test runs per SIMD level (avx2, avx512); a level the CPU lacks is skipped. */
 #include "check.h"
 #include "cpu/kernels.h"
+#include "cpu/ops.h"
 #include <stddef.h>
 
 #define KERNEL_TEST_SEED 0x9e3779b97f4a7c15ULL
@@ -251,6 +254,108 @@ static void check_extremes(int lvl) {
     extreme = false;
 }
 
+/* ---------------------------------------------------------------- attention chunks */
+
+/* Rows of attention by the table's chunk kernel (keys fed in chunks of TH_ATTN_TK, as
+ * attention.c does) against a double-precision softmax. Row r sees keys [lo_r, hi_r]
+ * (causal-like ends, a window when asked). |out - ref| <= 2e-5 * max|v|. */
+typedef struct { int d, dv, n, m, window; float softcap; bool sink; } attn_case;
+
+static void attn_reference(const attn_case *t, const float *q, const float *k, const float *v, int lo, int hi,
+                           float scale, const float *sink, double *out) {
+    double *s = malloc((size_t)t->n * sizeof *s), mx = sink ? *sink : -INFINITY, den = 0;
+    for (int j = lo; j <= hi; j++) {
+        double dot = 0;
+        for (int c = 0; c < t->d; c++) dot += (double)q[c] * k[j * t->d + c];
+        s[j] = dot * scale;
+        if (t->softcap > 0) s[j] = t->softcap * tanh(s[j] / t->softcap);
+        mx = fmax(mx, s[j]);
+    }
+    for (int c = 0; c < t->dv; c++) out[c] = 0;
+    for (int j = lo; j <= hi; j++) {
+        double p = exp(s[j] - mx);
+        den += p;
+        for (int c = 0; c < t->dv; c++) out[c] += p * v[j * t->dv + c];
+    }
+    if (sink) den += exp(*sink - mx);
+    for (int c = 0; c < t->dv; c++) out[c] /= den;
+    free(s);
+}
+
+static void check_attn_case(const th_kernels *k, const attn_case *t) {
+    int dvs = (t->dv + 31) & ~31, m = t->m;
+    float *q = malloc(sizeof(float) * m * t->d), *kk = malloc(sizeof(float) * t->n * t->d);
+    float *v = malloc(sizeof(float) * t->n * t->dv), *kt = calloc((size_t)t->d * TH_ATTN_TK, sizeof(float));
+    float *vt = calloc((size_t)TH_ATTN_TK * dvs, sizeof(float)), *acc = calloc((size_t)m * dvs, sizeof(float));
+    float *mx = malloc(sizeof(float) * m), *sum = calloc(m, sizeof(float)), *out = malloc(sizeof(float) * t->dv);
+    int32_t *lo = malloc(sizeof(int32_t) * m), *hi = malloc(sizeof(int32_t) * m), *j0 = malloc(sizeof(int32_t) * m), *j1 = malloc(sizeof(int32_t) * m);
+    double *ref = malloc(sizeof(double) * t->dv);
+    for (int i = 0; i < m * t->d; i++) q[i] = 2 * rndf();
+    for (int i = 0; i < t->n * t->d; i++) kk[i] = 2 * rndf();
+    float vmax = 0, scale = 1.0f / sqrtf((float)t->d), sink = 0.5f;
+    for (int i = 0; i < t->n * t->dv; i++) vmax = fmaxf(vmax, fabsf(v[i] = rndf()));
+    for (int r = 0; r < m; r++) {
+        hi[r] = t->n - 1 - (r * 7) % (t->n < 9 ? 1 : 9);
+        lo[r] = t->window ? (hi[r] - t->window + 1 > 0 ? hi[r] - t->window + 1 : 0) : 0;
+        mx[r] = -INFINITY;
+    }
+    th_attn_chunk a = { .m = m, .d = t->d, .dv = t->dv, .dv_stride = dvs, .q = q, .kt = kt, .v = vt, .j0 = j0, .j1 = j1,
+                        .scale = scale, .softcap = t->softcap, .mx = mx, .sum = sum, .acc = acc };
+    for (int c0 = 0; c0 < t->n; c0 += TH_ATTN_TK) {
+        int nk = t->n - c0 < TH_ATTN_TK ? t->n - c0 : TH_ATTN_TK;
+        for (int j = 0; j < nk; j++) {
+            for (int c = 0; c < t->d; c++) kt[c * TH_ATTN_TK + j] = kk[(c0 + j) * t->d + c];
+            memcpy(vt + j * dvs, v + (c0 + j) * t->dv, sizeof(float) * t->dv);
+        }
+        for (int r = 0; r < m; r++) {
+            j0[r] = lo[r] - c0 > 0 ? lo[r] - c0 : 0;
+            j1[r] = hi[r] + 1 - c0 < nk ? hi[r] + 1 - c0 : nk;
+        }
+        k->attn_chunk(&a);
+    }
+    double worst = 0;
+    for (int r = 0; r < m; r++) {
+        th_attn_finish_row(out, acc + r * dvs, t->dv, mx[r], sum[r], t->sink ? &sink : NULL);
+        attn_reference(t, q + r * t->d, kk, v, lo[r], hi[r], scale, t->sink ? &sink : NULL, ref);
+        for (int c = 0; c < t->dv; c++) worst = fmax(worst, fabs(out[c] - ref[c]));
+    }
+    CHECK(worst <= 2e-5 * vmax, "%s attention d %d dv %d keys %d rows %d window %d softcap %g sink %d: error %.3g (max|v| %.3g)",
+          k->level, t->d, t->dv, t->n, m, t->window, t->softcap, t->sink, worst, vmax);
+    free(q); free(kk); free(v); free(kt); free(vt); free(acc); free(mx); free(sum); free(out);
+    free(lo); free(hi); free(j0); free(j1); free(ref);
+}
+
+static void check_attention(const th_kernels *k) {
+    static const int dims[][2] = { { 64, 64 }, { 80, 80 }, { 128, 128 }, { 192, 128 }, { 40, 72 } };
+    static const int lens[] = { 1, 7, 64, 65, 130, 300 }, rows[] = { 1, 3, 64 };
+    for (size_t di = 0; di < 5; di++)
+        for (size_t li = 0; li < 6; li++)
+            for (size_t ri = 0; ri < 3; ri++)
+                for (int f = 0; f < 8; f++) {
+                    attn_case t = { dims[di][0], dims[di][1], lens[li], rows[ri], (f & 1) ? 50 : 0,
+                                    (f & 2) ? 20.0f : 0.0f, (f & 4) != 0 };
+                    check_attn_case(k, &t);
+                }
+}
+
+/* SwiGLU against th_op_swiglu (expf): |simd - ref| <= 1e-6 (|ref| + |up|), gates up to
+ * +-100 (exp's clamps), odd lengths for the scalar tail. */
+static void check_swiglu(const th_kernels *k) {
+    enum { N = 1000 + 7 };
+    float *g = malloc(N * sizeof *g), *u = malloc(N * sizeof *u), *a = malloc(N * sizeof *a), *r = malloc(N * sizeof *r);
+    for (int i = 0; i < N; i++) { g[i] = (i % 10 == 0 ? 100.0f : 8.0f) * rndf(); u[i] = rndf(); }
+    th_op_swiglu(r, g, u, N);
+    k->swiglu(a, g, u, N);
+    int bad = 0;
+    for (int i = 0; i < N; i++) bad += !(fabsf(a[i] - r[i]) <= 1e-6f * (fabsf(r[i]) + fabsf(u[i])));
+    CHECK(bad == 0, "%s swiglu: %d of %d values off", k->level, bad, N);
+    free(g); free(u); free(a); free(r);
+}
+
+static void test_attention_generic(void) { th_kernels g; th_kernels_fill_generic(&g); check_attention(&g); }
+static void test_attention_avx2(void) { NEED_LEVEL(0); check_attention(K); check_swiglu(K); }
+static void test_attention_avx512(void) { NEED_LEVEL(1); check_attention(K); check_swiglu(K); }
+
 static void test_quantize_avx2(void) { check_quantizers(0); }
 static void test_extremes_avx2(void) { check_extremes(0); }
 static void test_extremes_avx512(void) { check_extremes(1); }
@@ -276,5 +381,8 @@ int main(void) {
     RUN(test_extremes_avx512);
     RUN(test_tolerance_catches_one_bad_element);
     RUN(test_generic_gemm_matches_vec_dot);
+    RUN(test_attention_generic);
+    RUN(test_attention_avx2);
+    RUN(test_attention_avx512);
     return CHECK_DONE();
 }

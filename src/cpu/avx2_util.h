@@ -31,6 +31,25 @@ static inline __m128i avx2_reduce4(__m256i p0, __m256i p1, __m256i p2, __m256i p
     return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
 }
 
+/* e^x in f32 (x clamped to [-87.3, 88.3]: below, ~0; relative error ~2e-7 elsewhere):
+ * x = n ln2 + r with |r| <= ln2/2, e^r by the Cephes expf polynomial, times 2^n through
+ * the exponent bits. */
+static inline __m256 avx2_exp_ps(__m256 x) {
+    x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.3f)), _mm256_set1_ps(88.3f));
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
 static inline float avx2_f16(uint16_t h) { return _cvtsh_ss(h); }
 
 /* MXFP4 block scale: 2^(e-128), i.e. half the OCP E8M0 scale 2^(e-127), because the
@@ -157,6 +176,11 @@ void th_avx2_dot_iq4_xs(int64_t n, float *s, const void *w, const void *a);
 void th_avx2_axpy_f32(int64_t n, float a, const void *x, float *y);
 void th_avx2_axpy_f16(int64_t n, float a, const void *x, float *y);
 void th_avx2_dot_f16_f64(int64_t n, float *s, const void *w, const void *a);
+void th_avx2_swiglu(float *a, const float *gate, const float *up, int64_t n);
+
+/* attn_avx2.c: attention's chunk kernel; F16 rows to f32 (F16C). */
+void th_avx2_attn_chunk(const th_attn_chunk *a);
+void th_avx2_dequant_f16(const void *src, float *dst, int64_t n);
 
 /* gemm_avx2.c: fills k->gemm[] for the types it tiles. */
 void th_avx2_fill_gemm(th_kernels *k);

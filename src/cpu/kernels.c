@@ -2,6 +2,7 @@
  * then the best level the CPU and OS support (cpuid + XGETBV; on aarch64 HWCAP),
  * or the one TH_CPU forces. */
 #include "cpu/kernels.h"
+#include "cpu/ops.h"
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,6 +66,8 @@ void th_kernels_fill_generic(th_kernels *k) {
     k->axpy[TH_F32] = axpy_f32;
     k->axpy[TH_F16] = axpy_f16;
     k->dot_f16_f64 = dot_f16_f64;
+    k->attn_chunk = th_attn_chunk_generic;
+    k->swiglu = th_op_swiglu;
 }
 
 #if defined(__x86_64__)

@@ -21,6 +21,31 @@ typedef void (*th_dequant_fn)(const void *src, float *dst, int64_t n);
 /* y[0..n) += a * x[0..n) for x of a float type (F32/F16: attention's V rows). */
 typedef void (*th_axpy_fn)(int64_t n, float a, const void *x, float *y);
 
+/* Attention over one chunk of at most TH_ATTN_TK keys, for m query rows, with an online
+ * softmax (flash-attention style): per row r, the scores s_j = scale · q_r·k_j
+ * [softcap: cap · tanh(s_j / cap)] of its keys j in [j0[r], j1[r]) (none when
+ * j0[r] >= j1[r]) update the running maximum mx[r], the running sum of exp(s - mx)
+ * sum[r], and acc[r] = Σ exp(s_j - mx) v_j (all rescaled when mx grows). Start a row
+ * with mx = -INFINITY, sum = 0, acc = 0; th_attn_finish (attention.h) divides. All f32:
+ * q m rows of d floats; kt the chunk's keys transposed (kt[c * TH_ATTN_TK + j] = k_j[c]);
+ * v and acc rows of dv floats at a stride of dv_stride (a multiple of 8 >= dv whose
+ * extra lanes of v are zero). */
+enum { TH_ATTN_TK = 64 };
+/* a[i] = silu(gate[i]) * up[i] (th_op_swiglu of cpu/ops.h; a may be gate). */
+typedef void (*th_glu_fn)(float *a, const float *gate, const float *up, int64_t n);
+typedef struct th_attn_chunk {
+    int32_t m, d, dv, dv_stride;
+    const float *q, *kt, *v;
+    const int32_t *j0, *j1;
+    float scale, softcap;                    /* softcap 0: none */
+    float *mx, *sum, *acc;
+} th_attn_chunk;
+typedef void (*th_attn_chunk_fn)(const th_attn_chunk *a);
+void th_attn_chunk_generic(const th_attn_chunk *a);      /* attn.c */
+/* out[0..dv) = a row's attention output from its final state: acc / sum, with the
+ * softmax denominator also holding exp(*sink) when sink is not NULL. */
+void th_attn_finish_row(float *out, const float *acc, int32_t dv, float mx, float sum, const float *sink);
+
 typedef struct th_kernels {
     const char *level;                       /* "generic", "avx2", "avx512", "neon" */
     th_vec_dot_fn vec_dot[TH_TYPE_COUNT];    /* by weight type */
@@ -35,6 +60,8 @@ typedef struct th_kernels {
      * w the packed copy (row r at the same offset as in the original); NULL: the
      * level has no packed kernel for the type, so weights of it are not repacked */
     th_gemm_fn gemm_packed[TH_TYPE_COUNT];
+    th_attn_chunk_fn attn_chunk;             /* prefill and decode attention (attention.c) */
+    th_glu_fn swiglu;                        /* the FFN activation of most models */
 } th_kernels;
 
 const th_kernels *th_cpu_kernels(void);

@@ -1,10 +1,11 @@
 /* ops_avx2.c — AVX2/FMA/F16C forms of small vector ops of the forward pass that are
- * in the kernel table: axpy (y += a·x) over F32 and F16 rows, used for attention's
- * weighted sum of V rows, and the F16 dot with a double sum for K·q. Any n (scalar
- * tail). The results equal the generic forms': products and sums are rounded as
- * there (axpy: a product rounded, then the sum; no FMA), up to the order of the
- * double additions. */
+ * in the kernel table: axpy (y += a·x) over F32 and F16 rows and the F16 dot with a
+ * double sum (the reference attention's products), and SwiGLU. Any n (scalar tail).
+ * axpy and the dot equal the generic forms': products and sums are rounded as there
+ * (axpy: a product rounded, then the sum; no FMA), up to the order of the double
+ * additions. SwiGLU uses avx2_exp_ps (~2e-7 relative error against expf). */
 #include "cpu/avx2_util.h"
+#include "cpu/ops.h"
 
 void th_avx2_axpy_f32(int64_t n, float a, const void *vx, float *y) {
     const float *x = vx;
@@ -42,4 +43,15 @@ void th_avx2_dot_f16_f64(int64_t n, float *s, const void *vw, const void *va) {
     double acc = _mm_cvtsd_f64(_mm_add_sd(h, _mm_unpackhi_pd(h, h)));
     for (; i < n; i++) acc += (double)(avx2_f16(w[i]) * avx2_f16(a[i]));
     *s = (float)acc;
+}
+
+void th_avx2_swiglu(float *a, const float *gate, const float *up, int64_t n) {
+    const __m256 one = _mm256_set1_ps(1.0f), zero = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 g = _mm256_loadu_ps(gate + i);
+        __m256 e = avx2_exp_ps(_mm256_sub_ps(zero, g));
+        _mm256_storeu_ps(a + i, _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(one, e)), _mm256_loadu_ps(up + i)));
+    }
+    th_op_swiglu(a + i, gate + i, up + i, n - i);
 }
