@@ -21,8 +21,9 @@
  * only the order of the f32 additions differs from the vec_dot path.
  *
  * Tiles of 16 rows x NC activation rows: NC = 8 for batches (4 for a rest of 2..4
- * rows), 1 for decode, which also prefetches both weight streams ahead (kernels.h). A range with an odd number
- * of 8-row groups ends with the last group read as both halves and half stored. */
+ * rows), 1 for decode, which also prefetches both weight streams ahead (kernels.h).
+ * A range with an odd number of 8-row groups ends with the last group read as both
+ * halves and half stored. */
 #include "cpu/gemm_packed.h"
 #include "cpu/repack.h"
 #include <immintrin.h>
