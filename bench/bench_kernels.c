@@ -1,5 +1,6 @@
 /* bench_kernels.c — CPU kernel benchmark: for each weight type and a few matrix
  * shapes, matrix-vector throughput (GB/s of weight bytes read, vec_dot per row) and
+ * the same through the packed gemm with one activation row (decode's path), and
  * gemm throughput with a batch of 128 activation rows (GOP/s, 2 ops per multiply-add),
  * for the generic (reference) level and the AVX2 level side by side; then a
  * STREAM-like read pass over 1 GiB (1 and 2 threads) for the roofline.
@@ -71,6 +72,28 @@ static double bench_matvec(th_vec_dot_fn dot, const uint8_t *w, size_t mat_bytes
     return (double)iters * (double)mat_bytes / t / 1e9;
 }
 
+/* Matrix-vector on the packed layout (one activation row through gemm_packed, as in
+ * decode), cycling packed copies of the matrix; GB/s of the original's bytes. 0: the
+ * type is not packed at this level. */
+static double bench_matvec_packed(const th_kernels *k, uint32_t type, const uint8_t *w, size_t mat_bytes, int copies,
+                                  int64_t rows, size_t ws, int64_t n, const void *act, size_t xs, float *y) {
+    if (!th_repack_supported(k, type, rows, n)) return 0;
+    const size_t pws = th_repack_row_bytes(type, ws), pmat = pws * (size_t)rows;
+    uint8_t *pw = malloc(pmat * (size_t)copies);
+    if (!pw) { fprintf(stderr, "out of memory\n"); exit(1); }
+    for (int c = 0; c < copies; c++) th_repack_rows(type, w + (size_t)c * mat_bytes, pw + (size_t)c * pmat, rows, ws);
+    int iters = 0, c = 0;
+    double t0 = now(), t;
+    do {
+        k->gemm_packed[type](n, 0, rows, pw + (size_t)c * pmat, pws, 1, act, xs, y, rows);
+        c = (c + 1) % copies;
+        iters++;
+    } while ((t = now() - t0) < budget_s);
+    sink = y[0];
+    free(pw);
+    return (double)iters * (double)mat_bytes / t / 1e9;
+}
+
 typedef void (*gemm_call)(uint32_t type, const th_kernels *k, int64_t n, int64_t rows, const void *w,
                           size_t ws, int64_t nb, const void *x, size_t xs, float *y);
 static void call_gemm(uint32_t type, const th_kernels *k, int64_t n, int64_t rows, const void *w, size_t ws,
@@ -128,9 +151,10 @@ static void bench_type(const wtype *wt, const th_kernels *gen, const th_kernels 
     }
     double mv_gen = bench_matvec(gen->vec_dot[type], w, mat, copies, rows, ws, n, x, y);
     double mv_fast = fast ? bench_matvec(fast->vec_dot[type], w, mat, copies, rows, ws, n, x, y) : 0;
-    printf("%-7s %5lldx%-5lld %8.1f | %7.2f %7.2f %5.1fx | %7.2f %7.2f %7.2f %5.1fx %7.2f\n", th_type_name(type),
-           (long long)rows, (long long)n, (double)mat / 1048576.0, mv_gen, mv_fast, mv_fast / mv_gen, g_gen, g_loop,
-           g_fast, g_fast / g_loop, g_packed);
+    double mv_packed = fast ? bench_matvec_packed(fast, type, w, mat, copies, rows, ws, n, x, xs, y) : 0;
+    printf("%-7s %5lldx%-5lld %8.1f | %7.2f %7.2f %5.1fx %7.2f | %7.2f %7.2f %7.2f %5.1fx %7.2f\n", th_type_name(type),
+           (long long)rows, (long long)n, (double)mat / 1048576.0, mv_gen, mv_fast, mv_fast / mv_gen, mv_packed, g_gen,
+           g_loop, g_fast, g_fast / g_loop, g_packed);
     fflush(stdout);
     free(w); free(x); free(xf); free(y);
 }
@@ -188,12 +212,13 @@ int main(int argc, char **argv) {
     if (strcmp(table->level, "generic") != 0) { fast_k = *table; fast = &fast_k; }
     printf("level: %s (generic = reference kernels of src/quant); single thread, thread CPU time; %.2f s per measurement\n",
            table->level, budget_s);
-    printf("matvec: GB/s of weight bytes (matrix copies cycled past the caches); gemm: nb=128, GOP/s\n");
+    printf("matvec: GB/s of weight bytes (matrix copies cycled past the caches; pk mv = one row through the\n"
+           "packed gemm, as decode; 0 = not packed); gemm: nb=128, GOP/s\n");
     printf("gemm columns: generic vec_dot loop | %s vec_dot loop | %s gemm | gemm speed-up over its loop | gemm on\n"
            "the 8-row packed layout (cpu/repack.c; 0 = none for this type)\n\n",
            table->level, table->level);
-    printf("%-7s %11s %8s | %7s %7s %6s | %7s %7s %7s %6s %7s\n", "type", "rows x n", "MiB", "gen", fast ? fast->level : "-",
-           "x", "gen", "loop", "gemm", "x", "packed");
+    printf("%-7s %11s %8s | %7s %7s %6s %7s | %7s %7s %7s %6s %7s\n", "type", "rows x n", "MiB", "gen",
+           fast ? fast->level : "-", "x", "pk mv", "gen", "loop", "gemm", "x", "packed");
     static const int64_t shapes[][2] = { { 576, 1536 }, { 8192, 2048 } };
     for (size_t s = 0; s < 2; s++)
         for (size_t t = 0; t < sizeof wtypes / sizeof wtypes[0]; t++) {

@@ -1,9 +1,10 @@
 /* test_repack.c — the 8-row interleaved weight layouts (src/cpu/repack.c) and the
  * kernel table's gemm_packed entries: for every type this CPU level packs, a packed
  * gemm must equal the generic level's gemm (the reference vec_dot per row) on the
- * original layout, on awkward shapes (row ranges not starting at 0, batches of 1..33
- * rows, widths of 1..64 blocks). The integer block sums are exact in both, so the
- * only difference is the order of the f32 additions: relative tolerance 1e-5. */
+ * original layout, on awkward shapes (row ranges not starting at 0, odd and even counts
+ * of 8-row groups, batches of 1..33 rows, widths of 1..64 blocks). The integer block
+ * sums are exact in both, so the only difference is the order of the f32 additions:
+ * relative tolerance 1e-5. */
 #include "check.h"
 #include <stddef.h>
 #include "cpu/kernels.h"
@@ -31,7 +32,10 @@ static bool random_blocks(uint32_t type, uint8_t *p, size_t bytes) {
 static void check_type(const th_kernels *gen, const th_kernels *k, uint32_t type) {
     const uint32_t at = th_type_info_get(type)->act_type;
     const int64_t blk = th_type_info_get(type)->block;
-    const int64_t widths[] = { 1, 3, 8, 64 }, rowss[] = { 8, 24, 64 }, nbs[] = { 1, 2, 3, 4, 5, 9, 33 };
+    /* rows 8: one 8-row group; 24, 40 from r0 8: 16-row tiles (AVX-512); 64 from r0 8: an
+     * odd group count (a half tile at the end). Batches: every tile width (1, 4, 8 at
+     * AVX-512; 1, 4 at AVX2) full and partial, and chunks of 32 plus a rest. */
+    const int64_t widths[] = { 1, 3, 8, 64 }, rowss[] = { 8, 24, 40, 64 }, nbs[] = { 1, 2, 3, 4, 5, 7, 8, 9, 12, 20, 33 };
     for (size_t wi = 0; wi < sizeof widths / sizeof *widths; wi++)
         for (size_t ri = 0; ri < sizeof rowss / sizeof *rowss; ri++) {
             int64_t n = widths[wi] * blk, rows = rowss[ri];

@@ -30,9 +30,8 @@
  * Results are the reference's integer block sums scaled in f32 (only the order of
  * the f32 additions differs from the vec_dot path). */
 #include "cpu/avx2_util.h"
+#include "cpu/gemm_packed.h"
 #include "cpu/repack.h"
-#include <stdio.h>
-#include <stdlib.h>
 
 static inline __m256i bcast32(const int8_t *p) { int32_t v; memcpy(&v, p, 4); return _mm256_set1_epi32(v); }
 
@@ -289,28 +288,15 @@ typedef struct {
     size_t prep_bytes;  /* side-table bytes per activation block */
 } packed_kind;
 
-enum { PREP_TAB_BYTES = 64 << 10, CHUNK_ROWS = 32 };
-
-/* Activation rows per chunk: 32 stay in L2; fewer (a multiple of 4) when their side
- * tables would not fit the stack buffer. */
-static int64_t chunk_rows(const packed_kind *kd, int64_t nblk) {
-    if (!kd->prep) return CHUNK_ROWS;
-    int64_t rows = (int64_t)(PREP_TAB_BYTES / (kd->prep_bytes * (size_t)nblk)) / 4 * 4;
-    return TH_MAX(4, TH_MIN(CHUNK_ROWS, rows));
-}
-
 /* Rows [r0, r1) (r0 a multiple of 8; r1 a multiple of 8 or the last row) of a packed
  * matrix whose row r starts at w + r * ws (ws = the packed row size). Inlined into each
  * type's entry point, so that the tile calls are direct (and may inline). */
 static inline __attribute__((always_inline)) void gemm_packed(const packed_kind *kd, int64_t n, int64_t r0, int64_t r1, const void *w, size_t ws,
                         int64_t nb, const void *x, size_t xs, float *y, int64_t ys) {
-    const int64_t nblk = n / kd->block, chunk = chunk_rows(kd, nblk);
+    const int64_t nblk = n / kd->block;
     const size_t stride = kd->prep_bytes * (size_t)nblk;
-    _Alignas(64) char tab[PREP_TAB_BYTES];
-    if (kd->prep && stride * 4 > sizeof tab) { /* th_repack_supported keeps n small enough */
-        fprintf(stderr, "theseus: packed gemm: rows of %lld elements exceed TH_REPACK_MAX_N\n", (long long)n);
-        abort();
-    }
+    const int64_t chunk = th_packed_chunk_rows(stride);
+    _Alignas(64) char tab[TH_PACKED_TAB_BYTES];
     float tmp[8];
     for (int64_t c0 = 0; c0 < nb; c0 += chunk) {
         const int64_t c1 = TH_MIN(nb, c0 + chunk);

@@ -2,12 +2,13 @@
  * Starts from the AVX2 level and replaces a few matrix-vector kernels:
  *   - Q4_0, Q4_1, Q8_0 vec_dot: the AVX2 block decode, with the 8-bit products summed
  *     by one VNNI vpdpbusd instead of vpmaddubsw + vpmaddwd;
- *   - F32 and F16 vec_dot: 16 lanes per register.
- * UNTESTED on hardware so far: the machine these were written on has no AVX-512.
- * tests/test_kernels.c checks this level against the reference on any CPU that has
- * it (and skips it elsewhere). Do not use AVX512-BF16 instructions here: the level
+ *   - F32 and F16 vec_dot: 16 lanes per register;
+ *   - the packed gemm of Q4_0, Q8_0, Q4_K, Q6_K (gemm_packed_avx512.c).
+ * tests/test_kernels.c and tests/test_repack.c check this level against the reference
+ * on any CPU that has it (and skip it elsewhere); run on an AVX-512 VNNI Xeon. Do not use AVX512-BF16 instructions here: the level
  * only requires F/BW/VL/DQ/VNNI. */
 #include "cpu/avx2_util.h"
+#include "cpu/gemm_packed.h"
 
 /* sum over groups of 4 of u[i] * s[i] (u unsigned, s signed) -> 8 x i32, no saturation */
 static inline __m256i dot_u8s8_vnni(__m256i u, __m256i s) {
@@ -88,4 +89,5 @@ void th_kernels_fill_avx512(th_kernels *k) {
     k->vec_dot[TH_Q8_0] = dot_q8_0;
     k->vec_dot[TH_F32] = dot_f32;
     k->vec_dot[TH_F16] = dot_f16;
+    th_avx512_fill_gemm_packed(k);
 }
