@@ -7,7 +7,7 @@
  * tests/test_kernels.c checks this level against the reference on any CPU that has
  * it (and skips it elsewhere). Do not use AVX512-BF16 instructions here: the level
  * only requires F/BW/VL/DQ/VNNI. */
-#include "cpu/avx2_util.h"
+#include "cpu/avx512_util.h"
 
 /* sum over groups of 4 of u[i] * s[i] (u unsigned, s signed) -> 8 x i32, no saturation */
 static inline __m256i dot_u8s8_vnni(__m256i u, __m256i s) {
@@ -88,4 +88,7 @@ void th_kernels_fill_avx512(th_kernels *k) {
     k->vec_dot[TH_Q8_0] = dot_q8_0;
     k->vec_dot[TH_F32] = dot_f32;
     k->vec_dot[TH_F16] = dot_f16;
+    th_avx512_fill_kquant(k);
+    th_avx512_fill_float(k);
+    th_avx512_fill_legacy(k);
 }
