@@ -251,6 +251,28 @@ static void check_extremes(int lvl) {
     extreme = false;
 }
 
+/* BF16 at the avx512 level is vdpbf16ps where the CPU has AVX512-BF16 (the level does
+ * not require it): check that the table really holds that vec_dot there (so that the
+ * vec_dot tests above, and the gemm tests' batches below 8, covered them), and that bf16 subnormals (read as zero by
+ * vdpbf16ps), zeros and large values stay within the tolerance. */
+static void test_bf16_instructions_avx512(void) {
+    NEED_LEVEL(1);
+#if defined(__x86_64__)
+    if (!__builtin_cpu_supports("avx512bf16")) SKIP("CPU lacks AVX512-BF16 (the level keeps the AVX2 BF16 kernels)");
+#endif
+    CHECK(level_k[1].vec_dot[TH_BF16] != level_k[0].vec_dot[TH_BF16], "avx512 BF16 vec_dot is the AVX2 one");
+    const int64_t n = 100;
+    uint16_t w[100], a[100];
+    for (int i = 0; i < n; i++) {
+        w[i] = th_f32_to_bf16(i % 7 == 0 ? 1e-39f : i % 11 == 0 ? 0.0f : i % 13 == 0 ? 3e30f : rndf());
+        a[i] = th_f32_to_bf16(i % 5 == 0 ? -2e-39f : rndf() * 4);
+    }
+    float ref = th_ref_vec_dot(TH_BF16, n, w, a), got = NAN;
+    K->vec_dot[TH_BF16](n, &got, w, a);
+    double tol = 1e-5 * dot_scale(TH_BF16, w, a, n);
+    CHECK(fabs((double)got - ref) <= tol, "BF16 edge values: got %.9g ref %.9g (tol %.3g)", got, ref, tol);
+}
+
 static void test_quantize_avx2(void) { check_quantizers(0); }
 static void test_extremes_avx2(void) { check_extremes(0); }
 static void test_extremes_avx512(void) { check_extremes(1); }
@@ -274,6 +296,7 @@ int main(void) {
     RUN(test_mxfp4_exponent_edges_avx512);
     RUN(test_gemm_avx512);
     RUN(test_extremes_avx512);
+    RUN(test_bf16_instructions_avx512);
     RUN(test_tolerance_catches_one_bad_element);
     RUN(test_generic_gemm_matches_vec_dot);
     return CHECK_DONE();

@@ -1,15 +1,16 @@
-/* float_avx512.c — AVX-512 gemm for F32 and F16 weights (their vec_dot are in
- * kernels_avx512.c), and vec_dot + gemm for BF16
- * weights with AVX512-BF16 vdpbf16ps (registered only where cpuid reports
- * avx512_bf16: the avx512 level itself does not require it). Activations are of the
- * weight's type. The gemm tile is 4 weight rows x 4 activation rows in 16 zmm
- * accumulators: each weight and activation vector is loaded (F16: converted by
- * vcvtph2ps) once per tile step and used 4 times. vdpbf16ps multiplies bf16 pairs
- * exactly and adds them in f32 (inputs' subnormals read as zero), 32 products per
- * instruction and no conversions. Any n: the last step loads under a mask (zeros). */
+/* float_avx512.c — AVX-512 gemm for F32, F16 and BF16 weights (the F32/F16 vec_dot are
+ * in kernels_avx512.c), and the BF16 vec_dot with AVX512-BF16 vdpbf16ps. vdpbf16ps
+ * kernels are registered only where cpuid reports avx512_bf16 (the avx512 level does
+ * not require it); it multiplies bf16 pairs exactly and adds them in f32 (subnormal
+ * inputs read as zero), 32 products per instruction. Activations are of the weight's
+ * type. The tile is 4 weight rows x 4 activation rows in 16 zmm accumulators, each
+ * loaded vector used 4 times; any n (the last step loads under a mask: zeros).
+ * Batches of 8 or more convert their rows to f32 first (see gemm_converted): measured
+ * faster than both the converting F16 tile and the vdpbf16ps tile. */
 #include "cpu/gemm_walk.h"
 #include "cpu/avx512_util.h"
 #include <cpuid.h>
+#include <stdlib.h>
 
 /* Loads of 16 (F32, F16) or 32 (BF16) elements from element k on, masked to the row;
  * BF16 pairs travel in an __m512 for vdpbf16ps. */
@@ -74,6 +75,67 @@ FLOAT_KERNELS(F32, 16, ld_f32, mac_ps)
 FLOAT_KERNELS(F16, 16, ld_f16, mac_ps)
 FLOAT_KERNELS(BF16, 32, ld_bf16, mac_bf16)
 
+/* 16 bf16 values as f32 (the conversion path; the tiles use vdpbf16ps directly) */
+AVX512_INLINE __m512 ld_bf16_f32(const void *p, int64_t k, __mmask32 m) {
+    const __m256i h = _mm256_maskz_loadu_epi16((__mmask16)m, (const uint16_t *)p + k);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+/* F16/BF16 rows to f32, zero-padded to n_pad (a multiple of 16). */
+AVX512_INLINE void rows_to_f32(ld_fn ld, const char *src, size_t stride, int64_t rows, int64_t n, int64_t n_pad,
+                               float *dst) {
+    for (int64_t r = 0; r < rows; r++, src += stride, dst += n_pad)
+        for (int64_t k = 0; k < n_pad; k += 16)
+            _mm512_storeu_ps(dst + k, ld(src, k, n - k >= 16 ? (__mmask32)~0u : k < n ? tail_mask(n - k) : 0));
+}
+
+/* F16/BF16 batches of 8 or more: the converting F16 tile spends a third of its vector
+ * instructions on vcvtph2ps (and the vdpbf16ps tile measured slower than f32 FMA), so
+ * the rows are converted to f32 first and the tile is tile_F32: a chunk of activation
+ * rows (up to ~256 KiB of f32, they stay in L2) once per chunk, 4 weight rows once per
+ * chunk and row group. Without memory for that, the gemm `direct`. */
+AVX512_INLINE void gemm_converted(ld_fn ld, th_gemm_fn direct, int64_t n, int64_t r0, int64_t r1, const void *w,
+                                  size_t ws, int64_t nb, const void *x, size_t xs, float *y, int64_t ys) {
+    const int64_t n_pad = (n + 15) & ~(int64_t)15;
+    const int64_t chunk = TH_MAX(4, TH_MIN(32, (int64_t)(256 << 10) / (n_pad * 4) / 4 * 4));
+    float *xf = malloc(sizeof(float) * (size_t)(n_pad * (chunk + 4)));
+    if (!xf) { direct(n, r0, r1, w, ws, nb, x, xs, y, ys); return; }
+    float *wf = xf + chunk * n_pad, out[4][4];
+    for (int64_t c0 = 0; c0 < nb; c0 += chunk) {
+        const int64_t c1 = TH_MIN(nb, c0 + chunk);
+        rows_to_f32(ld, (const char *)x + (size_t)c0 * xs, xs, c1 - c0, n, n_pad, xf);
+        for (int64_t r = r0; r < r1; r += 4) {
+            const int rm = (int)TH_MIN(4, r1 - r);
+            rows_to_f32(ld, (const char *)w + (size_t)r * ws, ws, rm, n, n_pad, wf);
+            const char *wp[4];
+            for (int i = 0; i < 4; i++) wp[i] = (const char *)(wf + TH_MIN(i, rm - 1) * n_pad);
+            for (int64_t c = c0; c < c1; c += 4) {
+                const int cn = (int)TH_MIN(4, c1 - c);
+                const char *xp[4];
+                for (int j = 0; j < 4; j++) xp[j] = (const char *)(xf + (c - c0 + TH_MIN(j, cn - 1)) * n_pad);
+                tile_F32(n_pad, wp, xp, out);
+                for (int i = 0; i < rm; i++)
+                    for (int j = 0; j < cn; j++) y[(c + j) * ys + r + i] = out[i][j];
+            }
+        }
+    }
+    free(xf);
+}
+
+static void gemm_F16_batch(int64_t n, int64_t r0, int64_t r1, const void *w, size_t ws, int64_t nb,
+                           const void *x, size_t xs, float *y, int64_t ys) {
+    if (nb < 8) gemm_F16(n, r0, r1, w, ws, nb, x, xs, y, ys);
+    else gemm_converted(ld_f16, gemm_F16, n, r0, r1, w, ws, nb, x, xs, y, ys);
+}
+/* BF16 batches below 8: the vdpbf16ps tiles where the CPU has them, else the level
+ * below's gemm (set once by th_avx512_fill_float; the same value for every fill). */
+static th_gemm_fn bf16_small_gemm;
+static void gemm_BF16_batch(int64_t n, int64_t r0, int64_t r1, const void *w, size_t ws, int64_t nb,
+                            const void *x, size_t xs, float *y, int64_t ys) {
+    if (nb < 8) bf16_small_gemm(n, r0, r1, w, ws, nb, x, xs, y, ys);
+    else gemm_converted(ld_bf16_f32, bf16_small_gemm, n, r0, r1, w, ws, nb, x, xs, y, ys);
+}
+
 /* BF16 vec_dot: 64 products per iteration in two accumulators. */
 static void dot_BF16(int64_t n, float *s, const void *w, const void *a) {
     __m512 c0 = _mm512_setzero_ps(), c1 = _mm512_setzero_ps();
@@ -96,10 +158,10 @@ static bool cpu_has_avx512_bf16(void) {
 }
 
 void th_avx512_fill_float(th_kernels *k) {
+    const bool bf16 = cpu_has_avx512_bf16();
     k->gemm[TH_F32] = gemm_F32;
-    k->gemm[TH_F16] = gemm_F16;
-    if (cpu_has_avx512_bf16()) {
-        k->vec_dot[TH_BF16] = dot_BF16;
-        k->gemm[TH_BF16] = gemm_BF16;
-    }
+    k->gemm[TH_F16] = gemm_F16_batch;
+    bf16_small_gemm = bf16 ? gemm_BF16 : k->gemm[TH_BF16];
+    k->gemm[TH_BF16] = gemm_BF16_batch;
+    if (bf16) k->vec_dot[TH_BF16] = dot_BF16;
 }
