@@ -55,8 +55,7 @@ AVX512_INLINE __m512i dec_q6_K(const void *b, int c) {
 /* IQ4_XS (signed values): sub-blocks 2c, 2c+1 = 16 bytes each, low nibbles first. */
 AVX512_INLINE __m512i dec_iq4_xs(const void *b, int c) {
     const uint8_t *q = ((const th_block_iq4_xs *)b)->qs + 32 * c;
-    return _mm512_shuffle_epi8(avx512_iq4nl_table(),
-                               avx512_nibbles_2x16(q, q + 16));
+    return _mm512_shuffle_epi8(avx512_iq4nl_table(), avx512_nibbles_2x16(q, q + 16));
 }
 
 /* ---- super-block headers (scales, corrections, factors: avx2_util.h) ---- */
