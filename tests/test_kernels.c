@@ -153,6 +153,16 @@ static void check_mxfp4_exponent_edges(int lvl) {
         K->vec_dot[TH_MXFP4](32, &got, &w[one], a + one * sizeof(th_block_q8_0));
         CHECK(got == ref, "e=%d: got %.9g ref %.9g (one block: the same integer sum times the same scale)", es[one], got, ref);
     }
+    /* all 9 together: the avx512 kernel decodes the scales of 8 blocks in one vector */
+    float ref = th_ref_vec_dot(TH_MXFP4, n, w, a), got;
+    K->vec_dot[TH_MXFP4](n, &got, w, a);
+    double tol = 1e-5 * dot_scale(TH_MXFP4, w, a, n);
+    CHECK(fabs((double)got - ref) <= tol, "9 blocks: got %.9g ref %.9g (tol %.3g)", got, ref, tol);
+    for (int b = 0; b < 8; b++) w[b].e = (uint8_t)(b % 2); /* 8 subnormal scales in one vector */
+    ref = th_ref_vec_dot(TH_MXFP4, 8 * 32, w, a);
+    K->vec_dot[TH_MXFP4](8 * 32, &got, w, a);
+    tol = 1e-5 * dot_scale(TH_MXFP4, w, a, 8 * 32);
+    CHECK(fabs((double)got - ref) <= tol && ref != 0, "8 subnormal-scale blocks: got %.9g ref %.9g (tol %.3g)", got, ref, tol);
     free(a);
 }
 

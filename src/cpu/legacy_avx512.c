@@ -56,18 +56,22 @@ AVX512_INLINE __m512i pair_int(const lg_type t, const char *w0, const char *w1, 
     return p;
 }
 
-/* The f16 at byte off of 8 blocks stride bytes apart, as f32. */
-AVX512_INLINE __m256 f16x8(const char *p, size_t stride, size_t off) {
+/* The u16 at byte off of 8 blocks stride bytes apart. */
+AVX512_INLINE __m128i u16x8(const char *p, size_t stride, size_t off) {
     __m128i h = _mm_setzero_si128();
 #define LANE(k) h = _mm_insert_epi16(h, *(const uint16_t *)(const void *)(p + (k) * stride + off), k)
     LANE(0); LANE(1); LANE(2); LANE(3); LANE(4); LANE(5); LANE(6); LANE(7);
 #undef LANE
-    return _mm256_cvtph_ps(h);
+    return h;
 }
+AVX512_INLINE __m256 f16x8(const char *p, size_t stride, size_t off) { return _mm256_cvtph_ps(u16x8(p, stride, off)); }
+/* MXFP4 scales of 8 blocks (the E8M0 byte first in each): avx2_e8m0_half in 8 lanes. */
 AVX512_INLINE __m256 e8m0x8(const char *p, size_t stride) {
-    float f[8];
-    for (int k = 0; k < 8; k++) f[k] = avx2_e8m0_half(*(const uint8_t *)(p + k * stride));
-    return _mm256_loadu_ps(f);
+    const __m256i e = _mm256_cvtepu8_epi32(_mm_packus_epi16(_mm_and_si128(u16x8(p, stride, 0), _mm_set1_epi16(0xff)),
+                                                            _mm_setzero_si128()));
+    const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(1)), 23);
+    const __m256i sub = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e); /* e < 2 */
+    return _mm256_castsi256_ps(_mm256_blendv_epi8(normal, sub, _mm256_cmpgt_epi32(_mm256_set1_epi32(2), e)));
 }
 
 /* 8 blocks: their scales d_w * d_a computed in one vector, then 4 pairs. */
