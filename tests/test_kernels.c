@@ -156,6 +156,16 @@ static void check_mxfp4_exponent_edges(int lvl) {
         K->vec_dot[TH_MXFP4](32, &got, &w[one], a + one * sizeof(th_block_q8_0));
         CHECK(got == ref, "e=%d: got %.9g ref %.9g (one block: the same integer sum times the same scale)", es[one], got, ref);
     }
+    /* all 9 together: the avx512 kernel decodes the scales of 8 blocks in one vector */
+    float ref = th_ref_vec_dot(TH_MXFP4, n, w, a), got;
+    K->vec_dot[TH_MXFP4](n, &got, w, a);
+    double tol = 1e-5 * dot_scale(TH_MXFP4, w, a, n);
+    CHECK(fabs((double)got - ref) <= tol, "9 blocks: got %.9g ref %.9g (tol %.3g)", got, ref, tol);
+    for (int b = 0; b < 8; b++) w[b].e = (uint8_t)(b % 2); /* 8 subnormal scales in one vector */
+    ref = th_ref_vec_dot(TH_MXFP4, 8 * 32, w, a);
+    K->vec_dot[TH_MXFP4](8 * 32, &got, w, a);
+    tol = 1e-5 * dot_scale(TH_MXFP4, w, a, 8 * 32);
+    CHECK(fabs((double)got - ref) <= tol && ref != 0, "8 subnormal-scale blocks: got %.9g ref %.9g (tol %.3g)", got, ref, tol);
     free(a);
 }
 
@@ -356,6 +366,28 @@ static void test_attention_generic(void) { th_kernels g; th_kernels_fill_generic
 static void test_attention_avx2(void) { NEED_LEVEL(0); check_attention(K); check_swiglu(K); }
 static void test_attention_avx512(void) { NEED_LEVEL(1); check_attention(K); check_swiglu(K); }
 
+/* BF16 at the avx512 level is vdpbf16ps where the CPU has AVX512-BF16 (the level does
+ * not require it): check that the table really holds that vec_dot there (so that the
+ * vec_dot tests above, and the gemm tests' batches below 8, covered them), and that bf16 subnormals (read as zero by
+ * vdpbf16ps), zeros and large values stay within the tolerance. */
+static void test_bf16_instructions_avx512(void) {
+    NEED_LEVEL(1);
+#if defined(__x86_64__)
+    if (!__builtin_cpu_supports("avx512bf16")) SKIP("CPU lacks AVX512-BF16 (the level keeps the AVX2 BF16 kernels)");
+#endif
+    CHECK(level_k[1].vec_dot[TH_BF16] != level_k[0].vec_dot[TH_BF16], "avx512 BF16 vec_dot is the AVX2 one");
+    const int64_t n = 100;
+    uint16_t w[100], a[100];
+    for (int i = 0; i < n; i++) {
+        w[i] = th_f32_to_bf16(i % 7 == 0 ? 1e-39f : i % 11 == 0 ? 0.0f : i % 13 == 0 ? 3e30f : rndf());
+        a[i] = th_f32_to_bf16(i % 5 == 0 ? -2e-39f : rndf() * 4);
+    }
+    float ref = th_ref_vec_dot(TH_BF16, n, w, a), got = NAN;
+    K->vec_dot[TH_BF16](n, &got, w, a);
+    double tol = 1e-5 * dot_scale(TH_BF16, w, a, n);
+    CHECK(fabs((double)got - ref) <= tol, "BF16 edge values: got %.9g ref %.9g (tol %.3g)", got, ref, tol);
+}
+
 static void test_quantize_avx2(void) { check_quantizers(0); }
 static void test_extremes_avx2(void) { check_extremes(0); }
 static void test_extremes_avx512(void) { check_extremes(1); }
@@ -379,6 +411,7 @@ int main(void) {
     RUN(test_mxfp4_exponent_edges_avx512);
     RUN(test_gemm_avx512);
     RUN(test_extremes_avx512);
+    RUN(test_bf16_instructions_avx512);
     RUN(test_tolerance_catches_one_bad_element);
     RUN(test_generic_gemm_matches_vec_dot);
     RUN(test_attention_generic);

@@ -142,6 +142,41 @@ static inline __m256i avx2_pair_from16(__m256i s16, int c) {
     return _mm256_shuffle_epi8(dup, pick);
 }
 
+/* K-quant super-block header (Q2_K..Q6_K), shared by the AVX2 and AVX-512 K-quant kernels:
+ *   dot = d_a * (d * sum(scale * u * a) - dm * sum_k corr[k] * bsums[k])
+ * with u the unsigned code (value + offset) and (dm, corr) = (dmin, min) for Q2_K/Q4_K/Q5_K
+ * and (d, offset * scale) for Q3_K/Q6_K. */
+typedef struct {
+    float d, dm;
+    __m256i sc16;   /* 16 x i16: scale of each 16-element group */
+    __m256i corr16; /* 16 x i16: correction weight of each 16-element group  */
+} avx2_kq_head;
+static inline void avx2_head_q2_K(const th_block_q2_K *b, avx2_kq_head *h) {
+    const __m128i raw = _mm_loadu_si128((const __m128i *)b->scales), m4 = _mm_set1_epi8(0x0f);
+    h->d = avx2_f16(b->d);
+    h->dm = avx2_f16(b->dmin);
+    h->sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(raw, m4));
+    h->corr16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), m4));
+}
+static inline void avx2_head_q3_K(const th_block_q3_K *b, avx2_kq_head *h) {
+    h->d = h->dm = avx2_f16(b->d);
+    h->sc16 = _mm256_cvtepi8_epi16(avx2_q3k_scales(b->scales));
+    h->corr16 = _mm256_slli_epi16(h->sc16, 2);
+}
+static inline void avx2_head_k4(uint16_t d, uint16_t dmin, const uint8_t *scales, avx2_kq_head *h) {
+    __m128i mn8;
+    avx2_k4_scales(scales, &h->sc16, &mn8);
+    h->d = avx2_f16(d);
+    h->dm = avx2_f16(dmin);
+    h->corr16 = _mm256_set_m128i(_mm_unpackhi_epi16(mn8, mn8), _mm_unpacklo_epi16(mn8, mn8));
+}
+static inline void avx2_head_q6_K(const th_block_q6_K *b, avx2_kq_head *h) {
+    h->d = h->dm = avx2_f16(b->d);
+    h->sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
+    h->corr16 = _mm256_slli_epi16(h->sc16, 5);
+}
+
+
 /* Pairs of 16-bit scales for one 32-element chunk: lanes 0..7 = a, 8..15 = b. */
 static inline __m256i avx2_scale_pair(int a, int b) {
     return _mm256_set_m128i(_mm_set1_epi16((short)b), _mm_set1_epi16((short)a));

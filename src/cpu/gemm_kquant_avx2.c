@@ -6,6 +6,7 @@
  *   dot = d_a * (d * sum(scale * u * a) - dm * sum_k corr[k] * bsums[k])
  * with (dm, corr) = (dmin, min) for Q2_K/Q4_K/Q5_K and (d, offset * scale) for
  * Q3_K/Q6_K. All integer sums are exact; one f32 multiply-add per super-block. */
+#include "cpu/gemm_walk.h"
 #include "cpu/avx2_util.h"
 
 static inline __m256i load256(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
@@ -15,15 +16,9 @@ static inline __m256i bit_to(__m256i v, int bit, int val) {
     return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(v, m), m), _mm256_set1_epi8((char)val));
 }
 
-/* Per super-block: scales, correction weights, and the two f32 factors. */
-typedef struct {
-    float d, dm;
-    __m256i sc16;   /* 16 x i16: scale of each 16-element group */
-    __m256i corr16; /* 16 x i16: correction weight of each 16-element group (see the top) */
-} kq_head;
 
 /* Chunk c (elements 32c..32c+31) of super-block i against 4 activation rows. */
-static inline void kq_chunk(__m256i u, const kq_head *h, int c, const th_block_q8_K *const a[4], int64_t i,
+static inline void kq_chunk(__m256i u, const avx2_kq_head *h, int c, const th_block_q8_K *const a[4], int64_t i,
                             __m256i sumi[4]) {
     const __m256i sp = avx2_pair_from16(h->sc16, c);
     _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {
@@ -33,7 +28,7 @@ static inline void kq_chunk(__m256i u, const kq_head *h, int c, const th_block_q
 }
 
 /* Same for signed values (IQ4_XS): |u| times the activation with u's sign. */
-static inline void kq_chunk_signed(__m256i v, const kq_head *h, int c, const th_block_q8_K *const a[4], int64_t i,
+static inline void kq_chunk_signed(__m256i v, const avx2_kq_head *h, int c, const th_block_q8_K *const a[4], int64_t i,
                                    __m256i sumi[4]) {
     const __m256i sp = avx2_pair_from16(h->sc16, c);
     const __m256i u = _mm256_sign_epi8(v, v);
@@ -43,7 +38,7 @@ static inline void kq_chunk_signed(__m256i v, const kq_head *h, int c, const th_
     }
 }
 
-static inline void kq_finish(const kq_head *h, const th_block_q8_K *const a[4], int64_t i, __m256i sumi[4], __m256 acc[4]) {
+static inline void kq_finish(const avx2_kq_head *h, const th_block_q8_K *const a[4], int64_t i, __m256i sumi[4], __m256 acc[4]) {
     _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {
         __m256 c = _mm256_cvtepi32_ps(_mm256_madd_epi16(h->corr16, load256(a[j][i].bsums)));
         acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(a[j][i].d * h->d), _mm256_cvtepi32_ps(sumi[j]), acc[j]);
@@ -52,40 +47,15 @@ static inline void kq_finish(const kq_head *h, const th_block_q8_K *const a[4], 
     }
 }
 
-static inline void head_q2_K(const th_block_q2_K *b, kq_head *h) {
-    const __m128i raw = _mm_loadu_si128((const __m128i *)b->scales), m4 = _mm_set1_epi8(0x0f);
-    h->d = avx2_f16(b->d);
-    h->dm = avx2_f16(b->dmin);
-    h->sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(raw, m4));
-    h->corr16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), m4));
-}
-static inline void head_q3_K(const th_block_q3_K *b, kq_head *h) {
-    h->d = h->dm = avx2_f16(b->d);
-    h->sc16 = _mm256_cvtepi8_epi16(avx2_q3k_scales(b->scales));
-    h->corr16 = _mm256_slli_epi16(h->sc16, 2);
-}
-static inline void head_k4(uint16_t d, uint16_t dmin, const uint8_t *scales, kq_head *h) {
-    __m128i mn8;
-    avx2_k4_scales(scales, &h->sc16, &mn8);
-    h->d = avx2_f16(d);
-    h->dm = avx2_f16(dmin);
-    h->corr16 = _mm256_set_m128i(_mm_unpackhi_epi16(mn8, mn8), _mm_unpacklo_epi16(mn8, mn8));
-}
-static inline void head_q6_K(const th_block_q6_K *b, kq_head *h) {
-    h->d = h->dm = avx2_f16(b->d);
-    h->sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
-    h->corr16 = _mm256_slli_epi16(h->sc16, 5);
-}
-
-typedef void (*kq_tile_fn)(int64_t nsb, const uint8_t *w, const th_block_q8_K *const a[4], float out[4]);
+typedef th_tile1x4_fn kq_tile_fn;
 
 static void tile_q2_K(int64_t nsb, const uint8_t *w, const th_block_q8_K *const a[4], float out[4]) {
     const th_block_q2_K *x = (const th_block_q2_K *)w;
     __m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps() };
     __m256i sumi[4] = { _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256() };
-    kq_head h;
+    avx2_kq_head h;
     for (int64_t i = 0; i < nsb; i++) {
-        head_q2_K(&x[i], &h);
+        avx2_head_q2_K(&x[i], &h);
         for (int half = 0; half < 2; half++) {
             __m256i q = load256(x[i].qs + 32 * half);
             _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) kq_chunk(crumb(q, j), &h, 4 * half + j, a, i, sumi);
@@ -99,9 +69,9 @@ static void tile_q3_K(int64_t nsb, const uint8_t *w, const th_block_q8_K *const 
     const th_block_q3_K *x = (const th_block_q3_K *)w;
     __m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps() };
     __m256i sumi[4] = { _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256() };
-    kq_head h;
+    avx2_kq_head h;
     for (int64_t i = 0; i < nsb; i++) {
-        head_q3_K(&x[i], &h);
+        avx2_head_q3_K(&x[i], &h);
         __m256i hm = load256(x[i].hmask);
         for (int half = 0; half < 2; half++) {
             __m256i q = load256(x[i].qs + 32 * half);
@@ -118,9 +88,9 @@ static void tile_q4_K(int64_t nsb, const uint8_t *w, const th_block_q8_K *const 
     const __m256i low4 = _mm256_set1_epi8(0x0f);
     __m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps() };
     __m256i sumi[4] = { _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256() };
-    kq_head h;
+    avx2_kq_head h;
     for (int64_t i = 0; i < nsb; i++) {
-        head_k4(x[i].d, x[i].dmin, x[i].scales, &h);
+        avx2_head_k4(x[i].d, x[i].dmin, x[i].scales, &h);
         _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {
             __m256i q = load256(x[i].qs + 32 * j);
             kq_chunk(_mm256_and_si256(q, low4), &h, 2 * j, a, i, sumi);
@@ -136,9 +106,9 @@ static void tile_q5_K(int64_t nsb, const uint8_t *w, const th_block_q8_K *const 
     const __m256i low4 = _mm256_set1_epi8(0x0f);
     __m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps() };
     __m256i sumi[4] = { _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256() };
-    kq_head h;
+    avx2_kq_head h;
     for (int64_t i = 0; i < nsb; i++) {
-        head_k4(x[i].d, x[i].dmin, x[i].scales, &h);
+        avx2_head_k4(x[i].d, x[i].dmin, x[i].scales, &h);
         __m256i qh = load256(x[i].qh);
         _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {
             __m256i q = load256(x[i].qs + 32 * j);
@@ -156,9 +126,9 @@ static void tile_q6_K(int64_t nsb, const uint8_t *w, const th_block_q8_K *const 
     const __m256i low4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30);
     __m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps() };
     __m256i sumi[4] = { _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256() };
-    kq_head h;
+    avx2_kq_head h;
     for (int64_t i = 0; i < nsb; i++) {
-        head_q6_K(&x[i], &h);
+        avx2_head_q6_K(&x[i], &h);
         for (int half = 0; half < 2; half++) {
             __m256i ql0 = load256(x[i].ql + 64 * half), ql1 = load256(x[i].ql + 64 * half + 32);
             __m256i qh = load256(x[i].qh + 32 * half);
@@ -182,7 +152,7 @@ static void tile_iq4_xs(int64_t nsb, const uint8_t *w, const th_block_q8_K *cons
     const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)iq4nl_values));
     __m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps() };
     __m256i sumi[4] = { _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256() };
-    kq_head h;
+    avx2_kq_head h;
     h.corr16 = _mm256_setzero_si256();
     h.dm = 0;
     for (int64_t i = 0; i < nsb; i++) {
@@ -195,30 +165,14 @@ static void tile_iq4_xs(int64_t nsb, const uint8_t *w, const th_block_q8_K *cons
     for (int j = 0; j < 4; j++) out[j] = avx2_hsum_ps(acc[j]);
 }
 
-/* Activation rows in chunks of 32 (their Q8_K rows stay in L2 while every weight row
- * of [r0, r1) passes), then rows one at a time, then activation rows 4 at a time (the
- * last tile repeats its last row). */
+/* A batch of one goes to vec_dot; larger ones through the 1 x 4 tiles (gemm_walk.h). */
 static void gemm_kq(kq_tile_fn tile, uint32_t type, int64_t n, int64_t r0, int64_t r1, const void *w, size_t ws,
                     int64_t nb, const void *x, size_t xs, float *y, int64_t ys) {
     if (nb < 2) {
         th_gemm_by_vec_dot(type, th_cpu_kernels(), n, r0, r1, w, ws, nb, x, xs, y, ys);
         return;
     }
-    const int64_t nsb = n / TH_QK_K;
-    float out[4];
-    for (int64_t c0 = 0; c0 < nb; c0 += 32) {
-        const int64_t c1 = TH_MIN(nb, c0 + 32);
-        for (int64_t r = r0; r < r1; r++) {
-            const uint8_t *wr = (const uint8_t *)w + (size_t)r * ws;
-            for (int64_t c = c0; c < c1; c += 4) {
-                const int cn = (int)TH_MIN(4, c1 - c);
-                const th_block_q8_K *xp[4];
-                for (int j = 0; j < 4; j++) xp[j] = (const th_block_q8_K *)((const char *)x + (size_t)(c + TH_MIN(j, cn - 1)) * xs);
-                tile(nsb, wr, xp, out);
-                for (int j = 0; j < cn; j++) y[(c + j) * ys + r] = out[j];
-            }
-        }
-    }
+    th_gemm_walk1x4(tile, n / TH_QK_K, r0, r1, w, ws, nb, x, xs, y, ys);
 }
 
 #define KQ_ENTRY(NAME, TILE, TYPE)                                                             \

@@ -1,13 +1,13 @@
 /* kernels_avx512.c — the AVX-512 level (F/BW/VL/DQ + VNNI; compiled with those flags).
- * Starts from the AVX2 level and replaces a few matrix-vector kernels:
- *   - Q4_0, Q4_1, Q8_0 vec_dot: the AVX2 block decode, with the 8-bit products summed
- *     by one VNNI vpdpbusd instead of vpmaddubsw + vpmaddwd;
- *   - F32 and F16 vec_dot: 16 lanes per register;
- *   - the packed gemm of Q4_0, Q8_0, Q4_K, Q6_K (gemm_packed_avx512.c).
- * tests/test_kernels.c and tests/test_repack.c check this level against the reference
- * on any CPU that has it (and skip it elsewhere); run on an AVX-512 VNNI Xeon. Do not use AVX512-BF16 instructions here: the level
- * only requires F/BW/VL/DQ/VNNI. */
-#include "cpu/avx2_util.h"
+ * Starts from the AVX2 level; this file holds the Q4_0, Q4_1, Q8_0 (one VNNI vpdpbusd
+ * instead of vpmaddubsw + vpmaddwd) and F32/F16 (16 lanes) vec_dot, and fills the rest
+ * from the other *_avx512.c files: K-quants and IQ4_XS (kquant_avx512.c), F32/F16/BF16
+ * gemm and the BF16 vec_dot (float_avx512.c; vdpbf16ps only where cpuid reports
+ * AVX512-BF16, which the level does not require), Q5_0/Q5_1/IQ4_NL/MXFP4 vec_dot
+ * (legacy_avx512.c) and the packed gemm of Q4_0, Q8_0, Q4_K, Q6_K
+ * (gemm_packed_avx512.c). tests/test_kernels.c and tests/test_repack.c check this level
+ * against the reference on any CPU that has it (and skip it elsewhere). */
+#include "cpu/avx512_util.h"
 #include "cpu/gemm_packed.h"
 
 /* sum over groups of 4 of u[i] * s[i] (u unsigned, s signed) -> 8 x i32, no saturation */
@@ -89,5 +89,8 @@ void th_kernels_fill_avx512(th_kernels *k) {
     k->vec_dot[TH_Q8_0] = dot_q8_0;
     k->vec_dot[TH_F32] = dot_f32;
     k->vec_dot[TH_F16] = dot_f16;
+    th_avx512_fill_kquant(k);
+    th_avx512_fill_float(k);
+    th_avx512_fill_legacy(k);
     th_avx512_fill_gemm_packed(k);
 }
