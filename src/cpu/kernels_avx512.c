@@ -59,6 +59,7 @@ static void dot_f32(int64_t n, float *s, const void *vw, const void *va) {
     __m512 c0 = _mm512_setzero_ps(), c1 = _mm512_setzero_ps();
     int64_t i = 0;
     for (; i + 32 <= n; i += 32) {
+        th_prefetch_span((const char *)(w + i) + TH_PREFETCH_AHEAD, 128);
         c0 = _mm512_fmadd_ps(_mm512_loadu_ps(w + i), _mm512_loadu_ps(a + i), c0);
         c1 = _mm512_fmadd_ps(_mm512_loadu_ps(w + i + 16), _mm512_loadu_ps(a + i + 16), c1);
     }
@@ -72,6 +73,7 @@ static void dot_f16(int64_t n, float *s, const void *vw, const void *va) {
     __m512 c0 = _mm512_setzero_ps(), c1 = _mm512_setzero_ps();
     int64_t i = 0;
     for (; i + 32 <= n; i += 32) {
+        th_prefetch_span((const char *)(w + i) + TH_PREFETCH_AHEAD, 64);
         c0 = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(w + i))),
                              _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(a + i))), c0);
         c1 = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(w + i + 16))),

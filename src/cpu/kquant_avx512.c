@@ -112,6 +112,7 @@ AVX512_INLINE float kq_dot(const kq_type t, int64_t n, const void *vw, const th_
     __m256 acc = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / TH_QK_K; i++) {
         const uint8_t *b = (const uint8_t *)vw + (size_t)i * t.bytes;
+        th_prefetch_span(b + TH_PREFETCH_AHEAD, t.bytes);
         avx2_kq_head h;
         t.head(b, &h);
         __m512i s = _mm512_setzero_si512();

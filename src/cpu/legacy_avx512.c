@@ -103,7 +103,10 @@ AVX512_INLINE float lg_dot(const lg_type t, int64_t n, const void *vw, const voi
     __m512 acc = _mm512_setzero_ps();
     __m256 summ = _mm256_setzero_ps();
     int64_t i = 0;
-    for (; i + 8 <= nb; i += 8) acc = step8(t, w + i * t.wbytes, a + i * t.abytes, acc, &summ);
+    for (; i + 8 <= nb; i += 8) {
+        th_prefetch_span(w + i * t.wbytes + TH_PREFETCH_AHEAD, 8 * t.wbytes);
+        acc = step8(t, w + i * t.wbytes, a + i * t.abytes, acc, &summ);
+    }
     float sum = _mm512_reduce_add_ps(acc) + avx2_hsum_ps(summ);
     for (; i < nb; i++) sum += step1(t, w + i * t.wbytes, a + i * t.abytes);
     return sum;
