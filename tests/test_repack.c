@@ -114,38 +114,7 @@ static void test_q4_0_layout(void) {
     CHECK(out[16] == 0 && out[16 + 4] == 16, "block 0 R_0 starts with rows 0 and 1: %d %d", out[16], out[20]);
 }
 
-/* The attention helpers of the kernel table (axpy over F32/F16 rows, the F16 dot with a
- * double sum) equal the generic forms: axpy bit for bit (same roundings, no FMA), the
- * dot up to the order of the double additions. Lengths 1..100 (SIMD body + tails). */
-static void test_attention_kernels_equal_generic(void) {
-    static th_kernels gen;
-    th_kernels_fill_generic(&gen);
-    const th_kernels *k = th_cpu_kernels();
-    uint16_t a[100], b[100];
-    float xf[100], y0[100], y1[100];
-    for (int n = 1; n <= 100; n++) {
-        for (int i = 0; i < n; i++) {
-            xf[i] = frand();
-            rng = rng * 1664525u + 1013904223u;
-            a[i] = (uint16_t)(0x2c00 + (rng >> 22) + ((rng >> 10) & 1) * 0x8000);
-            rng = rng * 1664525u + 1013904223u;
-            b[i] = (uint16_t)(0x3000 + (rng >> 22) + ((rng >> 10) & 1) * 0x8000);
-            y0[i] = y1[i] = frand();
-        }
-        float d0, d1;
-        gen.dot_f16_f64(n, &d0, a, b);
-        k->dot_f16_f64(n, &d1, a, b);
-        CHECK(fabsf(d0 - d1) <= 1e-6f * (1.0f + fabsf(d0)), "dot_f16_f64 n %d: %.9g vs %.9g", n, d0, d1);
-        gen.axpy[TH_F16](n, 0.37f, a, y0);
-        k->axpy[TH_F16](n, 0.37f, a, y1);
-        gen.axpy[TH_F32](n, -1.25f, xf, y0);
-        k->axpy[TH_F32](n, -1.25f, xf, y1);
-        CHECK(!memcmp(y0, y1, (size_t)n * sizeof(float)), "axpy n %d differs", n);
-    }
-}
-
 int main(void) {
-    RUN(test_attention_kernels_equal_generic);
     RUN(test_repack_supported);
     RUN(test_q4_0_layout);
     RUN(test_packed_gemm_equals_reference);

@@ -207,10 +207,7 @@ void th_avx2_dot_q6_K(int64_t n, float *s, const void *w, const void *a);
 void th_avx2_dot_mxfp4(int64_t n, float *s, const void *w, const void *a);
 void th_avx2_dot_iq4_xs(int64_t n, float *s, const void *w, const void *a);
 
-/* ops_avx2.c: y += a * x for attention's V rows. */
-void th_avx2_axpy_f32(int64_t n, float a, const void *x, float *y);
-void th_avx2_axpy_f16(int64_t n, float a, const void *x, float *y);
-void th_avx2_dot_f16_f64(int64_t n, float *s, const void *w, const void *a);
+/* ops_avx2.c */
 void th_avx2_swiglu(float *a, const float *gate, const float *up, int64_t n);
 
 /* attn_avx2.c: attention's chunk kernel; F16 rows to f32 (F16C). */

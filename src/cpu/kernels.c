@@ -39,23 +39,6 @@ void th_gemm_by_vec_dot(uint32_t type, const th_kernels *k, int64_t n, int64_t r
     }
 }
 
-static void axpy_f32(int64_t n, float a, const void *vx, float *y) {
-    const float *x = vx;
-    for (int64_t i = 0; i < n; i++) y[i] += a * x[i];
-}
-
-static void axpy_f16(int64_t n, float a, const void *vx, float *y) {
-    const uint16_t *x = vx;
-    for (int64_t i = 0; i < n; i++) y[i] += a * th_f16_to_f32(x[i]);
-}
-
-static void dot_f16_f64(int64_t n, float *s, const void *vw, const void *va) {
-    const uint16_t *w = vw, *a = va;
-    double acc = 0.0;
-    for (int64_t i = 0; i < n; i++) acc += (double)(th_f16_to_f32(w[i]) * th_f16_to_f32(a[i]));
-    *s = (float)acc;
-}
-
 void th_kernels_fill_generic(th_kernels *k) {
     memset(k, 0, sizeof *k);
     k->level = "generic";
@@ -63,9 +46,6 @@ void th_kernels_fill_generic(th_kernels *k) {
     k->dequant[TH_##T] = ref_dq_##T; k->gemm[TH_##T] = ref_gemm_##T;
     TYPES(FILL)
 #undef FILL
-    k->axpy[TH_F32] = axpy_f32;
-    k->axpy[TH_F16] = axpy_f16;
-    k->dot_f16_f64 = dot_f16_f64;
     k->attn_chunk = th_attn_chunk_generic;
     k->swiglu = th_op_swiglu;
 }

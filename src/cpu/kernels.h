@@ -18,8 +18,6 @@ typedef void (*th_gemm_fn)(int64_t n, int64_t r0, int64_t r1, const void *w, siz
                            int64_t nb, const void *x, size_t x_stride, float *y, int64_t y_stride);
 /* Decode n elements of a weight type to f32 (embedding rows). */
 typedef void (*th_dequant_fn)(const void *src, float *dst, int64_t n);
-/* y[0..n) += a * x[0..n) for x of a float type (F32/F16: attention's V rows). */
-typedef void (*th_axpy_fn)(int64_t n, float a, const void *x, float *y);
 
 /* Attention over one chunk of at most TH_ATTN_TK keys, for m query rows, with an online
  * softmax (flash-attention style): per row r, the scores s_j = scale · q_r·k_j
@@ -52,10 +50,6 @@ typedef struct th_kernels {
     th_gemm_fn gemm[TH_TYPE_COUNT];          /* by weight type */
     th_quantize_fn quantize[TH_TYPE_COUNT];  /* by activation type */
     th_dequant_fn dequant[TH_TYPE_COUNT];    /* by weight type */
-    th_axpy_fn axpy[TH_TYPE_COUNT];          /* F32, F16 only */
-    /* attention's K·q over F16 rows: exact f16 products summed in double (as ggml's
-     * scalar F16 dot, which attention results and tests were checked against) */
-    th_vec_dot_fn dot_f16_f64;
     /* gemm on a weight repacked by th_repack_rows (cpu/repack.h): same arguments,
      * w the packed copy (row r at the same offset as in the original); NULL: the
      * level has no packed kernel for the type, so weights of it are not repacked */

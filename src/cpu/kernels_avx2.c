@@ -120,9 +120,6 @@ void th_kernels_fill_avx2(th_kernels *k) {
     k->vec_dot[TH_Q6_K] = th_avx2_dot_q6_K;
     k->vec_dot[TH_IQ4_XS] = th_avx2_dot_iq4_xs;
 
-    k->axpy[TH_F32] = th_avx2_axpy_f32;
-    k->axpy[TH_F16] = th_avx2_axpy_f16;
-    k->dot_f16_f64 = th_avx2_dot_f16_f64;
     k->attn_chunk = th_avx2_attn_chunk;
     k->swiglu = th_avx2_swiglu;
     k->dequant[TH_F16] = th_avx2_dequant_f16;
