@@ -26,9 +26,10 @@ CFLAGS  += $(PKG_CFLAGS)
 
 ARCH := $(shell uname -m)
 
-# Library sources: everything under src/ except the CUDA backend and
-# ISA-specific files that this host cannot build.
-LIB_SRC := $(filter-out src/cuda/%, $(wildcard src/*.c src/*/*.c))
+# Library sources: everything under src/ except the CUDA backend (but its
+# plain-C split layouts, src/cuda/split.c, which tests/test_split.c checks
+# without a GPU) and ISA-specific files that this host cannot build.
+LIB_SRC := $(filter-out src/cuda/%, $(wildcard src/*.c src/*/*.c)) src/cuda/split.c
 ifneq ($(ARCH),x86_64)
 LIB_SRC := $(filter-out %_avx2.c %_avx512.c, $(LIB_SRC))
 endif
@@ -52,7 +53,7 @@ CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(realpath $(shell which $(NVCC))))
 NVFLAGS  ?= -O3 -std=c++17 -Iinclude -Isrc -Xcompiler -fPIC,-Wall -lineinfo \
             -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
 CU_SRC   := $(wildcard src/cuda/*.cu)
-CU_CSRC  := $(wildcard src/cuda/*.c)
+CU_CSRC  := $(filter-out src/cuda/split.c, $(wildcard src/cuda/*.c))
 LIB_OBJ  += $(CU_SRC:%.cu=$(BUILD)/%.o) $(CU_CSRC:%.c=$(BUILD)/%.o)
 CFLAGS   += -DTH_CUDA=1 -I$(CUDA_HOME)/include
 LDLIBS   += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart_static -ldl -lrt -lstdc++

@@ -2,10 +2,11 @@
  * every GPU test prints "skipped: no GPU" and the no-GPU behaviour is checked
  * instead (a clear error from a --gpu context; the CPU still works).
  * With a GPU:
- *   - each matrix kernel (every weight type; GEMV at 1..11 tokens, GEMM) against
- *     the CPU reference on random inputs of awkward sizes (rows not a multiple
- *     of the tile, K not a multiple of the vector width where the type allows);
- *     the int8 kernels also against th_ref_vec_dot on the same q8 activations;
+ *   - each matrix kernel (every weight type; GEMV and MoE GEMV at 1..11 tokens,
+ *     GEMM) against the CPU reference on random inputs of awkward sizes (rows not
+ *     a multiple of the tile, K not a multiple of the vector width where the type
+ *     allows); the int8 kernels also against float64 on the same q8_0 activations;
+ *     the fp32 dequantization (embedding lookup) bit for bit against the reference's;
  *   - attention over a paged cache (blocks in reverse order) against a float64
  *     reference, with GQA, sliding window, softcap, sinks, F16/F32 KV, forced splits;
  *   - the whole forward pass against llama.cpp's tiny goldens (all 15 types
@@ -93,7 +94,32 @@ static void test_no_gpu_message(void) {
 /* ------------------------------------------------------------------ kernels */
 
 static const uint32_t all_types[] = { TH_F32, TH_F16, TH_BF16, TH_Q4_0, TH_Q4_1, TH_Q5_0, TH_Q5_1, TH_Q8_0,
-                                      TH_Q2_K, TH_Q3_K, TH_Q4_K, TH_Q5_K, TH_Q6_K, TH_IQ4_NL, TH_IQ4_XS };
+                                      TH_Q2_K, TH_Q3_K, TH_Q4_K, TH_Q5_K, TH_Q6_K, TH_IQ4_NL, TH_IQ4_XS, TH_MXFP4 };
+
+/* The embedding lookup's decoder (th_cu_dequant_rows to fp32), both layouts, against
+ * the reference dequantization: bit for bit, except for the types whose weight is
+ * d·q + m (the GPU may fuse that into one rounding): within 1e-6 of the row's largest. */
+static void check_dequant(uint32_t type, const uint8_t *wq, const float *wd, int64_t rows, int64_t K) {
+    bool fused = type == TH_Q4_1 || type == TH_Q5_1 || type == TH_Q4_K || type == TH_Q5_K;
+    float *out = malloc((size_t)rows * K * 4);
+    for (int gg = 0; gg < (th_cu_type_splittable(type) ? 2 : 1); gg++) {
+        const char *e = th_cu_test_dequant(type, wq, rows, K, gg == 1, out);
+        CHECK(!e, "%s dequant: %s", th_type_name(type), e);
+        if (e) continue;
+        int64_t bad = 0;
+        for (int64_t r = 0; r < rows; r++) {
+            double amax = 0;
+            for (int64_t k = 0; k < K; k++) amax = fmax(amax, fabs(wd[r * K + k]));
+            for (int64_t k = 0; k < K; k++) {
+                const float *a = &out[r * K + k], *b = &wd[r * K + k];
+                bad += fused ? !(fabs((double)*a - *b) <= 1e-6 * amax) : memcmp(a, b, 4) != 0;
+            }
+        }
+        CHECK(bad == 0, "%s dequant %s: %lld of %lld weights differ from the reference", th_type_name(type),
+              gg ? "gguf" : "split", (long long)bad, (long long)(rows * K));
+    }
+    free(out);
+}
 
 /* One type: random weights quantized by the reference, GPU product vs the
  * float64 product of the reference-dequantized weights. */
@@ -120,6 +146,7 @@ static void check_matmul_type(uint32_t type, int64_t rows, int64_t K) {
         }
     }
     th_ref_dequantize(type, wq, wd, rows * K);
+    check_dequant(type, wq, wd, rows, K);
     for (int64_t i = 0; i < max_n * K; i++) x[i] = frand();
     for (int t = 0; t < max_n; t++)
         for (int64_t r = 0; r < rows; r++) {
@@ -132,15 +159,16 @@ static void check_matmul_type(uint32_t type, int64_t rows, int64_t K) {
     double tol_gemv_f = 1e-5, tol_q8 = 2e-2, tol_gemm = type == TH_F32 ? 1e-5 : type == TH_BF16 ? 1e-2 : 4e-3;
     const int ns[] = { 1, 3, 8, 11 };
     double worst = 0;
-    for (int gg = 0; gg < (q8 ? 2 : 1); gg++)
-        for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++) {
-            const char *e = th_cu_test_matmul(type, wq, rows, K, x, ns[i], y, 0, gg == 1);
-            CHECK(!e, "%s gemv: %s", th_type_name(type), e);
-            if (e) continue;
-            double r = rel_l2_ref(y, ref, (size_t)ns[i] * rows), tol = q8 && gg == 0 ? tol_q8 : tol_gemv_f;
-            if (r > worst) worst = r;
-            CHECK(r <= tol, "%s gemv n=%d %s: rel-L2 %.3e > %.1e", th_type_name(type), ns[i], gg ? "gguf" : "split", r, tol);
-        }
+    for (int path = 0; path <= 2; path += 2)  /* the GEMV, the MoE GEMV */
+        for (int gg = 0; gg < (q8 ? 2 : 1); gg++)
+            for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++) {
+                const char *pn = path ? "moe gemv" : "gemv", *e = th_cu_test_matmul(type, wq, rows, K, x, ns[i], y, path, gg == 1);
+                CHECK(!e, "%s %s: %s", th_type_name(type), pn, e);
+                if (e) continue;
+                double r = rel_l2_ref(y, ref, (size_t)ns[i] * rows), tol = q8 && gg == 0 ? tol_q8 : tol_gemv_f;
+                if (r > worst) worst = r;
+                CHECK(r <= tol, "%s %s n=%d %s: rel-L2 %.3e > %.1e", th_type_name(type), pn, ns[i], gg ? "gguf" : "split", r, tol);
+            }
     const char *e = th_cu_test_matmul(type, wq, rows, K, x, max_n, y, 1, false);
     CHECK(!e, "%s gemm: %s", th_type_name(type), e);
     double rg = e ? INFINITY : rel_l2_ref(y, ref, (size_t)max_n * rows);
@@ -148,18 +176,20 @@ static void check_matmul_type(uint32_t type, int64_t rows, int64_t K) {
     if (q8) { /* the int8 kernels compute the product with q8_0-rounded activations: that in float64 */
         uint8_t *xq = malloc((size_t)(K / 32) * 34);
         float *xr = malloc((size_t)K * 4);
-        const char *e2 = th_cu_test_matmul(type, wq, rows, K, x, 1, y, 0, false);
         th_ref_quantize(TH_Q8_0, x, xq, K);
         th_ref_dequantize(TH_Q8_0, xq, xr, K);
-        double num = 0, den = 0;
-        for (int64_t r = 0; r < rows && !e2; r++) {
-            double d = 0;
-            for (int64_t k = 0; k < K; k++) d += (double)wd[r * K + k] * xr[k];
-            num += (y[r] - d) * (y[r] - d);
-            den += d * d;
+        for (int path = 0; path <= 2; path += 2) {
+            const char *e2 = th_cu_test_matmul(type, wq, rows, K, x, 1, y, path, false);
+            double num = 0, den = 0;
+            for (int64_t r = 0; r < rows && !e2; r++) {
+                double d = 0;
+                for (int64_t k = 0; k < K; k++) d += (double)wd[r * K + k] * xr[k];
+                num += (y[r] - d) * (y[r] - d);
+                den += d * d;
+            }
+            CHECK(!e2 && sqrt(num / den) < 2e-5, "%s %s vs float64 on q8_0 activations: rel-L2 %.3e", th_type_name(type),
+                  path ? "moe gemv" : "gemv", sqrt(num / den));
         }
-        CHECK(!e2 && sqrt(num / den) < 2e-5, "%s vs float64 on q8_0 activations: rel-L2 %.3e", th_type_name(type),
-              sqrt(num / den));
         free(xq);
         free(xr);
     }

@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cuda_runtime_api.h>
+#include "cuda/split.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -17,10 +18,11 @@ extern "C" {
 
 /* A weight matrix on the device: `rows` rows of K elements of GGML type `type`.
  * layout GGUF: rows exactly as in the file, row_bytes apart.
- * layout SPLIT (Q4_0/1, Q5_0/1, Q8_0, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS; split.c has the layouts): the quants
- * of every row packed contiguously in `data` (16-byte aligned, one 32-weight
- * sub-block per 16-byte load for the 4-bit types), the scales in `scales`, so
- * that a warp reads its weights with coalesced 16-byte loads. */
+ * layout SPLIT (Q4_0/1, Q5_0/1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4;
+ * split.c has the layouts): the quants of every row packed contiguously in `data`
+ * (16-byte aligned, one 32-weight sub-block per 16-byte load for the 4-bit types,
+ * per 8-byte load for the 2-bit codes of Q2_K/Q3_K), the scales in `scales`, so
+ * that a warp reads its weights with coalesced loads. */
 enum { TH_CU_GGUF = 0, TH_CU_SPLIT = 1 };
 typedef struct th_cu_mat {
     uint32_t type;
@@ -39,15 +41,8 @@ typedef struct th_cu_q8 {
     int32_t *s;
 } th_cu_q8;
 
-/* ---- layouts (split.c) ---- */
-/* Host-side: repack `rows` GGUF rows (row_bytes apart) of a splittable type into
- * the SPLIT layout: quants to qs (qrow bytes a row), scales to sc (srow bytes a row). */
-void th_cu_repack_split(uint32_t type, const void *src, size_t row_bytes, int64_t rows, int64_t K, uint8_t *qs,
-                        uint8_t *sc);
-/* Bytes per row of the two SPLIT arrays; false when the type or K has no split form. */
-bool th_cu_split_sizes(uint32_t type, int64_t K, size_t *qrow, size_t *srow);
+/* ---- layouts (split.h, split.c: repacking, sizes, th_cu_type_splittable) ---- */
 bool th_cu_type_supported(uint32_t type);
-bool th_cu_type_splittable(uint32_t type);
 
 /* ---- matrix-vector products (gemv.cu): y[t][r] (+)= W[r] · x[t], t < n ----
  * Decodes weights in registers; x as fp32 or, for the int8 kernels, q8. */
@@ -163,8 +158,9 @@ void th_cu_attn_plan(int n, int32_t n_head, int32_t hdv, int64_t max_len, size_t
 
 /* ---- test and benchmark entry points (testapi.c) ---- */
 /* Build a device matrix from host GGUF rows (repacked when force_gguf is false
- * and the type splits), y = W·x on the device through the GEMV (path 0) or
- * the GEMM (path 1). Host arrays in and out. Returns a CUDA/cuBLAS error text or NULL. */
+ * and the type splits), y = W·x on the device through the GEMV (path 0), the
+ * GEMM (path 1) or the MoE GEMV (path 2: one expert of all the rows, every token
+ * selecting it). Host arrays in and out. Returns a CUDA/cuBLAS error text or NULL. */
 const char *th_cu_test_matmul(uint32_t type, const void *w, int64_t rows, int64_t K, const float *x,
                               int n, float *y, int path, bool force_gguf);
 /* Attention over a one-sequence cache: q n×(n_head*hd), K/V host arrays
@@ -174,6 +170,9 @@ const char *th_cu_test_attention(int n_head, int n_kv, int hd, int hdv, int len,
                                  const float *k, const float *v, int n, int pos0, int window,
                                  float softcap, const float *sinks, bool kv_f16, int block, int force_split,
                                  float *out);
+/* A matrix as th_cu_test_matmul builds it, every row decoded to fp32 (rows × K)
+ * by th_cu_dequant_rows (the embedding lookup). */
+const char *th_cu_test_dequant(uint32_t type, const void *w, int64_t rows, int64_t K, bool force_gguf, float *out);
 /* Device-to-device copy bandwidth in GB/s (bytes read + written) over `bytes`. */
 double th_cu_copy_bandwidth(size_t bytes);
 /* fp16 × fp16 → fp32 cuBLAS GEMM of n×n×n on random data, TFLOP/s (median-free: 10 after 3 warm-ups). */

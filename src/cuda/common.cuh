@@ -34,6 +34,12 @@ __device__ __constant__ static const int8_t k_iq4nl[16] = {-127, -104, -83, -65,
                                                            1, 13, 25, 38, 53, 69, 89, 113};
 __device__ __constant__ static const int8_t k_mxfp4[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
 
+// MXFP4's e8m0 scale byte as 2^(e−128), half the OCP scale because k_mxfp4 holds
+// doubled e2m1 values (th_e8m0_half_to_f32 of src/quant/ref_internal.h); exact.
+static __device__ __forceinline__ float e8m0_half(uint32_t e) {
+    return e < 2 ? __uint_as_float(0x00200000u << e) : __uint_as_float((e - 1) << 23);
+}
+
 static __device__ __forceinline__ void k4_scale_min(int j, const uint8_t *q, int &sc, int &m) {
     if (j < 4) { sc = q[j] & 63; m = q[j + 4] & 63; }
     else { sc = (q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4); m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4); }
@@ -140,8 +146,7 @@ static __device__ void dq32(uint32_t type, const uint8_t *row, int64_t g, float 
         for (int j = 0; j < 16; j++) { out[j] = dl * k_iq4nl[q[j] & 15]; out[j + 16] = dl * k_iq4nl[q[j] >> 4]; }
         break; }
     case TH_MXFP4: {
-        const uint8_t *b = row + g * 17; uint8_t e = b[0];
-        float d = e < 2 ? __uint_as_float(0x00200000u << e) : __uint_as_float((uint32_t)(e - 1) << 23);
+        const uint8_t *b = row + g * 17; float d = e8m0_half(b[0]);
         for (int j = 0; j < 16; j++) { out[j] = d * k_mxfp4[b[1 + j] & 15]; out[j + 16] = d * k_mxfp4[b[1 + j] >> 4]; }
         break; }
     default:

@@ -2,8 +2,8 @@
 // y[t][r] (+)= W[r] · x[t] for t < n (tokens processed NT at a time so each
 // weight is read once per NT tokens). One warp per weight row; lanes walk the
 // row in 16-byte coalesced loads.
-//   Q4_0, Q8_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS (SPLIT layout,
-//   split.c/split.cuh): int8 dot products (dp4a) against q8 activations.
+//   Q4_0, Q8_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4
+//   (SPLIT layout, split.c/split.cuh): int8 dot products (dp4a) against q8 activations.
 //   F32, F16, BF16: fp32 math on 16-byte vector loads.
 //   every other type: decode 32 weights at a time (dq32_mat, split.cuh) and fp32 math.
 #include "cuda/split.cuh"
@@ -323,6 +323,9 @@ void launch_w(const th_cu_mat *w, const float *x, int64_t xs, const th_cu_q8 *xq
         case TH_Q5_1: ks(gemv_ksplit<TH_Q5_1, NT, NW, RPW>); return;
         case TH_IQ4_NL: ks(gemv_ksplit<TH_IQ4_NL, NT, NW, RPW>); return;
         case TH_IQ4_XS: ks(gemv_ksplit<TH_IQ4_XS, NT, NW, RPW>); return;
+        case TH_MXFP4: ks(gemv_ksplit<TH_MXFP4, NT, NW, RPW>); return;
+        case TH_Q2_K: ks(gemv_ksplit<TH_Q2_K, NT, NW, RPW>); return;
+        case TH_Q3_K: ks(gemv_ksplit<TH_Q3_K, NT, NW, RPW>); return;
         case TH_Q4_K: ks(gemv_ksplit<TH_Q4_K, NT, NW, RPW>); return;
         case TH_Q5_K: ks(gemv_ksplit<TH_Q5_K, NT, NW, RPW>); return;
         case TH_Q6_K: ks(gemv_ksplit<TH_Q6_K, NT, NW, RPW>); return;

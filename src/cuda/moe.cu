@@ -5,10 +5,12 @@
 //               (selection bias, group limit) → weights; the same arithmetic and
 //               order as th_moe_route (src/moe.c), written out serially.
 //   moe_gemv    one warp per (output row, token-slot pair): the selected expert's
-//               row (rows e·R .. e·R+R−1 of a stacked matrix) · the pair's input,
-//               weights decoded by dq32_mat (any type, either layout), plus
-//               the expert's bias when there is one (added after the dot
-//               product, as the CPU's th_fwd_add_bias).
+//               row (rows e·R .. e·R+R−1 of a stacked matrix) · the pair's input:
+//               a split-layout matrix on q8 activations by the int8 products of
+//               split.cuh's KSub (as the dense GEMV), any other one on fp32
+//               activations with weights decoded by dq32_mat; plus the expert's
+//               bias when there is one (added after the dot product, as the
+//               CPU's th_fwd_add_bias).
 //   moe_sum     out[t] = Σ_j w[t][j] · y[t·k+j] in selection order, each product
 //               rounded before the add (as the CPU: dst = src·w, then o += dst).
 #include "cuda/split.cuh"
@@ -86,17 +88,10 @@ __global__ void moe_route(float *logits, float *score, int n, th_cu_router r, in
         for (int j = 0; j < k; j++) wt[j] *= r.scale;
 }
 
-// Element i of the pair's input row: fp32, or the q8 value q·d.
-__device__ __forceinline__ float x_at(const float *x, const th_cu_q8 &xq, bool q8, int64_t row, int64_t K, int64_t xs,
-                                      int64_t i) {
-    if (q8) return (float)xq.q[row * K + i] * xq.d[row * (K / 32) + i / 32];
-    return x[row * xs + i];
-}
-
-// Row r of w · input row `row`, summed over the warp (every lane gets the sum).
-__device__ float row_dot(const th_cu_mat &w, int64_t r, const float *x, const th_cu_q8 &xq, bool q8, int64_t row,
-                         int64_t xs, int lane) {
+// Row r of w · fp32 input row `row`, summed over the warp (every lane gets the sum).
+__device__ float row_dot(const th_cu_mat &w, int64_t r, const float *x, int64_t row, int64_t xs, int lane) {
     const int64_t K = w.K;
+    const float *xr = x + row * xs;
     float acc = 0.0f;
     if (K % 32 == 0) {
         for (int64_t g = lane; g < K / 32; g += 32) {
@@ -104,7 +99,7 @@ __device__ float row_dot(const th_cu_mat &w, int64_t r, const float *x, const th
             dq32_mat(w, r, g, f);
             float s = 0.0f;
 #pragma unroll
-            for (int j = 0; j < 32; j++) s += f[j] * x_at(x, xq, q8, row, K, xs, g * 32 + j);
+            for (int j = 0; j < 32; j++) s += f[j] * xr[g * 32 + j];
             acc += s;
         }
     } else {  // float types only (the block types have K % 32 == 0)
@@ -112,10 +107,45 @@ __device__ float row_dot(const th_cu_mat &w, int64_t r, const float *x, const th
         for (int64_t i = lane; i < K; i += 32) {
             float v = w.type == TH_F32 ? ((const float *)p)[i]
                     : w.type == TH_F16 ? h2f(((const uint16_t *)p)[i]) : bf2f(((const uint16_t *)p)[i]);
-            acc += v * x_at(x, xq, false, row, K, xs, i);
+            acc += v * xr[i];
         }
     }
     return warp_sum(acc);
+}
+
+// Row r of a split-layout w · q8 input row `row` (K = w.K): a 32-weight
+// sub-block per lane-step, its int8 product as the GEMV's; summed over the warp.
+template <uint32_t TYPE>
+__device__ float row_dot_q8_as(const th_cu_mat &w, int64_t r, const th_cu_q8 &xq, int64_t row, int lane) {
+    const int64_t nb = w.K / 32;
+    float acc = 0.0f;
+    for (int64_t b = lane; b < nb; b += 32) {
+        KSub<TYPE> s;
+        s.load(w, r, b);
+        const int4 *xa = (const int4 *)(xq.q + row * w.K + b * 32);
+        int xs = KSub<TYPE>::uses_sum ? __ldg(xq.s + row * nb + b) : 0;
+        acc += s.dot(__ldg(xa), __ldg(xa + 1), __ldg(xq.d + row * nb + b), xs);
+    }
+    return warp_sum(acc);
+}
+
+__device__ float row_dot_q8(const th_cu_mat &w, int64_t r, const th_cu_q8 &xq, int64_t row, int lane) {
+    switch (w.type) {
+    case TH_Q4_0: return row_dot_q8_as<TH_Q4_0>(w, r, xq, row, lane);
+    case TH_Q4_1: return row_dot_q8_as<TH_Q4_1>(w, r, xq, row, lane);
+    case TH_Q5_0: return row_dot_q8_as<TH_Q5_0>(w, r, xq, row, lane);
+    case TH_Q5_1: return row_dot_q8_as<TH_Q5_1>(w, r, xq, row, lane);
+    case TH_Q8_0: return row_dot_q8_as<TH_Q8_0>(w, r, xq, row, lane);
+    case TH_Q2_K: return row_dot_q8_as<TH_Q2_K>(w, r, xq, row, lane);
+    case TH_Q3_K: return row_dot_q8_as<TH_Q3_K>(w, r, xq, row, lane);
+    case TH_Q4_K: return row_dot_q8_as<TH_Q4_K>(w, r, xq, row, lane);
+    case TH_Q5_K: return row_dot_q8_as<TH_Q5_K>(w, r, xq, row, lane);
+    case TH_Q6_K: return row_dot_q8_as<TH_Q6_K>(w, r, xq, row, lane);
+    case TH_IQ4_NL: return row_dot_q8_as<TH_IQ4_NL>(w, r, xq, row, lane);
+    case TH_IQ4_XS: return row_dot_q8_as<TH_IQ4_XS>(w, r, xq, row, lane);
+    case TH_MXFP4: return row_dot_q8_as<TH_MXFP4>(w, r, xq, row, lane);
+    default: return 0.0f;  // no split form: never given q8 (th_cu_gemv_wants_q8)
+    }
 }
 
 constexpr int MOE_WARPS = 4;
@@ -136,7 +166,7 @@ __global__ void __launch_bounds__(MOE_WARPS * 32) moe_gemv(th_cu_mat w0, th_cu_m
         const bool second = o >= rpe;
         const th_cu_mat &w = second ? w1 : w0;
         const int64_t r = e * rpe + (second ? o - rpe : o);
-        float v = row_dot(w, r, x, xq, second ? q8_1 : q8_0, p / x_div, xs, lane);
+        float v = (second ? q8_1 : q8_0) ? row_dot_q8(w, r, xq, p / x_div, lane) : row_dot(w, r, x, p / x_div, xs, lane);
         const float *b = second ? b1 : b0;
         if (b) v += b[r];
         if (lane == 0) y[(int64_t)p * ys + o] = v;

@@ -1,32 +1,44 @@
-/* split.c — the SPLIT weight layouts of the CUDA backend (backend.h): which
- * types have one, their sizes, and the host-side repacking from GGUF rows.
+/* split.c — the SPLIT weight layouts of the CUDA backend (split.h, backend.h):
+ * which types have one, their sizes, and the host-side repacking from GGUF rows.
+ * Plain C (no CUDA header): also built into the CPU library for tests/test_split.c.
  *
  * Every split type keeps its quants and its scales in two arrays so that a warp
- * reads one 32-weight sub-block per lane with one 16-byte load:
+ * reads one 32-weight sub-block per lane with one 16-byte load (8 bytes for the
+ * 2-bit codes of Q2_K and Q3_K):
  *   Q4_0  quants: 16 bytes a sub-block; scales: the fp16 d of each sub-block.
  *   Q8_0  quants: 32 bytes a sub-block; scales: as Q4_0.
  *   Q4_1  quants: as Q4_0; scales: {fp16 d, fp16 m} a sub-block.
- *   Q5_0, Q5_1  quants: the low 4 bits as Q4_0; scales: {u32 fifth bits (q5k_high),
+ *   Q5_0, Q5_1  quants: the low 4 bits as Q4_0; scales: {u32 fifth bits (high_bits),
  *         fp16 d, fp16 m (Q5_1) or 0} a sub-block.
  *   IQ4_NL  as Q4_0 (the codes index the IQ4 value table).
+ *   MXFP4  quants: as Q4_0 (the file's, the codes index the doubled e2m1 table
+ *         th_mxfp4_values); scales: the file's e8m0 byte of each sub-block.
  *   IQ4_XS  quants: as in the file (already Q4_0 order); scales: a 12-byte record per
  *         256 weights {fp16 d, 2 bytes padding, i8 (6-bit scale − 32)[8]}.
+ *   Q2_K  quants: 8 bytes of 2-bit codes a sub-block (pack_2bit); scales: a 20-byte
+ *         record per 256 weights {fp16 d, fp16 dmin, u8 scales[16]}: the file's
+ *         bytes (sc | m << 4, one per 16 weights), bytes 2s and 2s+1 for sub-block s.
+ *   Q3_K  quants: per row first the low 2 bits, 8 bytes a sub-block (pack_2bit),
+ *         then the "minus 4" flags (hmask bit clear), 4 bytes a sub-block
+ *         (high_bits); scales: an 18-byte record per 256 weights {fp16 d,
+ *         i8 sc[16]} (the 6-bit scales − 32, one per 16 weights).
  *   Q4_K  quants: 16 bytes a sub-block; scales: a 20-byte record per 256
  *         weights {fp16 d, fp16 dmin, u8 sc[8], u8 m[8]} (the 6-bit scales unpacked).
  *   Q5_K  quants: the low 4 bits, 16 bytes a sub-block; scales: per row first the
- *         fifth bits, 4 bytes a sub-block (see q5k_high), then Q4_K's records.
+ *         fifth bits, 4 bytes a sub-block (see high_bits), then Q4_K's records.
  *   Q6_K  quants: the low 4 bits, 16 bytes a sub-block; scales: per row first the
  *         high 2 bits, 8 bytes a sub-block (see q6k_high), then a 24-byte record per
  *         256 weights {fp16 d, 6 bytes padding, i8 sc[16]}.
  * 4-bit sub-blocks use Q4_0's order: byte i holds weight i (low nibble) and
  * weight i + 16 (high nibble). Values and scales are the file's, bit for bit. */
-#include "cuda/backend.h"
+#include "cuda/split.h"
 #include "quant/ref_internal.h"
 #include <string.h>
 
 bool th_cu_type_splittable(uint32_t t) {
-    return t == TH_Q4_0 || t == TH_Q8_0 || t == TH_Q4_1 || t == TH_Q5_0 || t == TH_Q5_1 || t == TH_Q4_K ||
-           t == TH_Q5_K || t == TH_Q6_K || t == TH_IQ4_NL || t == TH_IQ4_XS;
+    return t == TH_Q4_0 || t == TH_Q8_0 || t == TH_Q4_1 || t == TH_Q5_0 || t == TH_Q5_1 || t == TH_Q2_K ||
+           t == TH_Q3_K || t == TH_Q4_K || t == TH_Q5_K || t == TH_Q6_K || t == TH_IQ4_NL || t == TH_IQ4_XS ||
+           t == TH_MXFP4;
 }
 
 bool th_cu_split_sizes(uint32_t type, int64_t K, size_t *qrow, size_t *srow) {
@@ -35,7 +47,10 @@ bool th_cu_split_sizes(uint32_t type, int64_t K, size_t *qrow, size_t *srow) {
     switch (type) {
     case TH_Q4_0: case TH_IQ4_NL: *qrow = k / 2; *srow = k / 32 * 2; return true;
     case TH_IQ4_XS: if (k % 256) return false; *qrow = k / 2; *srow = k / 256 * 12; return true;
+    case TH_MXFP4: *qrow = k / 2; *srow = k / 32; return true;
     case TH_Q8_0: *qrow = k; *srow = k / 32 * 2; return true;
+    case TH_Q2_K: if (k % 256) return false; *qrow = k / 4; *srow = k / 256 * 20; return true;
+    case TH_Q3_K: if (k % 256) return false; *qrow = k / 4 + k / 8; *srow = k / 256 * 18; return true;
     case TH_Q4_1: *qrow = k / 2; *srow = k / 32 * 4; return true;
     case TH_Q5_0: case TH_Q5_1: *qrow = k / 2; *srow = k / 32 * 8; return true;
     case TH_Q4_K: if (k % 256) return false; *qrow = k / 2; *srow = k / 256 * 20; return true;
@@ -62,13 +77,64 @@ static void q6k_high(const uint8_t c[32], uint8_t out[8]) {
         }
 }
 
-/* The fifth bits of 32 Q5_K codes → 4 bytes: bit k (k < 4) of byte j is that of
- * weight 4k+j, bit 4+k that of weight 16+4k+j, so word k of the quant bytes
- * gets its fifth bits with one shift and mask per half. */
-static void q5k_high(const uint8_t c[32], uint8_t out[4]) {
+/* Bit `bit` of 32 codes → 4 bytes: bit k (k < 4) of byte j is that of weight
+ * 4k+j, bit 4+k that of weight 16+4k+j, so word k of the Q4_0-order quant bytes
+ * (or shift k of pack_2bit's words) gets its bits with one shift and mask per half.
+ * The fifth bits of Q5_0/Q5_1/Q5_K (bit 4) and Q3_K's minus-4 flags (bit 0). */
+static void high_bits(const uint8_t c[32], int bit, uint8_t out[4]) {
     for (int j = 0; j < 4; j++) {
         out[j] = 0;
-        for (int k = 0; k < 4; k++) out[j] |= (uint8_t)(((c[4 * k + j] >> 4) << k) | ((c[16 + 4 * k + j] >> 4) << (4 + k)));
+        for (int k = 0; k < 4; k++)
+            out[j] |= (uint8_t)((((c[4 * k + j] >> bit) & 1) << k) | (((c[16 + 4 * k + j] >> bit) & 1) << (4 + k)));
+    }
+}
+
+/* 32 2-bit codes → 8 bytes: bits 2k..2k+1 of byte j of word h (0, 1) hold the
+ * code of weight 16h + 4k + j, so (word h >> 2k) & 0x03030303 gives weights
+ * 16h+4k..16h+4k+3, one per byte. */
+static void pack_2bit(const uint8_t c[32], uint8_t out[8]) {
+    for (int h = 0; h < 2; h++)
+        for (int j = 0; j < 4; j++) {
+            out[4 * h + j] = 0;
+            for (int k = 0; k < 4; k++) out[4 * h + j] |= (uint8_t)((c[16 * h + 4 * k + j] & 3) << (2 * k));
+        }
+}
+
+/* Element e (0..255) of a Q2_K/Q3_K block: its 2-bit code's byte and shift in qs,
+ * and (Q3_K) its hmask bit: e = 128·half + 32·plane + l. */
+static int k23_code(const uint8_t qs[64], int e) {
+    int half = e / 128, plane = (e % 128) / 32, l = e % 32;
+    return (qs[32 * half + l] >> (2 * plane)) & 3;
+}
+
+static void repack_q2_k_row(const th_block_q2_K *b, int64_t nsb, uint8_t *q, uint8_t *rec) {
+    for (int64_t i = 0; i < nsb; i++, rec += 20) {
+        uint8_t codes[256];
+        for (int e = 0; e < 256; e++) codes[e] = (uint8_t)k23_code(b[i].qs, e);
+        for (int s = 0; s < 8; s++) pack_2bit(codes + 32 * s, q + (i * 8 + s) * 8);
+        memcpy(rec, &b[i].d, 2);
+        memcpy(rec + 2, &b[i].dmin, 2);
+        memcpy(rec + 4, b[i].scales, 16);  /* scales[is] covers weights 16·is.. */
+    }
+}
+
+static void repack_q3_k_row(const th_block_q3_K *b, int64_t nsb, uint8_t *q, uint8_t *rec) {
+    uint8_t *lo = q, *flags = q + nsb * 64;
+    for (int64_t i = 0; i < nsb; i++, rec += 18) {
+        uint8_t codes[256], minus4[256];
+        for (int e = 0; e < 256; e++) {
+            int half = e / 128, plane = (e % 128) / 32, l = e % 32;
+            codes[e] = (uint8_t)k23_code(b[i].qs, e);
+            minus4[e] = (uint8_t)!((b[i].hmask[l] >> (4 * half + plane)) & 1);
+        }
+        for (int s = 0; s < 8; s++) {
+            pack_2bit(codes + 32 * s, lo + (i * 8 + s) * 8);
+            high_bits(minus4 + 32 * s, 0, flags + (i * 8 + s) * 4);
+        }
+        int8_t sc[16];
+        th_q3k_scales(b[i].scales, sc);
+        memcpy(rec, &b[i].d, 2);
+        memcpy(rec + 2, sc, 16);
     }
 }
 
@@ -103,7 +169,7 @@ static void repack_q5_k_row(const th_block_q5_K *b, int64_t nsb, uint8_t *q, uin
             }
         for (int s = 0; s < 8; s++) {
             pack_nibbles(codes + 32 * s, q + (i * 8 + s) * 16);
-            q5k_high(codes + 32 * s, hi + (i * 8 + s) * 4);
+            high_bits(codes + 32 * s, 4, hi + (i * 8 + s) * 4);
         }
         k4_record(b[i].d, b[i].dmin, b[i].scales, rec);
     }
@@ -144,7 +210,7 @@ static void repack_legacy_row(uint32_t type, const uint8_t *row, int64_t nb, uin
             codes[j + 16] = (uint8_t)((qs[j] >> 4) | (((qh >> (j + 16)) & 1) << 4));
         }
         pack_nibbles(codes, q + b * 16);
-        q5k_high(codes, s + b * 8);
+        high_bits(codes, 4, s + b * 8);
         memset(s + b * 8 + 4, 0, 4);
         memcpy(s + b * 8 + 4, blk, dm);
     }
@@ -174,10 +240,14 @@ void th_cu_repack_split(uint32_t type, const void *src, size_t row_bytes, int64_
         if (type == TH_IQ4_XS) { repack_iq4_xs_row((const th_block_iq4_xs *)row, K / 256, q, s); continue; }
         if (type == TH_Q5_K) { repack_q5_k_row((const th_block_q5_K *)row, K / 256, q, s); continue; }
         if (type == TH_Q6_K) { repack_q6_k_row((const th_block_q6_K *)row, K / 256, q, s); continue; }
-        size_t bsz = type == TH_Q8_0 ? 34 : 18, qb = type == TH_Q8_0 ? 32 : 16;  /* Q8_0, Q4_0, IQ4_NL */
+        if (type == TH_Q2_K) { repack_q2_k_row((const th_block_q2_K *)row, K / 256, q, s); continue; }
+        if (type == TH_Q3_K) { repack_q3_k_row((const th_block_q3_K *)row, K / 256, q, s); continue; }
+        /* Q8_0, Q4_0, IQ4_NL: {fp16 d, codes}; MXFP4: {e8m0 byte, codes} */
+        size_t bsz = type == TH_Q8_0 ? 34 : type == TH_MXFP4 ? 17 : 18, qb = type == TH_Q8_0 ? 32 : 16;
+        size_t sb = type == TH_MXFP4 ? 1 : 2;
         for (int64_t b = 0; b < K / 32; b++) {
-            memcpy(s + b * 2, row + (size_t)b * bsz, 2);
-            memcpy(q + (size_t)b * qb, row + (size_t)b * bsz + 2, qb);
+            memcpy(s + b * sb, row + (size_t)b * bsz, sb);
+            memcpy(q + (size_t)b * qb, row + (size_t)b * bsz + sb, qb);
         }
     }
 }

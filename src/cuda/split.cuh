@@ -1,10 +1,12 @@
 // split.cuh — the device side of the SPLIT weight layouts (split.c has the byte
 // layouts and the host repacking). KSub<TYPE> holds one 32-weight sub-block of a
-// split type in registers: load() reads it (codes with 16-byte loads, its scales
-// from the scale array); dot() is its int8 product with a q8 activation block (the
-// GEMV, gemv.cu; uses_sum says whether it needs the block's integer sum); decode()
-// gives its 32 weights as floats (dequantization, dequant.cu, and the generic GEMV).
-// Q4_0 has its own GEMV kernel (gemv.cu).
+// split type in registers: load() reads it (codes with one 16-byte load, 8 bytes
+// for the 2-bit codes of Q2_K/Q3_K; its scales from the scale array); dot() is
+// its exact int8 product with a q8 activation block, scaled to float (the GEMV,
+// gemv.cu, and the MoE GEMV, moe.cu; uses_sum says whether it needs the block's
+// integer sum); decode() gives its 32 weights as floats (dequantization,
+// dequant.cu, and the fp32-activation GEMVs). The dense Q4_0 GEMV has its own
+// kernel (gemv.cu); the MoE GEMV uses KSub<TH_Q4_0> too.
 #ifndef TH_CUDA_SPLIT_CUH
 #define TH_CUDA_SPLIT_CUH
 #include "cuda/common.cuh"
@@ -44,6 +46,27 @@ static __device__ __forceinline__ int dot_nibbles(uint4 q, int4 a0, int4 a1) {
 
 template <uint32_t TYPE> struct KSub;
 
+template <> struct KSub<TH_Q4_0> {  // w = d·(q − 8); the dense GEMV has its own kernel (gemv.cu)
+    static constexpr bool uses_sum = true;  // whether dot() reads the activation block sum
+    uint4 q;
+    float d;
+    __device__ __forceinline__ void load(const th_cu_mat &w, int64_t r, int64_t b) {
+        q = __ldg((const uint4 *)((const uint8_t *)w.data + r * (w.K / 2)) + b);
+        d = __half2float(__ldg((const __half *)w.scales + r * (w.K / 32) + b));
+    }
+    __device__ __forceinline__ float dot(int4 a0, int4 a1, float xd, int xs) const {
+        return d * xd * (float)(dot_nibbles(q, a0, a1) - 8 * xs);
+    }
+    __device__ __forceinline__ void decode(float out[32]) const {
+#pragma unroll
+        for (int j = 0; j < 16; j++) {
+            uint32_t c = byte_of(q, j);
+            out[j] = (float)((int)(c & 15) - 8) * d;
+            out[j + 16] = (float)((int)(c >> 4) - 8) * d;
+        }
+    }
+};
+
 // 5-bit codes (low nibbles + fifth bits H, split.c) · activations.
 static __device__ __forceinline__ int dot_5bit(uint4 q, uint32_t H, int4 a0, int4 a1) {
     const uint32_t L[4] = { q.x, q.y, q.z, q.w };
@@ -63,16 +86,21 @@ static __device__ __forceinline__ uint4 ld_quants(const th_cu_mat &w, int64_t r,
     return __ldg((const uint4 *)((const uint8_t *)w.data + r * (w.K / 2)) + b);
 }
 
-// Four 4-bit codes (one per byte) → the IQ4 values (int8), one per byte.
+// Four 4-bit codes (one per byte) → the code-book values (int8), one per byte:
+// IQ4_NL/IQ4_XS's k_iq4nl, or (MXFP4) the doubled e2m1 values k_mxfp4.
+template <uint32_t TYPE>
 static __device__ __forceinline__ int iq4_values(uint32_t n) {
-    constexpr uint32_t T0 = 0xbfad9881u, T1 = 0xf6eaddcfu, T2 = 0x26190d01u, T3 = 0x71594535u;  // k_iq4nl[0..15]
+    constexpr bool fp4 = TYPE == TH_MXFP4;  // the tables' bytes, 4 values a word
+    constexpr uint32_t T0 = fp4 ? 0x03020100u : 0xbfad9881u, T1 = fp4 ? 0x0c080604u : 0xf6eaddcfu;
+    constexpr uint32_t T2 = fp4 ? 0xfdfeff00u : 0x26190d01u, T3 = fp4 ? 0xf4f8fafcu : 0x71594535u;
     uint32_t sel = (n & 0x7u) | ((n >> 4) & 0x70u) | ((n >> 8) & 0x700u) | ((n >> 12) & 0x7000u);
     uint32_t lo = __byte_perm(T0, T1, sel), hi = __byte_perm(T2, T3, sel);
     uint32_t m = ((n >> 3) & 0x01010101u) * 0xffu;
     return (int)((lo & ~m) | (hi & m));
 }
 
-template <uint32_t TYPE> struct KSubIQ4 {  // w = d·value[q]  (IQ4_XS: d·(scale − 32))
+// w = d·value[q]  (IQ4_XS: d·(scale − 32); MXFP4: d = 2^(e−128), value = 2·e2m1, as the CPU's)
+template <uint32_t TYPE> struct KSubIQ4 {
     static constexpr bool uses_sum = false;  // whether dot() reads the activation block sum
     uint4 q;
     float d;
@@ -80,33 +108,134 @@ template <uint32_t TYPE> struct KSubIQ4 {  // w = d·value[q]  (IQ4_XS: d·(scal
         q = ld_quants(w, r, b);
         if (TYPE == TH_IQ4_NL) {
             d = __half2float(__ldg((const __half *)w.scales + r * (w.K / 32) + b));
+        } else if (TYPE == TH_MXFP4) {
+            d = e8m0_half(__ldg((const uint8_t *)w.scales + r * (w.K / 32) + b));
         } else {
             const uint8_t *rec = (const uint8_t *)w.scales + (r * (w.K / 256) + (b >> 3)) * 12;
             d = __half2float(__ldg((const __half *)rec)) * (float)(int8_t)__ldg(rec + 4 + (b & 7));
         }
     }
     __device__ __forceinline__ float dot(int4 a0, int4 a1, float xd, int) const {
-        int s = __dp4a(iq4_values(q.x & 0x0f0f0f0f), a0.x, 0);
-        s = __dp4a(iq4_values(q.y & 0x0f0f0f0f), a0.y, s);
-        s = __dp4a(iq4_values(q.z & 0x0f0f0f0f), a0.z, s);
-        s = __dp4a(iq4_values(q.w & 0x0f0f0f0f), a0.w, s);
-        s = __dp4a(iq4_values((q.x >> 4) & 0x0f0f0f0f), a1.x, s);
-        s = __dp4a(iq4_values((q.y >> 4) & 0x0f0f0f0f), a1.y, s);
-        s = __dp4a(iq4_values((q.z >> 4) & 0x0f0f0f0f), a1.z, s);
-        s = __dp4a(iq4_values((q.w >> 4) & 0x0f0f0f0f), a1.w, s);
+        int s = __dp4a(iq4_values<TYPE>(q.x & 0x0f0f0f0f), a0.x, 0);
+        s = __dp4a(iq4_values<TYPE>(q.y & 0x0f0f0f0f), a0.y, s);
+        s = __dp4a(iq4_values<TYPE>(q.z & 0x0f0f0f0f), a0.z, s);
+        s = __dp4a(iq4_values<TYPE>(q.w & 0x0f0f0f0f), a0.w, s);
+        s = __dp4a(iq4_values<TYPE>((q.x >> 4) & 0x0f0f0f0f), a1.x, s);
+        s = __dp4a(iq4_values<TYPE>((q.y >> 4) & 0x0f0f0f0f), a1.y, s);
+        s = __dp4a(iq4_values<TYPE>((q.z >> 4) & 0x0f0f0f0f), a1.z, s);
+        s = __dp4a(iq4_values<TYPE>((q.w >> 4) & 0x0f0f0f0f), a1.w, s);
         return xd * d * (float)s;
     }
     __device__ __forceinline__ void decode(float out[32]) const {
 #pragma unroll
         for (int j = 0; j < 16; j++) {
             uint32_t c = byte_of(q, j);
-            out[j] = d * k_iq4nl[c & 15];
-            out[j + 16] = d * k_iq4nl[c >> 4];
+            const int8_t *v = TYPE == TH_MXFP4 ? k_mxfp4 : k_iq4nl;
+            out[j] = d * v[c & 15];
+            out[j + 16] = d * v[c >> 4];
         }
     }
 };
 template <> struct KSub<TH_IQ4_NL> : KSubIQ4<TH_IQ4_NL> {};
 template <> struct KSub<TH_IQ4_XS> : KSubIQ4<TH_IQ4_XS> {};
+template <> struct KSub<TH_MXFP4> : KSubIQ4<TH_MXFP4> {};
+
+// The 8 bytes of 2-bit codes of a Q2_K/Q3_K sub-block (split.c's pack_2bit).
+static __device__ __forceinline__ uint2 ld_2bit(const uint8_t *row, int64_t b) {
+    return __ldg((const uint2 *)row + b);
+}
+
+// Q2_K: w = d·sc·q − dmin·m, q in 0..3, sc and m (4 bits each) per 16 weights.
+// The dot is d·Σ sc·(q·x) − dmin·Σ m·(Σx) in integers, as the CPU's: the sum of
+// the first 16 activations by dp4a, that of the last 16 from the block sum.
+template <> struct KSub<TH_Q2_K> {
+    static constexpr bool uses_sum = true;  // whether dot() reads the activation block sum
+    uint2 q;
+    uint32_t sm;  // the scale bytes (sc | m << 4) of weights 0..15 (byte 0) and 16..31 (byte 1)
+    float d, dmin;
+    __device__ __forceinline__ void load(const th_cu_mat &w, int64_t r, int64_t b) {
+        q = ld_2bit((const uint8_t *)w.data + r * (w.K / 4), b);
+        const uint8_t *rec = (const uint8_t *)w.scales + (r * (w.K / 256) + (b >> 3)) * 20;
+        float2 f = __half22float2(__ldg((const __half2 *)rec));
+        d = f.x; dmin = f.y;
+        sm = __ldg((const unsigned short *)(rec + 4) + (b & 7));
+    }
+    __device__ __forceinline__ float dot(int4 a0, int4 a1, float xd, int xs) const {
+        const int A0[4] = { a0.x, a0.y, a0.z, a0.w }, A1[4] = { a1.x, a1.y, a1.z, a1.w };
+        int s0 = 0, s1 = 0, x0 = 0;
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            s0 = __dp4a((int)((q.x >> (2 * k)) & 0x03030303u), A0[k], s0);
+            s1 = __dp4a((int)((q.y >> (2 * k)) & 0x03030303u), A1[k], s1);
+            x0 = __dp4a(0x01010101, A0[k], x0);
+        }
+        int isum = (int)(sm & 15) * s0 + (int)((sm >> 8) & 15) * s1;
+        int msum = (int)((sm >> 4) & 15) * x0 + (int)((sm >> 12) & 15) * (xs - x0);
+        return xd * (d * (float)isum - dmin * (float)msum);
+    }
+    __device__ __forceinline__ void decode(float out[32]) const {  // the CPU's dl·q − ml, unfused
+        const uint32_t W[2] = { q.x, q.y };
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            uint32_t b = sm >> (8 * h);
+            float dl = __fmul_rn(d, (float)(b & 15)), ml = __fmul_rn(dmin, (float)((b >> 4) & 15));
+#pragma unroll
+            for (int k = 0; k < 4; k++)
+#pragma unroll
+                for (int j = 0; j < 4; j++)
+                    out[16 * h + 4 * k + j] = __fsub_rn(__fmul_rn(dl, (float)((W[h] >> (8 * j + 2 * k)) & 3)), ml);
+        }
+    }
+};
+
+// Q3_K values (−4..3, one per byte) of weights 16h+4k..16h+4k+3: the 2-bit codes
+// of word L shifted by 2k, minus 4 where the flag (bit 4h+k of byte j of F) is set:
+// code | 0xfc is code − 4 as a signed byte.
+static __device__ __forceinline__ int q3k_values(uint32_t L, uint32_t F, int h, int k) {
+    uint32_t lo = (L >> (2 * k)) & 0x03030303u, f = (F >> (4 * h + k)) & 0x01010101u;
+    return (int)(lo | (f * 0xfcu));
+}
+
+// Q3_K: w = d·sc·v, v in −4..3, sc (i8) per 16 weights.
+template <> struct KSub<TH_Q3_K> {
+    static constexpr bool uses_sum = false;  // whether dot() reads the activation block sum
+    uint2 q;
+    uint32_t f;   // the minus-4 flags (split.c's high_bits)
+    uint32_t sc;  // the i8 scales of weights 0..15 (byte 0) and 16..31 (byte 1)
+    float d;
+    __device__ __forceinline__ void load(const th_cu_mat &w, int64_t r, int64_t b) {
+        const uint8_t *row = (const uint8_t *)w.data + r * (w.K / 4 + w.K / 8);
+        q = ld_2bit(row, b);
+        f = __ldg((const uint32_t *)(row + w.K / 4) + b);
+        const uint8_t *rec = (const uint8_t *)w.scales + (r * (w.K / 256) + (b >> 3)) * 18;
+        d = __half2float(__ldg((const __half *)rec));
+        sc = __ldg((const unsigned short *)(rec + 2) + (b & 7));
+    }
+    __device__ __forceinline__ float dot(int4 a0, int4 a1, float xd, int) const {
+        const int A0[4] = { a0.x, a0.y, a0.z, a0.w }, A1[4] = { a1.x, a1.y, a1.z, a1.w };
+        int s0 = 0, s1 = 0;
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            s0 = __dp4a(q3k_values(q.x, f, 0, k), A0[k], s0);
+            s1 = __dp4a(q3k_values(q.y, f, 1, k), A1[k], s1);
+        }
+        int isum = (int)(int8_t)(sc & 0xff) * s0 + (int)(int8_t)(sc >> 8) * s1;
+        return xd * d * (float)isum;
+    }
+    __device__ __forceinline__ void decode(float out[32]) const {  // the CPU's (d·sc)·v
+        const uint32_t W[2] = { q.x, q.y };
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            float dl = d * (float)(int8_t)(sc >> (8 * h));
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                uint32_t v = (uint32_t)q3k_values(W[h], f, h, k);
+#pragma unroll
+                for (int j = 0; j < 4; j++) out[16 * h + 4 * k + j] = dl * (float)(int8_t)(v >> (8 * j));
+            }
+        }
+    }
+};
 
 template <> struct KSub<TH_Q8_0> {  // w = d·q, 32 int8 codes (two 16-byte loads)
     static constexpr bool uses_sum = false;  // whether dot() reads the activation block sum
@@ -301,12 +430,7 @@ static __device__ __forceinline__ void dq32_as(const th_cu_mat &w, int64_t r, in
 
 static __device__ __forceinline__ void dq32_split(const th_cu_mat &w, int64_t r, int64_t g, float out[32]) {
     switch (w.type) {
-    case TH_Q4_0: {
-        float d = h2f(((const uint16_t *)w.scales)[r * (w.K / 32) + g]);
-        const uint8_t *q = (const uint8_t *)w.data + r * (w.K / 2) + g * 16;
-        for (int j = 0; j < 16; j++) { out[j] = ((q[j] & 15) - 8) * d; out[j + 16] = ((q[j] >> 4) - 8) * d; }
-        return;
-    }
+    case TH_Q4_0: dq32_as<TH_Q4_0>(w, r, g, out); return;
     case TH_Q8_0: dq32_as<TH_Q8_0>(w, r, g, out); return;
     case TH_Q4_1: dq32_as<TH_Q4_1>(w, r, g, out); return;
     case TH_Q5_0: dq32_as<TH_Q5_0>(w, r, g, out); return;
@@ -314,8 +438,12 @@ static __device__ __forceinline__ void dq32_split(const th_cu_mat &w, int64_t r,
     case TH_Q4_K: dq32_as<TH_Q4_K>(w, r, g, out); return;
     case TH_Q5_K: dq32_as<TH_Q5_K>(w, r, g, out); return;
     case TH_Q6_K: dq32_as<TH_Q6_K>(w, r, g, out); return;
+    case TH_Q2_K: dq32_as<TH_Q2_K>(w, r, g, out); return;
+    case TH_Q3_K: dq32_as<TH_Q3_K>(w, r, g, out); return;
     case TH_IQ4_NL: dq32_as<TH_IQ4_NL>(w, r, g, out); return;
-    default: dq32_as<TH_IQ4_XS>(w, r, g, out); return;
+    case TH_IQ4_XS: dq32_as<TH_IQ4_XS>(w, r, g, out); return;
+    case TH_MXFP4: dq32_as<TH_MXFP4>(w, r, g, out); return;
+    default: for (int j = 0; j < 32; j++) out[j] = 0.0f; return;  // no split form (never uploaded so)
     }
 }
 

@@ -1,5 +1,5 @@
 /* testapi.c — host-array entry points that run one CUDA kernel family on its own
- * (matrix products, attention) and the copy-bandwidth probe, for
+ * (matrix products, dequantization, attention) and the copy-bandwidth probe, for
  * tests/test_cuda.c and bench/gpu/. Not used by the forward pass. */
 #include "cuda/backend.h"
 #include "core/core.h"
@@ -10,40 +10,56 @@
 
 #define TRY(call) do { cudaError_t e_ = (call); if (e_) { err = cudaGetErrorString(e_); goto done; } } while (0)
 
-const char *th_cu_test_matmul(uint32_t type, const void *w, int64_t rows, int64_t K, const float *x, int n, float *y,
-                              int path, bool force_gguf) {
+/* Host GGUF rows to a device matrix, repacked to the SPLIT layout when the type
+ * splits and force_gguf is false; *dw and *ds (scales or NULL) to cudaFree. */
+static const char *upload_test_mat(uint32_t type, const void *w, int64_t rows, int64_t K, bool force_gguf,
+                                   th_cu_mat *m, void **dw, void **ds) {
     const char *err = NULL;
     uint64_t rb;
-    if (!th_row_bytes(type, (uint64_t)K, &rb)) return "bad row length";
-    th_cu_mat m = { .type = type, .layout = TH_CU_GGUF, .rows = rows, .K = K, .row_bytes = (size_t)rb };
-    void *dw = NULL, *ds = NULL, *wbuf = NULL, *xbuf = NULL;
-    float *dx = NULL, *dy = NULL;
-    th_cu_q8 q8 = { 0 };
-    uint8_t *hq = NULL;
-    uint8_t *hs = NULL;
-    cublasHandle_t h = NULL;
     size_t qrow, srow;
+    uint8_t *hq = NULL, *hs = NULL;
+    *dw = *ds = NULL;
+    if (!th_row_bytes(type, (uint64_t)K, &rb)) return "bad row length";
+    *m = (th_cu_mat){ .type = type, .layout = TH_CU_GGUF, .rows = rows, .K = K, .row_bytes = (size_t)rb };
     if (!force_gguf && th_cu_split_sizes(type, K, &qrow, &srow)) {
         hq = malloc(qrow * (size_t)rows);
         hs = malloc(srow * (size_t)rows);
         if (!hq || !hs) { err = "out of memory"; goto done; }
         th_cu_repack_split(type, w, (size_t)rb, rows, K, hq, hs);
-        TRY(cudaMalloc(&dw, qrow * (size_t)rows));
-        TRY(cudaMalloc(&ds, srow * (size_t)rows));
-        TRY(cudaMemcpy(dw, hq, qrow * (size_t)rows, cudaMemcpyHostToDevice));
-        TRY(cudaMemcpy(ds, hs, srow * (size_t)rows, cudaMemcpyHostToDevice));
-        m.layout = TH_CU_SPLIT;
-        m.scales = ds;
+        TRY(cudaMalloc(dw, qrow * (size_t)rows));
+        TRY(cudaMalloc(ds, srow * (size_t)rows));
+        TRY(cudaMemcpy(*dw, hq, qrow * (size_t)rows, cudaMemcpyHostToDevice));
+        TRY(cudaMemcpy(*ds, hs, srow * (size_t)rows, cudaMemcpyHostToDevice));
+        m->layout = TH_CU_SPLIT;
+        m->scales = *ds;
     } else {
-        TRY(cudaMalloc(&dw, (size_t)rb * (size_t)rows));
-        TRY(cudaMemcpy(dw, w, (size_t)rb * (size_t)rows, cudaMemcpyHostToDevice));
+        TRY(cudaMalloc(dw, (size_t)rb * (size_t)rows));
+        TRY(cudaMemcpy(*dw, w, (size_t)rb * (size_t)rows, cudaMemcpyHostToDevice));
     }
-    m.data = dw;
+    m->data = *dw;
+done:
+    free(hq);
+    free(hs);
+    return err;
+}
+
+/* y = W·x for n tokens by the GEMV (path 0), the GEMM (1) or the MoE GEMV (2:
+ * one expert holding every row, selected by all n pairs, pair p reading x[p]). */
+const char *th_cu_test_matmul(uint32_t type, const void *w, int64_t rows, int64_t K, const float *x, int n, float *y,
+                              int path, bool force_gguf) {
+    th_cu_mat m;
+    void *dw = NULL, *ds = NULL, *wbuf = NULL, *xbuf = NULL;
+    float *dx = NULL, *dy = NULL;
+    int32_t *sel = NULL;
+    th_cu_q8 q8 = { 0 };
+    cublasHandle_t h = NULL;
+    const char *err = upload_test_mat(type, w, rows, K, force_gguf, &m, &dw, &ds);
+    if (err) goto done;
     TRY(cudaMalloc((void **)&dx, (size_t)n * K * 4));
     TRY(cudaMalloc((void **)&dy, (size_t)n * rows * 4));
     TRY(cudaMemcpy(dx, x, (size_t)n * K * 4, cudaMemcpyHostToDevice));
     TRY(cudaMemset(dy, 0xff, (size_t)n * rows * 4)); /* NaN poison: every output must be written */
-    if (path == 0) {
+    if (path == 0 || path == 2) {
         bool q = th_cu_gemv_wants_q8(&m);
         if (q) {
             TRY(cudaMalloc((void **)&q8.q, (size_t)n * K));
@@ -51,7 +67,13 @@ const char *th_cu_test_matmul(uint32_t type, const void *w, int64_t rows, int64_
             TRY(cudaMalloc((void **)&q8.s, (size_t)n * (K / 32) * 4));
             th_cu_quantize_q8(dx, K, n, K, &q8, 0);
         }
-        th_cu_gemv(&m, dx, K, q ? &q8 : NULL, n, dy, rows, false, 0);
+        if (path == 0) {
+            th_cu_gemv(&m, dx, K, q ? &q8 : NULL, n, dy, rows, false, 0);
+        } else {
+            TRY(cudaMalloc((void **)&sel, (size_t)n * 4));
+            TRY(cudaMemset(sel, 0, (size_t)n * 4));
+            th_cu_moe_gemv(&m, NULL, NULL, NULL, rows, sel, n, 1, dx, K, q ? &q8 : NULL, dy, rows, 0);
+        }
     } else {
         if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) { err = "cublasCreate failed"; goto done; }
         size_t wb = (size_t)TH_MAX(K * 2, TH_MIN(rows, 1000) * K * 2); /* small tiles: exercise the chunk loop */
@@ -65,8 +87,25 @@ const char *th_cu_test_matmul(uint32_t type, const void *w, int64_t rows, int64_
 done:
     if (h) cublasDestroy(h);
     cudaFree(dw); cudaFree(ds); cudaFree(dx); cudaFree(dy); cudaFree(q8.q); cudaFree(q8.d); cudaFree(q8.s);
-    cudaFree(wbuf); cudaFree(xbuf);
-    free(hq); free(hs);
+    cudaFree(wbuf); cudaFree(xbuf); cudaFree(sel);
+    return err;
+}
+
+/* Every row of W to fp32 through th_cu_dequant_rows (the embedding lookup's decoder). */
+const char *th_cu_test_dequant(uint32_t type, const void *w, int64_t rows, int64_t K, bool force_gguf, float *out) {
+    th_cu_mat m;
+    void *dw = NULL, *ds = NULL;
+    float *dy = NULL;
+    const char *err = upload_test_mat(type, w, rows, K, force_gguf, &m, &dw, &ds);
+    if (err) goto done;
+    TRY(cudaMalloc((void **)&dy, (size_t)rows * K * 4));
+    TRY(cudaMemset(dy, 0xff, (size_t)rows * K * 4));
+    th_cu_dequant_rows(&m, NULL, 0, rows, dy, K, false, 1.0f, 0);
+    TRY(cudaGetLastError());
+    TRY(cudaDeviceSynchronize());
+    TRY(cudaMemcpy(out, dy, (size_t)rows * K * 4, cudaMemcpyDeviceToHost));
+done:
+    cudaFree(dw); cudaFree(ds); cudaFree(dy);
     return err;
 }
 
