@@ -141,6 +141,11 @@ typedef struct th_context_params {
     int32_t  n_threads;    /* 0 = number of cores */
     int32_t  kv_type;      /* TH_KV_F16 (default, as llama.cpp) or TH_KV_F32 */
     bool     gpu;          /* run the whole model on the GPU (CUDA build, a device present) */
+    bool     logits_argmax_only; /* only the argmax of each output row is needed (default false):
+                                  * th_get_argmax works, th_get_logits returns NULL with an error
+                                  * (on either backend). On the GPU the logits rows stay on the
+                                  * device: a kernel takes each row's argmax and only n_out int32
+                                  * are copied back. For greedy decoding (th_sampler_is_greedy). */
 } th_context_params;
 
 enum { TH_KV_F16 = 0, TH_KV_F32 = 1 };
@@ -165,8 +170,19 @@ typedef struct th_batch {
 th_status th_decode(th_context *ctx, const th_batch *batch);
 
 /* Logits of batch token i of the last th_decode (i must have asked for them).
- * NULL with an error set otherwise. n_vocab floats. */
+ * NULL with an error set otherwise, and always NULL (error "logits not kept:
+ * context created with logits_argmax_only") for a logits_argmax_only context.
+ * n_vocab floats. */
 const float *th_get_logits(th_context *ctx, int32_t i);
+
+/* The argmax of the logits of batch token i of the last th_decode (i must have
+ * asked for logits): NaN counts as -inf and +inf as FLT_MAX, then the lowest id
+ * among the largest values wins (ties go to the lower id); 0 when every value
+ * is NaN or -inf. This is exactly the token a greedy sampler
+ * (th_sampler_is_greedy) returns for that row. Works with and without
+ * logits_argmax_only (without it, a scan of the host logits). -1 with an error
+ * set if i has no logits. */
+th_token th_get_argmax(th_context *ctx, int32_t i);
 
 /* KV cache management per sequence. */
 int32_t th_kv_seq_len(const th_context *ctx, int32_t seq);     /* cached positions */
@@ -200,6 +216,13 @@ th_status th_sampler_set_logit_bias(th_sampler *s, th_token t, float bias);
 /* Pick a token from n_vocab logits (not modified). The chain and its order are
  * documented in src/sample/sampler.c. Returns -1 only if s or logits is NULL. */
 th_token th_sampler_sample(th_sampler *s, const float *logits);
+/* True when s always picks the argmax of the raw logits, whatever its history:
+ * no non-zero logit bias, no penalties (repeat 1, presence 0, frequency 0), and
+ * temperature <= 0 or top_k == 1. Then th_sampler_sample(s, row) equals
+ * th_get_argmax's rule on that row, so a client may take th_get_argmax instead
+ * (with logits_argmax_only on the GPU) — th_sampler_last_logprobs then has no
+ * sample to report on. false for NULL. */
+bool th_sampler_is_greedy(const th_sampler *s);
 /* Record a token as part of the history (prompt or generated) for penalties.
  * Ids outside [0, n_vocab) are ignored. */
 void th_sampler_accept(th_sampler *s, th_token t);

@@ -40,8 +40,9 @@ struct th_context {
     int32_t *moe_start;                     /* n_expert + 1 group offsets, n_expert cursors */
     float *moe_x;                           /* n_batch × E gathered inputs */
     float *moe_y;                           /* n_batch × k × E weighted expert outputs */
-    float *logits;
+    float *logits;                          /* host rows (not kept on the GPU with logits_argmax_only) */
     size_t logits_rows;
+    int32_t *argmax;                        /* GPU with logits_argmax_only: the rows' argmax ids */
     int32_t *out_row;                       /* batch index → logits row or -1 */
     int32_t *new_len;                       /* per sequence, during a batch */
     int32_t n_last;                         /* tokens in the last batch */

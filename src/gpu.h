@@ -19,7 +19,9 @@ typedef struct th_gpu_batch {
     int32_t block;                        /* tokens per block */
     const int32_t *out_row;               /* per token: logits row or -1 */
     int32_t n_out;
-    float *logits;                        /* host: n_out × n_vocab */
+    float *logits;                        /* host: n_out × n_vocab, or NULL: no logits download */
+    int32_t *argmax;                      /* host: n_out argmax ids (th_greedy_argmax's rule, taken
+                                           * on the device), or NULL: none */
 } th_gpu_batch;
 
 th_status th_gpu_probe(char *desc, size_t cap);
@@ -28,6 +30,7 @@ th_status th_gpu_probe(char *desc, size_t cap);
 th_status th_gpu_init(const th_model *m, uint32_t n_batch, uint32_t n_blocks, int32_t block,
                       bool kv_f16, int32_t n_seq, bool verbose, th_gpu **out);
 void th_gpu_free(th_gpu *g);
+/* One forward pass; fills whichever of b->logits / b->argmax is not NULL. */
 th_status th_gpu_forward(th_gpu *g, const th_gpu_batch *b);
 /* Copy-on-write of a KV block on the device. */
 void th_gpu_copy_block(th_gpu *g, int32_t dst, int32_t src);

@@ -16,6 +16,7 @@
 #include "forward.h"
 #include "arch/arch.h"
 #include "cpu/repack.h"
+#include "sample/greedy.h"
 #include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -407,11 +408,14 @@ static void embed(th_context *c, const th_token *tok, int32_t n) {
     }
 }
 
+/* The GPU keeps the logits on the device and returns only each row's argmax. */
+static bool argmax_on_device(const th_context *c) { return c->gpu && c->p.logits_argmax_only; }
+
 /* Number the tokens that want logits (out_row) and make room for their rows. */
 static th_status plan_outputs(th_context *c, const int8_t *want, int32_t n, int32_t *n_out) {
     int32_t rows = 0;
     for (int32_t t = 0; t < n; t++) c->out_row[t] = want[t] ? rows++ : -1;
-    if ((size_t)rows > c->logits_rows) {
+    if ((size_t)rows > c->logits_rows && !argmax_on_device(c)) {
         float *nl = realloc(c->logits, (size_t)rows * (size_t)c->model->hp.n_vocab * sizeof(float));
         if (!nl) return th_set_error(TH_ERR_NOMEM, "out of memory for %d rows of logits", rows);
         c->logits = nl;
@@ -475,7 +479,9 @@ static th_status gpu_decode(th_context *c, const th_batch *b, int32_t n_out) {
         memcpy(c->block_tables + (size_t)q * (size_t)nb, c->kv.seqs[q].table, (size_t)c->kv.seqs[q].n_table * sizeof(int32_t));
     th_gpu_batch gb = { .n_tokens = b->n_tokens, .token = b->token, .pos = c->pos_buf, .seq = c->seq_buf,
                         .block_table = c->block_tables, .max_blocks = nb, .block = c->kv.block,
-                        .out_row = c->out_row, .n_out = n_out, .logits = c->logits };
+                        .out_row = c->out_row, .n_out = n_out };
+    if (argmax_on_device(c)) gb.argmax = c->argmax;
+    else gb.logits = c->logits;
     return th_gpu_forward(c->gpu, &gb);
 }
 
@@ -505,19 +511,37 @@ th_status th_decode(th_context *c, const th_batch *b) {
     return TH_OK;
 }
 
+static bool has_output(const th_context *c, int32_t i) {
+    return c && i >= 0 && i < c->n_last && c->out_row[i] >= 0;
+}
+
 const float *th_get_logits(th_context *c, int32_t i) {
-    if (!c || i < 0 || i >= c->n_last || c->out_row[i] < 0) {
+    if (c && c->p.logits_argmax_only) {
+        th_set_error(TH_ERR_ARG, "th_get_logits: logits not kept: context created with logits_argmax_only (use th_get_argmax)");
+        return NULL;
+    }
+    if (!has_output(c, i)) {
         th_set_error(TH_ERR_ARG, "th_get_logits: batch index %d has no logits", i);
         return NULL;
     }
     return c->logits + (size_t)c->out_row[i] * (size_t)c->model->hp.n_vocab;
 }
 
+th_token th_get_argmax(th_context *c, int32_t i) {
+    if (!has_output(c, i)) {
+        th_set_error(TH_ERR_ARG, "th_get_argmax: batch index %d has no logits", i);
+        return -1;
+    }
+    if (argmax_on_device(c)) return c->argmax[c->out_row[i]];
+    int64_t nv = c->model->hp.n_vocab;
+    return th_greedy_argmax(c->logits + (size_t)c->out_row[i] * (size_t)nv, nv);
+}
+
 /* ------------------------------------------------------------------ context */
 
 th_context_params th_context_default_params(void) {
     return (th_context_params){ .n_ctx = 0, .n_batch = 512, .n_seq_max = 1, .kv_block = 16,
-                                .n_threads = 0, .kv_type = TH_KV_F16 };
+                                .n_threads = 0, .kv_type = TH_KV_F16, .gpu = false, .logits_argmax_only = false };
 }
 
 /* The widest FFN row any layer needs (dense, fused, routed or shared experts). */
@@ -570,7 +594,7 @@ static th_status alloc_scratch(th_context *c) {
         ALLOC(c->moe_rows, B * K); ALLOC(c->moe_start, 2 * X + 1);
         ALLOC(c->moe_x, B * E); ALLOC(c->moe_y, B * K * E);
     }
-    ALLOC(c->out_row, B); ALLOC(c->pos_buf, B); ALLOC(c->seq_buf, B);
+    ALLOC(c->out_row, B); ALLOC(c->pos_buf, B); ALLOC(c->seq_buf, B); ALLOC(c->argmax, B);
     ALLOC(c->new_len, c->p.n_seq_max); ALLOC(c->want_buf, B);
     if (!ok) return th_set_error(TH_ERR_NOMEM, "out of memory for the context's scratch buffers (batch %zu)", B);
     return th_attn_alloc(c);
@@ -727,7 +751,7 @@ void th_context_free(th_context *c) {
     th_attn_free(c);
     free(c->rope); free(c->moe_logits); free(c->moe_score); free(c->moe_sel); free(c->moe_w); free(c->moe_rows); free(c->moe_start);
     free(c->moe_x); free(c->moe_y);
-    free(c->out_row); free(c->pos_buf); free(c->seq_buf); free(c->new_len); free(c->want_buf);
+    free(c->out_row); free(c->pos_buf); free(c->seq_buf); free(c->new_len); free(c->want_buf); free(c->argmax);
     free(c);
 }
 

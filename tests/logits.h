@@ -81,6 +81,34 @@ static inline float *decode_all_logits(th_model *m, const int32_t *tok, int n, c
     return out;
 }
 
+/* A copy of the GGUF at src written to dst whose F32 output.weight has its rows in
+ * identical pairs (row 2j+1 := row 2j), so that every position's logits come in
+ * exactly equal pairs: the largest value is held by an even id and the id after
+ * it, and the lowest-index tie rule must pick the even one. false on failure. */
+static inline bool write_pair_tied_model(const char *src, const char *dst) {
+    th_file *tf;
+    if (th_file_open(src, &tf)) return false;
+    th_tensor_info ti = { 0 };
+    bool found = false;
+    for (int64_t i = 0; i < th_file_n_tensors(tf) && !found; i++)
+        found = th_file_tensor(tf, i, &ti) == TH_OK && !strcmp(ti.name, "output.weight") && !strcmp(ti.type, "F32");
+    uint64_t off = ti.offset, row = ti.ne[0] * 4, rows = ti.ne[1];
+    th_file_close(tf);
+    FILE *in = found ? fopen(src, "rb") : NULL, *out = NULL;
+    if (!in) return false;
+    fseek(in, 0, SEEK_END);
+    long size = ftell(in);
+    fseek(in, 0, SEEK_SET);
+    char *buf = size > 0 ? malloc((size_t)size) : NULL;
+    bool ok = buf && fread(buf, 1, (size_t)size, in) == (size_t)size && off + row * rows <= (uint64_t)size;
+    fclose(in);
+    for (uint64_t r = 0; ok && r + 1 < rows; r += 2) memcpy(buf + off + (r + 1) * row, buf + off + r * row, row);
+    if (ok) ok = (out = fopen(dst, "wb")) && fwrite(buf, 1, (size_t)size, out) == (size_t)size;
+    if (out && fclose(out)) ok = false;
+    free(buf);
+    return ok;
+}
+
 /* The ragged-batch checks' schedule: three sequences' tokens interleaved round-robin,
  * step 0 taking positions [0, split[q]) and step 1 [split[q], len[q]); fills tok, seq,
  * idx (each token's position in its sequence) and want; returns the batch size. */

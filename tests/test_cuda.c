@@ -17,11 +17,17 @@
  *   - every per-architecture fixture (arch/, incl. the MoE ones, the MLA ones
  *     (deepseek2*) and the Q8_0 copies) against its golden with test_arch.c's
  *     tolerances, in the same three modes (test_gpu_arch_N; a refusal fails);
- *   - MoE token independence: a ragged 3-sequence batch equals each sequence alone. */
+ *   - MoE token independence: a ragged 3-sequence batch equals each sequence alone;
+ *   - the device argmax kernel on rows of awkward lengths and alignments (ties,
+ *     NaN, ±inf) against the documented rule, and logits_argmax_only contexts
+ *     against full-logits GPU contexts (prompt, greedy decode, ragged batches,
+ *     a model whose logits tie in pairs). */
 #include "check.h"
 #include "logits.h"
 #include "theseus.h"
+#include <float.h>
 #include <stdint.h>
+#include <unistd.h>
 #ifdef TH_CUDA
 #include "cuda/backend.h"
 #include "quant/quant.h"
@@ -326,6 +332,133 @@ static void check_golden(const char *type, double max_rel, double min_top1) {
     free(g.tok); free(g.logits);
 }
 
+/* ------------------------------------------------------------------ argmax */
+
+/* The greedy rule (th_get_argmax), written plainly: NaN as -inf, +inf as FLT_MAX,
+ * the first of the largest; 0 when nothing is above -inf. */
+static float greedy_key(float x) { return x != x ? -INFINITY : x == INFINITY ? FLT_MAX : x; }
+static int naive_argmax(const float *x, int64_t n) {
+    int best = 0;
+    for (int64_t i = 1; i < n; i++)
+        if (greedy_key(x[i]) > greedy_key(x[best])) best = (int)i;
+    return best;
+}
+
+#ifdef TH_CUDA
+/* Five rows of n values (rows n apart, so most start off a 16-byte boundary):
+ * small integers (ties everywhere), a unique maximum at the end, nothing above
+ * -inf, FLT_MAX tying with +inf, NaNs around a maximum at the start. */
+static void check_argmax_rows(int64_t n) {
+    enum { R = 5 };
+    float *x = malloc((size_t)(R * n) * 4);
+    int32_t got[R];
+    int planted[R] = { -1, (int)(n - 1), 0, -1, 0 };
+    for (int64_t i = 0; i < R * n; i++) x[i] = (float)((int)((frand() + 1.0f) * 3.5f) - 3);   /* -3..3 */
+    float *r1 = x + n, *r2 = x + 2 * n, *r3 = x + 3 * n, *r4 = x + 4 * n;
+    r1[n - 1] = 100.0f;
+    for (int64_t i = 0; i < n; i++) r2[i] = i % 3 ? NAN : -INFINITY;
+    int64_t p3[3] = { n / 3, 2 * n / 3, n - 1 };
+    r3[p3[2]] = INFINITY; r3[p3[1]] = INFINITY; r3[p3[0]] = FLT_MAX;
+    planted[3] = (int)p3[0];
+    for (int64_t i = 1; i < n; i += 7) r4[i] = NAN;
+    r4[0] = 50.0f;
+    const char *err = th_cu_test_argmax(x, n, R, got);
+    CHECK(err == NULL, "n=%lld: %s", (long long)n, err);
+    for (int r = 0; r < R && !err; r++) {
+        int want = naive_argmax(x + r * n, n);
+        CHECK(planted[r] < 0 || want == planted[r], "n=%lld row %d: the test's scan gives %d, planted %d", (long long)n, r, want, planted[r]);
+        CHECK(got[r] == want, "n=%lld row %d: device argmax %d, expected %d", (long long)n, r, got[r], want);
+    }
+    free(x);
+}
+
+static void test_argmax_kernel(void) {
+    NEED_GPU();
+    const int64_t sizes[] = { 1, 2, 3, 5, 31, 33, 1000, 4095, 4096, 4097, 4099, 49152, 49153, 128256, 128259, 262147 };
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) check_argmax_rows(sizes[i]);
+}
+#endif
+
+static th_context *argmax_ctx(th_model *m, bool argmax_only) {
+    th_context_params cp = th_context_default_params();
+    cp.n_ctx = 256; cp.n_batch = 128; cp.n_seq_max = 3; cp.kv_block = 16; cp.kv_type = TH_KV_F32; cp.n_threads = 2;
+    cp.gpu = true;
+    cp.logits_argmax_only = argmax_only;
+    th_context *c = NULL;
+    CHECK(th_context_new(m, &cp, &c) == TH_OK, "%s", th_last_error());
+    return c;
+}
+
+/* The same batch through both contexts: each output row's argmax from the
+ * logits_argmax_only context equals the scan of the other's logits row (and its
+ * th_get_argmax); on a pair-tied model it is the even id of a pair. Returns the
+ * number of rows that differ. */
+static int argmax_step(th_context *full, th_context *only, const th_batch *b, int nv, bool pairs, const char *what) {
+    th_status s1 = th_decode(full, b), s2 = th_decode(only, b);
+    CHECK(s1 == TH_OK && s2 == TH_OK, "%s: %s", what, th_last_error());
+    if (s1 || s2) return 1;
+    int bad = 0;
+    for (int i = 0; i < b->n_tokens; i++) {
+        if (b->logits && !b->logits[i]) continue;
+        if (!b->logits && i != b->n_tokens - 1) continue;
+        const float *lg = th_get_logits(full, i);
+        int want = lg ? naive_argmax(lg, nv) : -2;
+        th_token a = th_get_argmax(only, i), h = th_get_argmax(full, i);
+        bool ok = a == want && h == want && (!pairs || (a % 2 == 0 && lg[a] == lg[a + 1]));
+        if (!ok && bad++ < 4)
+            CHECK(0, "%s, index %d: device argmax %d, host th_get_argmax %d, scan %d", what, i, a, h, want);
+    }
+    return bad;
+}
+
+/* A 70-token prompt with every row's logits (the eager GEMM path, two output
+ * chunks), 20 greedy decode steps (graphs), ragged 3-sequence batches with some
+ * output rows (graphs, replayed): logits_argmax_only gives the full context's
+ * argmax everywhere, and its th_get_logits returns NULL with the error. */
+static void check_argmax_only(const char *path, bool pairs) {
+    th_model *m = NULL;
+    if (th_model_load(path, NULL, &m)) { CHECK(0, "%s: %s", path, th_last_error()); return; }
+    int nv = th_model_n_vocab(m), bad = 0;
+    th_context *full = argmax_ctx(m, false), *only = argmax_ctx(m, true);
+    if (full && only) {
+        int32_t tok[70];
+        int8_t want[70];
+        for (int i = 0; i < 70; i++) { tok[i] = i ? (int32_t)((i * 7919 + 13) % nv) : 1; want[i] = 1; }
+        th_batch p = { .n_tokens = 70, .token = tok, .logits = want };
+        bad += argmax_step(full, only, &p, nv, pairs, "70-token prompt");
+        CHECK(th_get_logits(only, 0) == NULL && strstr(th_last_error(), "logits not kept: context created with logits_argmax_only"),
+              "th_get_logits: %s", th_last_error());
+        int32_t t = th_get_argmax(only, 69);
+        for (int step = 0; step < 20 && t >= 0; step++) {
+            th_batch d = { .n_tokens = 1, .token = &t };
+            bad += argmax_step(full, only, &d, nv, pairs, "greedy decode step");
+            t = th_get_argmax(only, 0);
+        }
+        for (int round = 0; round < 3; round++) {
+            int32_t rt[9], rs[9];
+            int8_t rw[9];
+            for (int i = 0; i < 9; i++) { rt[i] = (int32_t)((round * 131 + i * 977 + 5) % nv); rs[i] = i % 3; rw[i] = (int8_t)(i % 2 == 0 || i == 7); }
+            th_batch r = { .n_tokens = 9, .token = rt, .seq_id = rs, .logits = rw };
+            bad += argmax_step(full, only, &r, nv, pairs, "ragged batch");
+        }
+        printf("  %s: %d rows differ\n", pairs ? "pair-tied F32" : "Q8_0", bad);
+    }
+    CHECK(bad == 0, "%d rows differ", bad);
+    th_context_free(full);
+    th_context_free(only);
+    th_model_free(m);
+}
+
+static void test_gpu_argmax_only(void) {
+    NEED_GPU();
+    check_argmax_only(fixture("tiny/tiny-Q8_0.gguf"), false);
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/theseus-cuda-pairs-%d.gguf", (int)getpid());
+    if (!write_pair_tied_model(fixture("tiny/tiny-F32.gguf"), path)) { CHECK(0, "cannot write %s", path); return; }
+    check_argmax_only(path, true);
+    unlink(path);
+}
+
 static void test_golden_float(void) {
     NEED_GPU();
     printf("  GPU: %s\n", gpu_desc);
@@ -528,7 +661,9 @@ int main(void) {
 #ifdef TH_CUDA
     RUN(test_matmul_kernels);
     RUN(test_attention_kernel);
+    RUN(test_argmax_kernel);
 #endif
+    RUN(test_gpu_argmax_only);
     RUN(test_golden_float);
     RUN(test_golden_quantized);
     RUN(test_ragged_and_shared);

@@ -3,7 +3,13 @@
  *   pp N : one batch of N random token ids into an empty KV cache (cleared
  *          between repetitions); tok/s = N / time of that th_decode call.
  *   tg N : N single-token decodes after a short prompt (PROMPT_TG tokens, not
- *          timed); tok/s = N / time of the N calls.
+ *          timed); tok/s = N / time of the N calls. Each step also takes its
+ *          greedy token (th_get_argmax), as greedy generation does; the input
+ *          tokens stay random. On the GPU the context is created with
+ *          logits_argmax_only, so the argmax is taken on the device and only
+ *          4 bytes a step come back (--full-logits: the whole logits row is
+ *          copied to the host and scanned there, the path of a non-greedy
+ *          sampler); the line under the table says which path ran.
  *
  * Each test runs once untimed (warm-up), then -r times; the row shows the median
  * tok/s ± the sample standard deviation. For tg it also shows the weight bytes
@@ -35,7 +41,7 @@ enum { PROMPT_TG = 8, BW_PASSES = 5, BW_REP_PASSES = 2 };
 typedef struct bench_opts {
     const char *model;
     long pp, tg, threads, reps, bw_mib;
-    bool gpu, verbose;
+    bool gpu, verbose, full_logits;
 } bench_opts;
 
 static double now_s(void) {
@@ -51,7 +57,8 @@ static void usage(FILE *f) {
                "  -n, --n-gen N       generation test: N single-token decodes (default 64; 0 = skip)\n"
                "  -t, --threads N     threads (default: all cores)\n"
                "  -r, --reps N        timed repetitions per test (default 5); median ± sd is shown\n"
-               "  --gpu               run the model on the GPU (CUDA build)\n"
+               "  --gpu               run the model on the GPU (CUDA build); tg takes its argmax on the device\n"
+               "  --full-logits       with --gpu: copy every logits row to the host instead (as a non-greedy sampler needs)\n"
                "  --bw-mib N          buffer of the read-bandwidth pass in MiB (default 1024; 0 = skip)\n"
                "  -v, --verbose       print load information\n");
 }
@@ -63,6 +70,7 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 1; }
         else if (!strcmp(a, "--gpu")) o->gpu = true;
+        else if (!strcmp(a, "--full-logits")) o->full_logits = true;
         else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) o->verbose = true;
         else if (!v) { fprintf(stderr, "theseus bench: unknown or incomplete option '%s'\n", a); return 2; }
         else if (!strcmp(a, "-m") || !strcmp(a, "--model")) { o->model = v; i++; }
@@ -221,7 +229,7 @@ static th_status run_tg(bench_run *R, long n, double *secs) {
     double t0 = now_s();
     for (long i = 0; i < n && !s; i++) {
         th_batch one = { .n_tokens = 1, .token = R->tok + PROMPT_TG + i };
-        s = th_decode(R->ctx, &one);
+        if (!(s = th_decode(R->ctx, &one)) && th_get_argmax(R->ctx, 0) < 0) s = TH_ERR_INTERNAL;
     }
     *secs = now_s() - t0;
     return s;
@@ -339,6 +347,7 @@ static th_status open_run(const bench_opts *o, bench_run *R) {
     cp.n_batch = (uint32_t)(o->pp > PROMPT_TG ? o->pp : PROMPT_TG);
     cp.n_threads = (int32_t)o->threads;
     cp.gpu = o->gpu;
+    cp.logits_argmax_only = o->gpu && !o->full_logits;
     if ((s = th_context_new(R->m, &cp, &R->ctx))) return s;
     R->tok = malloc((size_t)need * sizeof *R->tok);
     R->rng = 0x9E3779B97F4A7C15ULL;
@@ -380,6 +389,11 @@ int cmd_bench(int argc, char **argv) {
                        BW_PASSES, o.gpu ? " (host memory; % BW not shown for the GPU)" : "");
             else
                 printf("read bandwidth: not measured\n");
+            if (o.tg && o.gpu && !o.full_logits)
+                printf("tg: greedy token by th_get_argmax, argmax taken on the GPU (logits_argmax_only: 4 bytes a step copied back)\n");
+            else if (o.tg)
+                printf("tg: greedy token by th_get_argmax, a host scan of the full logits row (%.0f KiB a step%s)\n",
+                       th_model_n_vocab(R.m) * 4.0 / 1024, o.gpu ? " copied back from the GPU" : "");
             if (seen.hi > 0)
                 printf("read bandwidth before each tg repetition: %.2f-%.2f GB/s (best of %d); %% BW = median of "
                        "each repetition's GB/s over the one before it\n", seen.lo, seen.hi, BW_REP_PASSES);

@@ -25,7 +25,8 @@ static void usage(FILE *f, const char *cmd) {
                "  -n, --n-predict N      tokens to generate (default 256; -1 = until end of text)\n"
                "  -t, --threads N        threads (default: all cores)\n"
                "  -c, --ctx N            context size (default: min(training context, 4096))\n"
-               "  --temp T               temperature (default 0.8; 0 = greedy)\n"
+               "  --temp T               temperature (default 0.8; 0 = greedy: with --gpu only the argmax\n"
+               "                         comes back from the GPU, not the logits)\n"
                "  --top-k K              (default 40; 0 = off)\n"
                "  --top-p P              (default 0.95; 1 = off)\n"
                "  --min-p P              (default 0.05; 0 = off)\n"
@@ -87,14 +88,20 @@ static int open_session(const char *cmd, const run_opts *o, session *S) {
     th_model_params mp = th_model_default_params();
     mp.verbose = o->verbose;
     th_status s = th_model_load(o->model, &mp, &S->m);
+    if (!s) s = th_sampler_new(&o->sp, th_model_n_vocab(S->m), &S->smp);
     if (!s) {
         th_context_params cp = th_context_default_params();
         cp.n_ctx = (uint32_t)o->ctx;
         cp.n_threads = (int32_t)o->threads;
         cp.gpu = o->gpu;
+        /* greedy on the GPU: only each step's argmax comes back (generate takes th_get_argmax) */
+        cp.logits_argmax_only = o->gpu && th_sampler_is_greedy(S->smp);
         s = th_context_new(S->m, &cp, &S->ctx);
+        if (!s && o->verbose)
+            fprintf(stderr, "theseus %s: %s\n", cmd, !th_sampler_is_greedy(S->smp) ? "sampling from the full logits"
+                    : cp.logits_argmax_only ? "greedy: argmax taken on the GPU (logits_argmax_only)"
+                                            : "greedy: argmax of the logits row (th_get_argmax)");
     }
-    if (!s) s = th_sampler_new(&o->sp, th_model_n_vocab(S->m), &S->smp);
     return s ? cli_fail(cmd, s) : 0;
 }
 

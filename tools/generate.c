@@ -68,6 +68,15 @@ static th_status decode_prompt(th_context *ctx, gen_history *hist, const th_toke
     return TH_OK;
 }
 
+/* The next token from batch index `last`: a greedy sampler's pick is the argmax
+ * (th_get_argmax: the same token, and the only thing a logits_argmax_only
+ * context keeps); otherwise the sampler over the logits row. -1 on error. */
+static th_token pick(th_context *ctx, th_sampler *smp, bool greedy, int32_t last) {
+    if (greedy) return th_get_argmax(ctx, last);
+    const float *lg = th_get_logits(ctx, last);
+    return lg ? th_sampler_sample(smp, lg) : -1;
+}
+
 th_status generate(th_model *m, th_context *ctx, th_sampler *smp, gen_history *hist,
                    const th_token *prompt, size_t n, int32_t n_predict, FILE *out,
                    char **text, gen_stats *st) {
@@ -86,10 +95,10 @@ th_status generate(th_model *m, th_context *ctx, th_sampler *smp, gen_history *h
     th_sampler_reset(smp);
     for (size_t i = 0; i < n; i++) th_sampler_accept(smp, prompt[i]);
     text_buf tb = { 0 };
+    bool greedy = th_sampler_is_greedy(smp);
     for (int32_t g = 0; n_predict < 0 || g < n_predict; g++) {
-        const float *lg = th_get_logits(ctx, last);
-        if (!lg) { s = TH_ERR_INTERNAL; break; }
-        th_token t = th_sampler_sample(smp, lg);
+        th_token t = pick(ctx, smp, greedy, last);
+        if (t < 0) { s = TH_ERR_INTERNAL; break; }
         if (th_token_is_eog(m, t)) break;
         th_sampler_accept(smp, t);
         char piece[256];

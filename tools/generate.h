@@ -17,7 +17,8 @@ typedef struct gen_history {
 } gen_history;
 
 /* Bring the KV cache to `prompt` (re-using the longest common prefix with hist),
- * then sample up to n_predict tokens (stop at end-of-generation or a full
+ * then sample up to n_predict tokens (a greedy sampler, th_sampler_is_greedy:
+ * th_get_argmax, so a logits_argmax_only context works; stop at end-of-generation or a full
  * context), streaming text to out (may be NULL) and into *text (may be NULL,
  * malloc'd). hist is updated to what the cache holds. */
 th_status generate(th_model *m, th_context *ctx, th_sampler *smp, gen_history *hist,

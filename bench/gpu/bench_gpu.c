@@ -6,8 +6,14 @@
  *   copy   device-to-device copy bandwidth (bytes read + written), the ceiling
  *   gemm   an fp16 cuBLAS GEMM 8192³ (TFLOP/s), the tensor-core ceiling
  *   tg128  single-stream decode from an empty cache: tok/s and weight GB/s
+ *          (the logits row is copied back, no token is picked); then greedy
+ *          decodes that feed each step's th_get_argmax back as the next token,
+ *          once with the full logits row copied to the host and scanned there,
+ *          once with a logits_argmax_only context (argmax on the device, 4 bytes
+ *          back): the saving of the device argmax
  *   pp512  one 512-token prompt: tok/s and matmul TFLOP/s
- *   b16    batched decode, 16 sequences a step: total tok/s
+ *   b16    batched decode, 16 sequences a step: total tok/s; also greedy with
+ *          host and with device argmax as for tg
  * usage: bench_gpu SHAPE TYPE [tg|pp|b16|all]   SHAPE: 8b | 135m   TYPE: q4_0 | q8_0 | f16 | ...
  *        bench_gpu ceilings */
 #include "model.h"
@@ -130,9 +136,10 @@ static th_model *synth(const shape *sh, uint32_t type, double *weight_bytes, dou
     return m;
 }
 
-static th_context *ctx_new(th_model *m, int n_seq, uint32_t n_ctx, uint32_t n_batch) {
+static th_context *ctx_new(th_model *m, int n_seq, uint32_t n_ctx, uint32_t n_batch, bool argmax_only) {
     th_context_params cp = th_context_default_params();
     cp.n_ctx = n_ctx; cp.n_batch = n_batch; cp.n_seq_max = (uint32_t)n_seq; cp.gpu = true; cp.kv_type = TH_KV_F16;
+    cp.logits_argmax_only = argmax_only;
     cp.n_threads = 1;
     th_context *c;
     double t0 = now();
@@ -143,7 +150,15 @@ static th_context *ctx_new(th_model *m, int n_seq, uint32_t n_ctx, uint32_t n_ba
 
 static int cmp_d(const void *a, const void *b) { double x = *(const double *)a, y = *(const double *)b; return x < y ? -1 : x > y; }
 
-static double tg(th_context *c, int n, int reps) {
+/* The greedy token of batch index i (th_get_argmax: device or host argmax). */
+static int32_t greedy(th_context *c, int i) {
+    int32_t t = th_get_argmax(c, i);
+    if (t < 0) { fprintf(stderr, "argmax: %s\n", th_last_error()); exit(1); }
+    return t;
+}
+
+/* Single-stream decode; greedy_feed: each step's argmax is the next input token. */
+static double tg(th_context *c, int n, int reps, bool greedy_feed) {
     double best[8];
     for (int r = 0; r < reps; r++) {
         th_kv_seq_clear(c, 0);
@@ -151,8 +166,9 @@ static double tg(th_context *c, int n, int reps) {
         th_batch b = { .n_tokens = 1, .token = &tok };
         double t0 = now();
         for (int i = 0; i < n; i++) {
-            tok = 1 + (i * 7919) % 1000;
+            if (!greedy_feed || i == 0) tok = 1 + (i * 7919) % 1000;
             if (th_decode(c, &b)) { fprintf(stderr, "decode: %s\n", th_last_error()); exit(1); }
+            if (greedy_feed) tok = greedy(c, 0);
         }
         best[r] = n / (now() - t0);
     }
@@ -176,18 +192,43 @@ static double pp(th_context *c, int n, int reps) {
     return v[reps / 2];
 }
 
-static double batched(th_context *c, int streams, int steps) {
+/* Batched decode; greedy_feed: each stream's argmax is its next input token. */
+static double batched(th_context *c, int streams, int steps, bool greedy_feed) {
     int32_t tok[64], pos[64], sid[64];
     int8_t want[64];
     for (int s = 0; s < streams; s++) th_kv_seq_clear(c, s);
     double t0 = 0;
     for (int step = 0; step < steps + 4; step++) {
         if (step == 4) t0 = now(); /* the first steps capture the graph */
-        for (int s = 0; s < streams; s++) { tok[s] = 1 + (s * 31 + step * 7) % 1000; pos[s] = step; sid[s] = s; want[s] = 1; }
+        for (int s = 0; s < streams; s++) {
+            if (!greedy_feed || step == 0) tok[s] = 1 + (s * 31 + step * 7) % 1000;
+            pos[s] = step; sid[s] = s; want[s] = 1;
+        }
         th_batch b = { .n_tokens = streams, .token = tok, .pos = pos, .seq_id = sid, .logits = want };
         if (th_decode(c, &b)) { fprintf(stderr, "batched: %s\n", th_last_error()); exit(1); }
+        for (int s = 0; greedy_feed && s < streams; s++) tok[s] = greedy(c, s);
     }
     return (double)streams * steps / (now() - t0);
+}
+
+/* The greedy runs again on a logits_argmax_only context (a second context: the
+ * first one is freed, so the weights are on the device once at a time). */
+static void device_argmax(th_model *m, const shape *sh, uint32_t type, bool do_tg, bool do_b16, double tg_host,
+                          double b16_host) {
+    th_context *c = ctx_new(m, 16, 2048, 512, true);
+    if (do_tg) {
+        tg(c, 16, 1, true); /* warm-up: graph capture */
+        double r = tg(c, 128, 3, true);
+        printf("%-5s %-5s tg128  %8.1f tok/s  greedy, device argmax (logits_argmax_only): %+.1f%% vs host argmax\n",
+               sh->name, th_type_name(type), r, tg_host > 0 ? 100.0 * (r / tg_host - 1) : 0.0);
+    }
+    if (do_b16) {
+        double r = batched(c, 16, 64, true);
+        printf("%-5s %-5s b16    %8.1f tok/s total  greedy, device argmax (logits_argmax_only): %+.1f%% vs host argmax\n",
+               sh->name, th_type_name(type), r, b16_host > 0 ? 100.0 * (r / b16_host - 1) : 0.0);
+    }
+    fflush(stdout);
+    th_context_free(c);
 }
 
 int main(int argc, char **argv) {
@@ -213,16 +254,21 @@ int main(int argc, char **argv) {
             th_type_name(type), wbytes / 1e9, params / 1e9, now() - t0);
     double bw = th_cu_copy_bandwidth((size_t)2 << 30);
     printf("%-5s %-5s copy bandwidth %.0f GB/s\n", sh->name, th_type_name(type), bw);
-    th_context *c = ctx_new(m, 16, 2048, 512);
-    if (all || !strcmp(what, "tg")) {
-        tg(c, 16, 1); /* warm-up: graph capture */
-        double r = tg(c, 128, 3);
+    th_context *c = ctx_new(m, 16, 2048, 512, false);
+    bool do_tg = all || !strcmp(what, "tg"), do_b16 = all || !strcmp(what, "b16");
+    double tg_host = 0, b16_host = 0;
+    if (do_tg) {
+        tg(c, 16, 1, false); /* warm-up: graph capture */
+        double r = tg(c, 128, 3, false);
         printf("%-5s %-5s tg128  %8.1f tok/s  %6.0f GB/s  (%.0f%% of copy)\n", sh->name, th_type_name(type), r,
                r * wbytes / 1e9, 100.0 * r * wbytes / 1e9 / bw);
+        tg_host = tg(c, 128, 3, true);
+        printf("%-5s %-5s tg128  %8.1f tok/s  greedy, full logits copied back + host argmax\n", sh->name,
+               th_type_name(type), tg_host);
     }
     if (!strcmp(what, "prof")) { /* a few decode steps for a profiler: warm-up, then 3 steps */
-        tg(c, 4, 1);
-        tg(c, 3, 1);
+        tg(c, 4, 1, false);
+        tg(c, 3, 1, false);
     }
     if (all || !strcmp(what, "pp")) {
         pp(c, 512, 1);
@@ -230,11 +276,15 @@ int main(int argc, char **argv) {
         printf("%-5s %-5s pp512  %8.1f tok/s  %6.1f TFLOP/s (matmuls)\n", sh->name, th_type_name(type), r,
                r * 2.0 * params / 1e12);
     }
-    if (all || !strcmp(what, "b16")) {
-        double r = batched(c, 16, 64);
+    if (do_b16) {
+        double r = batched(c, 16, 64, false);
         printf("%-5s %-5s b16    %8.1f tok/s total (16 streams)\n", sh->name, th_type_name(type), r);
+        b16_host = batched(c, 16, 64, true);
+        printf("%-5s %-5s b16    %8.1f tok/s total  greedy, full logits copied back + host argmax\n", sh->name,
+               th_type_name(type), b16_host);
     }
     fflush(stdout);
     th_context_free(c);
+    if (do_tg || do_b16) device_argmax(m, sh, type, do_tg, do_b16, tg_host, b16_host);
     return 0;
 }

@@ -76,6 +76,10 @@ void th_cu_quantize_q8(const float *x, int64_t x_stride, int n, int64_t K, const
 void th_cu_add_bias(float *y, int64_t stride, const float *b, int64_t width, int n, cudaStream_t st);
 void th_cu_add_rows(float *y, const float *x, int64_t stride, int64_t width, int n, cudaStream_t st);
 void th_cu_softcap(float *x, int64_t count, float cap, cudaStream_t st);
+/* out[r] = argmax of row r of x (n values, rows `stride` apart) for r < rows, by
+ * th_greedy_argmax's rule (NaN as -inf, +inf as FLT_MAX, lowest index on ties;
+ * 0 for a row of NaN/-inf only). argmax.cu: one block per row. */
+void th_cu_argmax_rows(const float *x, int64_t stride, int64_t n, int rows, int32_t *out, cudaStream_t st);
 /* Launch kernels with programmatic dependent launch (default on). */
 void th_cu_set_pdl(bool on);
 
@@ -173,6 +177,8 @@ const char *th_cu_test_attention(int n_head, int n_kv, int hd, int hdv, int len,
 /* A matrix as th_cu_test_matmul builds it, every row decoded to fp32 (rows × K)
  * by th_cu_dequant_rows (the embedding lookup). */
 const char *th_cu_test_dequant(uint32_t type, const void *w, int64_t rows, int64_t K, bool force_gguf, float *out);
+/* th_cu_argmax_rows on host rows x (rows × n, stride n) into out. */
+const char *th_cu_test_argmax(const float *x, int64_t n, int rows, int32_t *out);
 /* Device-to-device copy bandwidth in GB/s (bytes read + written) over `bytes`. */
 double th_cu_copy_bandwidth(size_t bytes);
 /* fp16 × fp16 → fp32 cuBLAS GEMM of n×n×n on random data, TFLOP/s (median-free: 10 after 3 warm-ups). */

@@ -96,12 +96,14 @@ static th_status alloc_scratch(th_gpu *g) {
         { (void **)&g->q8.q, B * g->max_k, "quantized activations" }, { (void **)&g->q8.d, B * (g->max_k / 32 + 1) * 4, "quantized activations" },
         { (void **)&g->q8.s, B * (g->max_k / 32 + 1) * 4, "quantized activations" }, { &g->wbuf, g->wbuf_bytes, "GEMM weight tiles" },
         { &g->xbuf, B * g->max_k * 2, "GEMM activations" }, { (void **)&g->d_meta, g->meta_count * 4, "batch metadata" },
+        { (void **)&g->d_argmax, B * 4, "argmax ids" },
     };
     for (size_t i = 0; i < sizeof a / sizeof a[0]; i++)
         if ((s = th_cu_alloc(g, a[i].p, a[i].bytes, a[i].what))) return s;
     if ((s = th_cu_moe_alloc(g)) || (s = th_cu_mla_alloc(g))) return s;
     cudaError_t e = cudaMallocHost((void **)&g->h_meta, g->meta_count * 4);
     if (!e && g->use_graphs) e = cudaMallocHost((void **)&g->h_logits, (size_t)g->graph_max * g->V * 4);
+    if (!e) e = cudaMallocHost((void **)&g->h_argmax, B * 4);
     if (e) return th_cu_fail(e, "pinned host buffers");
     return TH_OK;
 }
@@ -179,6 +181,7 @@ void th_gpu_free(th_gpu *g) {
     for (size_t i = 0; i < g->n_allocs; i++) cudaFree(g->allocs[i]);
     if (g->h_meta) cudaFreeHost(g->h_meta);
     if (g->h_logits) cudaFreeHost(g->h_logits);
+    if (g->h_argmax) cudaFreeHost(g->h_argmax);
     if (g->cublas) cublasDestroy((cublasHandle_t)g->cublas);
     if (g->st) cudaStreamDestroy(g->st);
     cudaGetLastError();
@@ -199,6 +202,8 @@ typedef struct {
     int n, n_out;
     bool gemm;
     const int32_t *tok, *pos, *seq, *gather;
+    float *host_logits;         /* where the logits rows go (pinned or the caller's), or NULL: stay on the device */
+    int32_t *host_argmax;       /* pinned: the rows' argmax ids, or NULL: none */
     th_cu_kv kv;
     th_cu_attn at;
 } fwd;
@@ -315,8 +320,9 @@ static th_status layer(th_gpu *g, fwd *f, int il) {
     return TH_OK;
 }
 
-/* Queue the whole forward pass on the stream; logits rows go to host_logits. */
-static th_status enqueue(th_gpu *g, fwd *f, float *host_logits) {
+/* Queue the whole forward pass on the stream; logits rows go to f->host_logits
+ * and/or their argmax ids (taken on the device) to f->host_argmax. */
+static th_status enqueue(th_gpu *g, fwd *f) {
     const th_hparams *hp = &g->m->hp;
     cudaStream_t st = g->st;
     th_status s;
@@ -334,9 +340,14 @@ static th_status enqueue(th_gpu *g, fwd *f, float *host_logits) {
         th_cu_rmsnorm(g->x, g->E, f->gather + r0, g->out_norm, hp->norm_eps, c, g->E, g->hout, g->E, q8 ? &g->q8 : NULL, st);
         if ((s = mm(g, &fo, &g->out, g->hout, g->E, c, g->logits, g->V, false))) return s;
         if (hp->final_softcap > 0) th_cu_softcap(g->logits, (int64_t)c * g->V, hp->final_softcap, st);
-        e = cudaMemcpyAsync(host_logits + (size_t)r0 * g->V, g->logits, (size_t)c * g->V * 4, cudaMemcpyDeviceToHost, st);
-        if (e) return th_cu_fail(e, "logits download");
+        if (f->host_argmax) th_cu_argmax_rows(g->logits, g->V, g->V, c, g->d_argmax + r0, st);
+        if (f->host_logits &&
+            (e = cudaMemcpyAsync(f->host_logits + (size_t)r0 * g->V, g->logits, (size_t)c * g->V * 4, cudaMemcpyDeviceToHost, st)))
+            return th_cu_fail(e, "logits download");
     }
+    if (f->host_argmax && f->n_out > 0 &&
+        (e = cudaMemcpyAsync(f->host_argmax, g->d_argmax, (size_t)f->n_out * 4, cudaMemcpyDeviceToHost, st)))
+        return th_cu_fail(e, "argmax download");
     if ((e = cudaGetLastError())) return th_cu_fail(e, "a kernel launch");
     return TH_OK;
 }
@@ -349,7 +360,7 @@ static th_status run_graph(th_gpu *g, fwd *f) {
         cudaGraph_t graph;
         cudaError_t e = cudaStreamBeginCapture(g->st, cudaStreamCaptureModeThreadLocal);
         if (e) return th_cu_fail(e, "graph capture");
-        th_status s = enqueue(g, f, g->h_logits);
+        th_status s = enqueue(g, f);
         e = cudaStreamEndCapture(g->st, &graph);
         if (s) { if (!e) cudaGraphDestroy(graph); return s; }
         if (e) return th_cu_fail(e, "graph capture");
@@ -366,6 +377,15 @@ static th_status run_graph(th_gpu *g, fwd *f) {
     cudaError_t e = cudaGraphLaunch(g->graphs[k].exec, g->st);
     if (e) return th_cu_fail(e, "graph launch");
     return TH_OK;
+}
+
+/* The cached graphs copy back what they were captured with (logits, argmax ids):
+ * a batch that wants something else drops them all. */
+static void graphs_for_mode(th_gpu *g, int mode) {
+    if (mode == g->graph_mode) return;
+    for (int i = 0; i < g->n_graphs; i++) cudaGraphExecDestroy(g->graphs[i].exec);
+    g->n_graphs = g->next_graph = 0;
+    g->graph_mode = mode;
 }
 
 th_status th_gpu_forward(th_gpu *g, const th_gpu_batch *b) {
@@ -392,7 +412,9 @@ th_status th_gpu_forward(th_gpu *g, const th_gpu_batch *b) {
     bool graph = g->use_graphs && n < g->gemm_min && b->n_out <= g->graph_max;
     int32_t *d = g->d_meta;
     fwd f = { .n = n, .n_out = b->n_out, .gemm = n >= g->gemm_min, .tok = d, .pos = d + g->n_batch,
-              .seq = d + 2 * g->n_batch, .gather = d + 3 * g->n_batch };
+              .seq = d + 2 * g->n_batch, .gather = d + 3 * g->n_batch,
+              .host_logits = b->logits && graph ? g->h_logits : b->logits, .host_argmax = b->argmax ? g->h_argmax : NULL };
+    if (graph) graphs_for_mode(g, (b->logits ? 1 : 0) | (b->argmax ? 2 : 0));
     f.kv = (th_cu_kv){ .pool = g->kv_pool, .f16 = g->kv_f16, .block_bytes = g->block_bytes, .block = g->block,
                        .k_dim = g->k_w, .v_dim = g->v_w, .table = d + 4 * g->n_batch, .max_blocks = g->n_blocks };
     f.at = (th_cu_attn){ .n_head = hp->n_head, .n_head_kv = hp->n_head_kv, .head_dim = hp->head_dim,
@@ -403,10 +425,11 @@ th_status th_gpu_forward(th_gpu *g, const th_gpu_batch *b) {
     th_cu_attn_plan(n, hp->n_head, hp->head_dim_v, plan_len, g->partial_cap, g->sm_count,
                     graph ? (g->attn_chunk ? g->attn_chunk : th_cu_attn_step(hp->head_dim, hp->head_dim_v)) : 0,
                     &f.at.n_split, &f.at.chunk);
-    th_status s = graph ? run_graph(g, &f) : enqueue(g, &f, b->logits);
+    th_status s = graph ? run_graph(g, &f) : enqueue(g, &f);
     cudaError_t e = cudaStreamSynchronize(g->st);
     if (s) return s;
     if (e) return th_cu_fail(e, "the forward pass");
-    if (graph) memcpy(b->logits, g->h_logits, (size_t)b->n_out * g->V * sizeof(float));
+    if (graph && b->logits) memcpy(b->logits, g->h_logits, (size_t)b->n_out * g->V * sizeof(float));
+    if (b->argmax) memcpy(b->argmax, g->h_argmax, (size_t)b->n_out * sizeof(int32_t));
     return TH_OK;
 }

@@ -89,6 +89,8 @@ struct th_gpu {
     int32_t *h_meta, *d_meta;
     size_t meta_count;
     float *h_logits;            /* pinned: graph_max × V */
+    int32_t *d_argmax, *h_argmax; /* the output rows' argmax ids (th_gpu_batch.argmax): device and pinned, n_batch */
+    int graph_mode;             /* what the cached graphs copy back: bit 0 logits, bit 1 argmax ids */
     int graph_max;
     struct { int n, n_out; cudaGraphExec_t exec; } graphs[TH_CU_MAX_GRAPHS];
     int n_graphs, next_graph;

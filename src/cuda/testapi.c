@@ -1,5 +1,5 @@
 /* testapi.c — host-array entry points that run one CUDA kernel family on its own
- * (matrix products, dequantization, attention) and the copy-bandwidth probe, for
+ * (matrix products, dequantization, attention, row argmax) and the copy-bandwidth probe, for
  * tests/test_cuda.c and bench/gpu/. Not used by the forward pass. */
 #include "cuda/backend.h"
 #include "core/core.h"
@@ -173,6 +173,23 @@ const char *th_cu_test_attention(int n_head, int n_kv, int hd, int hdv, int len,
 done:
     cudaFree(dpool); cudaFree(dtab); cudaFree(dpos); cudaFree(dseq); cudaFree(dq); cudaFree(dout); cudaFree(dpart); cudaFree(dsink);
     free(pool); free(table); free(pos); free(seq);
+    return err;
+}
+
+const char *th_cu_test_argmax(const float *x, int64_t n, int rows, int32_t *out) {
+    const char *err = NULL;
+    float *dx = NULL;
+    int32_t *dout = NULL;
+    TRY(cudaMalloc((void **)&dx, (size_t)rows * (size_t)n * 4));
+    TRY(cudaMalloc((void **)&dout, (size_t)rows * 4));
+    TRY(cudaMemcpy(dx, x, (size_t)rows * (size_t)n * 4, cudaMemcpyHostToDevice));
+    TRY(cudaMemset(dout, 0xff, (size_t)rows * 4)); /* -1: every row must be written */
+    th_cu_argmax_rows(dx, n, n, rows, dout, 0);
+    TRY(cudaGetLastError());
+    TRY(cudaDeviceSynchronize());
+    TRY(cudaMemcpy(out, dout, (size_t)rows * 4, cudaMemcpyDeviceToHost));
+done:
+    cudaFree(dx); cudaFree(dout);
     return err;
 }
 

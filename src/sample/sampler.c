@@ -21,6 +21,9 @@
  *   9. draw            one uniform double from xoshiro256** (seeded by splitmix64
  *                      from the 64-bit seed), inverse CDF over the kept tokens.
  *
+ * th_sampler_is_greedy says when the whole chain is step 4 for every history
+ * (then th_get_argmax, with th_greedy_argmax's rule, gives the same token).
+ *
  * "Sorted order" is logit descending, then id ascending: a total order, so every
  * step is deterministic and the same seed gives the same tokens. Steps 5-7 keep a
  * prefix of that order each, so the result is the shortest of the three prefixes.
@@ -37,6 +40,7 @@
  * O(distinct tokens) per call.
  */
 #include "core/core.h"
+#include "sample/greedy.h"
 
 #include <float.h>
 #include <math.h>
@@ -305,6 +309,16 @@ static th_token raw_argmax(const float *logits, int32_t n) {
     return best;
 }
 
+int32_t th_greedy_argmax(const float *x, int64_t n) {
+    int32_t best = 0;
+    float best_v = -INFINITY;
+    for (int64_t i = 0; i < n; i++) {
+        float v = x[i] == INFINITY ? FLT_MAX : x[i];
+        if (v > best_v) { best_v = v; best = (int32_t)i; }   /* NaN and -inf never win */
+    }
+    return best;
+}
+
 /* Step 3: sanitize cur in place. Returns the first maximal token, -1 if all are -inf. */
 static th_token sanitize_argmax(float *cur, int32_t n) {
     th_token best = -1;
@@ -429,6 +443,18 @@ static th_token draw(th_sampler *s, int32_t n, float max) {
         if (u < cum) return c[i].id;
     }
     return c[last_nonzero].id; /* u landed on the rounding edge */
+}
+
+/* The chain reduces to step 4's argmax (th_greedy_argmax's rule) for every history:
+ * nothing changes the raw logits (steps 1-2), and either the temperature stops at
+ * step 4 or top-k keeps one token — the first in sorted order, i.e. that argmax —
+ * which top-p and min-p always keep and the draw then returns (steps 6-9). */
+bool th_sampler_is_greedy(const th_sampler *s) {
+    if (!s || penalties_on(&s->p)) return false;
+    if (s->bias)
+        for (int32_t i = 0; i < s->n_vocab; i++)
+            if (s->bias[i] != 0.0f) return false;
+    return s->p.temperature <= 0.0f || s->p.top_k == 1;
 }
 
 th_token th_sampler_sample(th_sampler *s, const float *logits) {
