@@ -238,7 +238,7 @@ static void check_attention(int n_head, int n_kv, int hd, int hdv, int len, int 
         double r = rel_l2_ref(out, ref, (size_t)n * n_head * hdv);
         printf("  attention heads %d/%d hd %d/%d len %d tokens %d window %d softcap %.0f%s %s block %d%s: rel-L2 %.2e\n",
                n_head, n_kv, hd, hdv, len, n, window, softcap, sink ? " sinks" : "", f16 ? "f16" : "f32", block,
-               force_split ? " split" : "", r);
+               force_split == 2 ? " graph plan" : force_split ? " split" : "", r);
         CHECK(r < 1e-5, "rel-L2 %.3e", r);
     }
     free(q); free(k); free(v); free(out); free(ref);
@@ -259,6 +259,11 @@ static void test_attention_kernel(void) {
     check_attention(4, 2, 64, 64, 300, 3, 8, 0, true, false, 16, 0);
     check_attention(4, 2, 64, 64, 200, 12, 0, 0, true, true, 16, 1);
     check_attention(9, 3, 64, 64, 33, 33, 8, 0, true, false, 4, 0);
+    /* the graph plan: few splits, each stretched over several steps; K/V loaded before the wait */
+    check_attention(8, 2, 64, 64, 300, 1, 0, 0, false, false, 16, 2);
+    check_attention(4, 4, 128, 128, 517, 1, 0, 0, false, true, 7, 2);
+    check_attention(4, 2, 64, 64, 300, 3, 8, 0, true, false, 16, 2);
+    check_attention(4, 2, 64, 64, 200, 12, 0, 0, true, true, 16, 2);
 }
 #endif
 

@@ -154,12 +154,15 @@ void th_cu_attention(const float *qkv, int64_t stride, int n, const int32_t *pos
                      const th_cu_attn *a, const th_cu_kv *kv, int32_t layer, float *out,
                      int64_t out_stride, const th_cu_q8 *oq, cudaStream_t st);
 /* Positions one block of the attention kernel covers in one step of all its warps
- * (the graph-mode chunk: a decode split then needs no second step). */
+ * (the graph-mode shortest chunk). */
 int32_t th_cu_attn_step(int32_t head_dim, int32_t head_dim_v);
 /* Split count and chunk for n tokens attending over at most max_len positions,
- * with `partial_cap` floats of partial storage; max_chunk caps the chunk (0: none). */
+ * with `partial_cap` floats of partial storage. min_chunk 0: chunk × n_split
+ * covers max_len. min_chunk > 0 (graph mode, one plan for every length): about
+ * four blocks an SM's worth of splits, chunk = min_chunk, and each (token, head)
+ * stretches its chunk until n_split chunks cover its length. */
 void th_cu_attn_plan(int n, int32_t n_head, int32_t hdv, int64_t max_len, size_t partial_cap, int sm_count,
-                     int32_t max_chunk, int32_t *n_split, int32_t *chunk);
+                     int32_t min_chunk, int32_t *n_split, int32_t *chunk);
 
 /* ---- test and benchmark entry points (testapi.c) ---- */
 /* Build a device matrix from host GGUF rows (repacked when force_gguf is false
@@ -169,7 +172,8 @@ const char *th_cu_test_matmul(uint32_t type, const void *w, int64_t rows, int64_
                               int n, float *y, int path, bool force_gguf);
 /* Attention over a one-sequence cache: q n×(n_head*hd), K/V host arrays
  * [len][n_kv*hd], positions pos0..pos0+n-1, sinks n_head logits or NULL;
- * out n×(n_head*hdv). */
+ * out n×(n_head*hdv). force_split 1: splits of 32 positions; 2: the graph
+ * plan (few splits, chunks stretched to the length); 0: the eager plan. */
 const char *th_cu_test_attention(int n_head, int n_kv, int hd, int hdv, int len, const float *q,
                                  const float *k, const float *v, int n, int pos0, int window,
                                  float softcap, const float *sinks, bool kv_f16, int block, int force_split,

@@ -65,7 +65,7 @@ struct th_gpu {
     uint32_t n_batch;
     int gemm_min;               /* batches of at least this many tokens use the GEMM path */
     bool use_graphs;
-    int32_t attn_chunk;         /* longest attention chunk in graph mode (TH_GPU_ATTN_CHUNK; 0: per head width) */
+    int32_t attn_chunk;         /* shortest attention chunk in graph mode (TH_GPU_ATTN_CHUNK; 0: one kernel step) */
     /* KV cache */
     void *kv_pool;
     size_t block_bytes;

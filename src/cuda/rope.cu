@@ -58,9 +58,12 @@ __device__ void store_vec(char *dst, const float *src, int n, bool f16, int lane
 
 __global__ void rope_store(float *qkv, int64_t stride, const int32_t *pos, const int32_t *seq, th_cu_rope r,
                            th_cu_kv kv, int32_t layer) {
-    pdl_begin();
+    pdl_trigger();
     int t = blockIdx.y, warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
-    int32_t p = pos[t], s = seq[t];
+    // the batch metadata and block table are not written by kernels: the cache slots are found before waiting
+    const int32_t p = pos[t], s = seq[t];
+    char *const kslot = kv_slot(kv, layer, s, p, false), *const vslot = kv_slot(kv, layer, s, p, true);
+    pdl_wait();
     float *row = qkv + (int64_t)t * stride;
     const int64_t q_w = (int64_t)r.n_head * r.head_dim, k_w = (int64_t)r.n_head_kv * r.head_dim;
     int total = r.n_head + 2 * r.n_head_kv;
@@ -71,13 +74,11 @@ __global__ void rope_store(float *qkv, int64_t stride, const int32_t *pos, const
             int kh = h - r.n_head;
             float *k = row + q_w + (int64_t)kh * r.head_dim;
             norm_rope_head(k, r.k_norm, r, p, lane);
-            store_vec(kv_slot(kv, layer, s, p, false) + (int64_t)kh * r.head_dim * (kv.f16 ? 2 : 4), k, r.head_dim,
-                      kv.f16, lane);
+            store_vec(kslot + (int64_t)kh * r.head_dim * (kv.f16 ? 2 : 4), k, r.head_dim, kv.f16, lane);
         } else {
             int vh = h - r.n_head - r.n_head_kv;
             const float *v = row + q_w + k_w + (int64_t)vh * r.head_dim_v;
-            store_vec(kv_slot(kv, layer, s, p, true) + (int64_t)vh * r.head_dim_v * (kv.f16 ? 2 : 4), v, r.head_dim_v,
-                      kv.f16, lane);
+            store_vec(vslot + (int64_t)vh * r.head_dim_v * (kv.f16 ? 2 : 4), v, r.head_dim_v, kv.f16, lane);
         }
     }
 }
