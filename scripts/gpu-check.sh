@@ -12,7 +12,7 @@
 # libcjson.so.1, libutf8proc.so.2 and run with NO_BUILD=1 LD_LIBRARY_PATH=<their dir>.
 # GPU variants for measurements: TH_GPU_NO_GRAPH=1, TH_GPU_NO_PDL=1, TH_GPU_GEMV=0..5,
 # TH_GPU_GEMM_MIN=N (batches of N+ tokens take the cuBLAS path; default 33),
-# TH_GPU_ATTN_CHUNK=N (longest attention split in graph mode; default: one step of
+# TH_GPU_ATTN_CHUNK=N (shortest attention split in graph mode; default: one step of
 # the kernel, 32 or 64 positions).
 set -u
 BUILD=${BUILD:-build/cuda}

@@ -26,9 +26,11 @@ typedef struct th_gpu_batch {
 
 th_status th_gpu_probe(char *desc, size_t cap);
 /* Upload weights (with a progress line if verbose), allocate n_blocks KV blocks
- * of `block` tokens (F16 or F32 per kv_f16), scratch for n_batch tokens. */
+ * of `block` tokens (F16 or F32 per kv_f16), scratch for n_batch tokens.
+ * rope_factors: the per-dimension rope frequency factors this context uses
+ * (rope_freqs, or LongRoPE's short or long set as the context length picks), or NULL. */
 th_status th_gpu_init(const th_model *m, uint32_t n_batch, uint32_t n_blocks, int32_t block,
-                      bool kv_f16, int32_t n_seq, bool verbose, th_gpu **out);
+                      bool kv_f16, int32_t n_seq, const th_weight *rope_factors, bool verbose, th_gpu **out);
 void th_gpu_free(th_gpu *g);
 /* One forward pass; fills whichever of b->logits / b->argmax is not NULL. */
 th_status th_gpu_forward(th_gpu *g, const th_gpu_batch *b);

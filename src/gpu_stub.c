@@ -7,7 +7,7 @@ th_status th_gpu_probe(char *desc, size_t cap) {
     return th_set_error(TH_ERR_UNSUPPORTED, "this build has no GPU backend (build with `make CUDA=1`)");
 }
 th_status th_gpu_init(const th_model *m, uint32_t n_batch, uint32_t n_blocks, int32_t block, bool kv_f16,
-                      int32_t n_seq, bool verbose, th_gpu **out) {
+                      int32_t n_seq, const th_weight *rope_factors, bool verbose, th_gpu **out) {
     *out = NULL;
     return th_gpu_probe(NULL, 0);
 }

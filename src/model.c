@@ -601,14 +601,21 @@ static th_status alloc_scratch(th_context *c) {
 }
 #undef ALLOC
 
-/* Rope parameters per layer. LongRoPE: the long factors once the context
- * exceeds the original training context, else the short ones. */
+/* The rope frequency factors of this context (NULL data: none). LongRoPE: the
+ * long factors once the context exceeds the original training context, else
+ * the short ones. */
+static const th_weight *rope_factors(const th_context *c) {
+    const th_model *m = c->model;
+    if (m->rope_long.data && m->rope_short.data)
+        return c->p.n_ctx > (uint32_t)m->hp.rope_n_ctx_orig ? &m->rope_long : &m->rope_short;
+    return &m->rope_freqs;
+}
+
+/* Rope parameters per layer. */
 static void setup_rope(th_context *c) {
     const th_model *m = c->model;
     const th_hparams *hp = &m->hp;
-    const float *factors = m->rope_freqs.data;
-    if (m->rope_long.data && m->rope_short.data)
-        factors = c->p.n_ctx > (uint32_t)hp->rope_n_ctx_orig ? m->rope_long.data : m->rope_short.data;
+    const float *factors = rope_factors(c)->data;
     for (int32_t il = 0; il < hp->n_layer; il++) {
         const th_layer *L = &m->layers[il];
         th_rope_params *r = &c->rope[il];
@@ -684,20 +691,11 @@ static th_status repack_model(th_model *m, const th_kernels *k) {
 /* Features of the CPU forward pass that the GPU seam (gpu.h) does not carry yet;
  * NULL when the GPU backend can run the model. (A safety net: the backend may
  * refuse more.) */
-static const char *gpu_missing_feature(const th_model *m) {
-    if (m->rope_long.data) return "LongRoPE factors";
-    return NULL;
-}
-
 static th_status gpu_setup(th_context *c) {
-    const char *missing = gpu_missing_feature(c->model);
-    if (missing)
-        return th_set_error(TH_ERR_UNSUPPORTED, "the GPU backend does not support %s (%s) yet; run on the CPU",
-                            missing, c->model->arch->name);
     c->block_tables = calloc((size_t)c->p.n_seq_max * c->kv.n_blocks, sizeof(int32_t));
     if (!c->block_tables) return th_set_error(TH_ERR_NOMEM, "out of memory");
     th_status s = th_gpu_init(c->model, c->p.n_batch, c->kv.n_blocks, c->kv.block, c->kv.f16,
-                              (int32_t)c->p.n_seq_max, false, &c->gpu);
+                              (int32_t)c->p.n_seq_max, rope_factors(c), false, &c->gpu);
     c->kv.copy_block = gpu_copy_block;
     c->kv.copy_ud = c->gpu;
     return s;

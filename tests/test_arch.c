@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 static uint32_t ctx_size = 128;
+static bool use_gpu = false;
 
 static th_context *new_ctx(th_model *m, uint32_t n_batch, uint32_t n_seq) {
     th_context_params cp = th_context_default_params();
@@ -26,6 +27,7 @@ static th_context *new_ctx(th_model *m, uint32_t n_batch, uint32_t n_seq) {
     cp.kv_block = 16;
     cp.kv_type = TH_KV_F32;
     cp.n_threads = 2;
+    cp.gpu = use_gpu;
     th_context *c = NULL;
     if (th_context_new(m, &cp, &c)) fprintf(stderr, "context: %s\n", th_last_error());
     return c;
@@ -483,27 +485,41 @@ static void test_inspect_options(void) {
     th_model_free(m);
 }
 
-/* The GPU path refuses what its seam does not carry (here: LongRoPE factors;
- * multi-head latent attention and experts run on the GPU), naming it, before
- * it looks for a GPU. */
-static void test_gpu_refuses_longrope(void) {
+/* LongRoPE on the GPU (needs one; skipped without): the same variant as
+ * test_phi3_longrope, short factors (context 128) and long ones (8192), GPU
+ * logits against the CPU's within the GPU's F32 tolerance (1e-4, test_cuda.c),
+ * and the long set really moves them. */
+static void test_gpu_longrope(void) {
+    char desc[128];
+    if (th_gpu_available(desc, sizeof desc) != TH_OK) SKIP("no GPU (%s)", th_last_error());
+    thlg g;
+    if (!thlg_load(fixture("arch/phi3/golden.logits"), &g)) { CHECK(0, "no golden"); return; }
+    int n = (int)g.n, nv = (int)g.nv;
     char dir[] = "/tmp/th_arch_XXXXXX", p1[300];
-    if (!mkdtemp(dir)) { CHECK(0, "mkdtemp"); return; }
+    if (!mkdtemp(dir)) { CHECK(0, "mkdtemp"); thlg_free(&g); return; }
     snprintf(p1, sizeof p1, "%s/longrope.gguf", dir);
     extra_vec f[2] = { { "rope_factors_short.weight", 16, 1.0f }, { "rope_factors_long.weight", 16, 2.0f } };
-    th_model *m;
-    if (!write_variant("arch/phi3/model-F32.gguf", p1, NULL, 0, f, 2) || th_model_load(p1, NULL, &m)) {
-        CHECK(0, "%s", th_last_error());
-    } else {
-        th_context_params cp = th_context_default_params();
-        cp.n_ctx = 64;
-        cp.gpu = true;
-        th_context *c = NULL;
-        th_status s = th_context_new(m, &cp, &c);
-        CHECK(s == TH_ERR_UNSUPPORTED && c == NULL && strstr(th_last_error(), "LongRoPE"), "status %d: %s", s, th_last_error());
-        th_model_free(m);
-    }
+    CHECK(write_variant("arch/phi3/model-F32.gguf", p1, NULL, 0, f, 2));
+    float *l[2][2];  /* [gpu][long] */
+    for (int gpu = 0; gpu < 2; gpu++)
+        for (int lg = 0; lg < 2; lg++) {
+            use_gpu = gpu;
+            ctx_size = lg ? 8192 : 128;
+            l[gpu][lg] = variant_logits(p1, g.tok, n);
+        }
+    use_gpu = false;
+    ctx_size = 128;
+    if (l[0][0] && l[0][1] && l[1][0] && l[1][1]) {
+        double es = worst_rel(l[1][0], l[0][0], n, nv), el = worst_rel(l[1][1], l[0][1], n, nv);
+        double moved = worst_rel(l[1][1], l[1][0], n, nv);
+        printf("  GPU longrope: short vs CPU %.2e, long vs CPU %.2e, GPU long vs GPU short %.2e\n", es, el, moved);
+        CHECK(es <= 1e-4);
+        CHECK(el <= 1e-4);
+        CHECK(moved > 1e-2);
+    } else CHECK(0, "decode failed: %s", th_last_error());
+    for (int i = 0; i < 4; i++) free(l[i / 2][i % 2]);
     unlink(p1); rmdir(dir);
+    thlg_free(&g);
 }
 
 int main(void) {
@@ -529,6 +545,6 @@ int main(void) {
     RUN(test_moe_batch_equivalence);
     RUN(test_unsupported_arch);
     RUN(test_inspect_options);
-    RUN(test_gpu_refuses_longrope);
+    RUN(test_gpu_longrope);
     return CHECK_DONE();
 }

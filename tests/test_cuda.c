@@ -274,7 +274,7 @@ static void check_attention(int n_head, int n_kv, int hd, int hdv, int len, int 
         double r = rel_l2_ref(out, ref, (size_t)n * n_head * hdv);
         printf("  attention heads %d/%d hd %d/%d len %d tokens %d window %d softcap %.0f%s %s block %d%s: rel-L2 %.2e\n",
                n_head, n_kv, hd, hdv, len, n, window, softcap, sink ? " sinks" : "", f16 ? "f16" : "f32", block,
-               force_split ? " split" : "", r);
+               force_split == 2 ? " graph plan" : force_split ? " split" : "", r);
         CHECK(r < 1e-5, "rel-L2 %.3e", r);
     }
     free(q); free(k); free(v); free(out); free(ref);
@@ -295,6 +295,11 @@ static void test_attention_kernel(void) {
     check_attention(4, 2, 64, 64, 300, 3, 8, 0, true, false, 16, 0);
     check_attention(4, 2, 64, 64, 200, 12, 0, 0, true, true, 16, 1);
     check_attention(9, 3, 64, 64, 33, 33, 8, 0, true, false, 4, 0);
+    /* the graph plan: few splits, each stretched over several steps; K/V loaded before the wait */
+    check_attention(8, 2, 64, 64, 300, 1, 0, 0, false, false, 16, 2);
+    check_attention(4, 4, 128, 128, 517, 1, 0, 0, false, true, 7, 2);
+    check_attention(4, 2, 64, 64, 300, 3, 8, 0, true, false, 16, 2);
+    check_attention(4, 2, 64, 64, 200, 12, 0, 0, true, true, 16, 2);
 }
 #endif
 
@@ -610,6 +615,70 @@ static void test_gpu_moe_batch(void) {
     check_gpu_moe_batch("deepseek2-qlora");  /* MLA, dense first layer, shared experts */
 }
 
+/* The fused single-token decode kernel (fused.cu): 48 tokens one at a time on
+ * the GPU with TH_GPU_FUSED=2 (every single-token step must take the fused
+ * kernel, or it fails) and with TH_GPU_FUSED=0 (op by op), KV F32 and F16, 48
+ * positions so the attention takes two splits and merges them. Both against the
+ * CPU's logits of the same tokens: the fused path within the tolerance the
+ * goldens use for that weight type (`limit`, top-1 ≥ min_top1). Float weights
+ * agree to ~1e-6; on the quantized tiny models (random weights) one q8 rounding
+ * that flips moves the logits by ~1e-2, on either GPU path. With F16 K/V the CPU
+ * and the GPU round different intermediate values to f16: both GPU paths then
+ * sit ~6e-4 from the CPU on the F32 fixtures (measured), hence limit_f16kv. */
+static void check_fused(const char *path, double limit, double limit_f16kv, double min_top1) {
+    th_model *m;
+    if (th_model_load(fixture(path), NULL, &m)) { printf("  %-26s fixture not present, not checked\n", path); return; }
+    int nv = th_model_n_vocab(m);
+    int32_t tok[48];
+    for (int i = 0; i < 48; i++) tok[i] = i ? 2 + (i * 7919) % (nv - 2) : 1;
+    for (int kv = 0; kv < 2; kv++) {
+        int kt = kv ? TH_KV_F16 : TH_KV_F32;
+        float *cpu = run_logits(m, tok, 48, 48, false, kt);
+        setenv("TH_GPU_FUSED", "0", 1);
+        float *ops = run_logits(m, tok, 48, 1, true, kt);
+        setenv("TH_GPU_FUSED", "2", 1);
+        float *fu = run_logits(m, tok, 48, 1, true, kt);
+        CHECK(cpu && ops && fu, "%s: %s", path, th_last_error());
+        if (cpu && ops && fu) {
+            double wf, tf, wo, to;
+            int pf, po;
+            compare_logits(fu, cpu, 48, nv, &wf, &pf, &tf);
+            compare_logits(ops, cpu, 48, nv, &wo, &po, &to);
+            printf("  %-26s KV %s vs CPU: fused rel_l2_max=%.2e (pos %2d) top1=%.3f; op by op %.2e top1=%.3f (limits %.0e, %.2f)\n",
+                   path, kv ? "F16" : "F32", wf, pf, tf, wo, to, limit, min_top1);
+            CHECK(wf <= (kv ? limit_f16kv : limit), "%s: fused decode vs CPU %.3e (pos %d)", path, wf, pf);
+            CHECK(tf >= min_top1, "%s: fused top-1 %.3f", path, tf);
+        }
+        free(cpu);
+        free(ops);
+        free(fu);
+    }
+    unsetenv("TH_GPU_FUSED");
+    th_model_free(m);
+}
+
+static void test_fused_decode(void) {
+    NEED_GPU();
+    check_fused("tiny/tiny-F16.gguf", 3e-3, 3e-3, 0.9);    /* the goldens' limits per type (check_golden) */
+    check_fused("tiny/tiny-Q8_0.gguf", 5e-2, 5e-2, 0.9);
+    check_fused("tiny/tiny-Q4_0.gguf", 5e-2, 5e-2, 0.9);   /* its output head is Q6_K */
+    check_fused("arch/qwen2/model-F32.gguf", 1e-4, 2e-3, 0.9);  /* Q/K/V biases */
+    check_fused("arch/qwen3/model-F32.gguf", 1e-4, 2e-3, 0.9);  /* per-head Q/K norms */
+    /* what it does not take is refused by name when required */
+    /* post-norms; a sliding window; mixed layer weight types */
+    const char *refused[3] = { "arch/gemma2/model-F32.gguf", "arch/phi3/model-F32.gguf", "tiny/tiny-Q4_K_M.gguf" };
+    for (int i = 0; i < 3; i++) {
+        th_model *m;
+        if (th_model_load(fixture(refused[i]), NULL, &m) != TH_OK) continue;
+        setenv("TH_GPU_FUSED", "2", 1);
+        th_status s = gpu_context_probe(m, 8);
+        unsetenv("TH_GPU_FUSED");
+        printf("  %-26s under TH_GPU_FUSED=2: %s\n", refused[i], th_last_error());
+        CHECK(s == TH_ERR_UNSUPPORTED && strstr(th_last_error(), "fused"), "%s: %d %s", refused[i], s, th_last_error());
+        th_model_free(m);
+    }
+}
+
 /* Two sequences share a prefix (copy-on-write on the device), then decode
  * interleaved in one ragged batch with F16 KV: the same logits as the CPU. */
 static void test_ragged_and_shared(void) {
@@ -671,5 +740,6 @@ int main(void) {
     RUN(test_gpu_arch_5); RUN(test_gpu_arch_6); RUN(test_gpu_arch_7); RUN(test_gpu_arch_8); RUN(test_gpu_arch_9);
     RUN(test_gpu_arch_10); RUN(test_gpu_arch_11); RUN(test_gpu_arch_12); RUN(test_gpu_arch_13); RUN(test_gpu_arch_14);
     RUN(test_gpu_moe_batch);
+    RUN(test_fused_decode);
     return CHECK_DONE();
 }

@@ -7,7 +7,12 @@
 // online-softmax update, the warps' states combined in shared memory; for
 // larger batches (attn_tile) a thread per position scores tiles of 128. The
 // last block of a (token, head) to finish merges the splits (an atomic counter
-// per pair, reset after use).
+// per pair, reset after use). In graph mode the split count is planned for the
+// longest context and each (token, head) stretches its chunk to cover its own
+// length with at most that many splits (split_chunk), so a short context runs few
+// blocks; blocks past the end exit before waiting for the previous kernel.
+// With one token in the batch, every position but the token's own was written by
+// earlier steps: attn_split loads those K/V rows before waiting (PDL).
 // Optional sliding window and score softcap, as in the CPU reference, and
 // optional attention sinks (one logit per head that joins the softmax
 // denominator, th_op_softmax_sink): added once per (token, head), in the final
@@ -28,13 +33,19 @@ __device__ __forceinline__ void span(const th_cu_attn &a, int32_t p, int32_t &lo
     len = p - lo + 1;
 }
 
-// q8 copy of one head's output row (hdv a multiple of 32): warp w quantizes dims 32w.. (and +TILE).
-__device__ __forceinline__ void head_q8(const float *o, int hdv, int64_t base, const th_cu_q8 &oq) {
-    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    for (int d0 = warp * 32; d0 < hdv; d0 += blockDim.x) {
-        float v = o[d0 + lane];
-        q8_store_block(v, lane, oq, base + d0, (base + d0) / 32);
-    }
+// The chunk of a (token, head) over len positions: a.chunk, or longer where
+// a.n_split chunks of it would not cover len (a multiple of 32 either way).
+__device__ __forceinline__ int32_t split_chunk(const th_cu_attn &a, int32_t len) {
+    const int32_t c = (len + a.n_split - 1) / a.n_split;
+    return max(a.chunk, (c + 31) / 32 * 32);
+}
+
+// q8 copy of one head's output row (hdv a multiple of 32) from registers: thread
+// tid holds dims tid (o0) and tid + TILE (o1), so warp w quantizes dims 32w.. and 32w + TILE..
+__device__ __forceinline__ void head_q8(float o0, float o1, int hdv, int64_t base, const th_cu_q8 &oq) {
+    const int lane = threadIdx.x & 31, d0 = threadIdx.x - lane;
+    if (d0 < hdv) q8_store_block(o0, lane, oq, base + d0, (base + d0) / 32);
+    if (d0 + TILE < hdv) q8_store_block(o1, lane, oq, base + d0 + TILE, (base + d0 + TILE) / 32);
 }
 
 // The factor that turns head h's unnormalized output (acc over positions with
@@ -47,19 +58,28 @@ __device__ __forceinline__ float final_scale(const th_cu_attn &a, int h, float m
     return c / (l * c + expf(sk - M));
 }
 
-// Combine the ns partial states (m, l, unnormalized acc) of one (token, head).
+// Combine the ns partial states (m, l, unnormalized acc) of one (token, head)
+// into this thread's output dims tid (o0) and tid + TILE (o1), in one pass that
+// rescales as the running max grows (the loads of all splits are independent).
 // Reads through L2 (__ldcg): other blocks wrote them during this launch.
-__device__ void merge_splits(const th_cu_attn &a, int h, const float *pp, int ns, int hdv, float *o) {
-    float M = -INFINITY;
-    for (int s = 0; s < ns; s++) M = fmaxf(M, __ldcg(pp + s * (hdv + 2)));
-    float L = 0.0f;
-    for (int s = 0; s < ns; s++) L += expf(__ldcg(pp + s * (hdv + 2)) - M) * __ldcg(pp + s * (hdv + 2) + 1);
-    float inv = final_scale(a, h, M, L);
-    for (int d = threadIdx.x; d < hdv; d += blockDim.x) {
-        float acc = 0.0f;
-        for (int s = 0; s < ns; s++) acc += expf(__ldcg(pp + s * (hdv + 2)) - M) * __ldcg(pp + s * (hdv + 2) + 2 + d);
-        o[d] = acc * inv;
+__device__ void merge_splits(const th_cu_attn &a, int h, const float *pp, int ns, int hdv, float &o0, float &o1) {
+    const int tid = threadIdx.x;
+    float M = -INFINITY, L = 0.0f, a0 = 0.0f, a1 = 0.0f;
+#pragma unroll 4
+    for (int s = 0; s < ns; s++) {
+        const float *ps = pp + s * (hdv + 2);
+        const float ms = __ldcg(ps), ls = __ldcg(ps + 1);
+        const float x0 = tid < hdv ? __ldcg(ps + 2 + tid) : 0.0f;
+        const float x1 = tid + TILE < hdv ? __ldcg(ps + 2 + tid + TILE) : 0.0f;
+        const float Mn = fmaxf(M, ms), c = expf(M - Mn), e = expf(ms - Mn);
+        L = L * c + ls * e;
+        a0 = a0 * c + x0 * e;
+        a1 = a1 * c + x1 * e;
+        M = Mn;
     }
+    const float inv = final_scale(a, h, M, L);
+    o0 = a0 * inv;
+    o1 = a1 * inv;
 }
 
 __device__ __forceinline__ float block_reduce(float v, float *red, bool is_max) {
@@ -129,31 +149,34 @@ __device__ __forceinline__ float v_sum(const char *const *vrow, const float *p, 
 __device__ void finish_split(const th_cu_attn &a, int t, int h, int sp, int32_t len, float m, float l, float acc0,
                              float acc1, float *out, int64_t os, const th_cu_q8 &oq, bool q8) {
     const int tid = threadIdx.x, hdv = a.head_dim_v;
-    const int ns = (int)((len + a.chunk - 1) / a.chunk);  // non-empty splits of this (token, head)
-    float *o = out + (int64_t)t * os + (int64_t)h * hdv;
+    const int32_t chunk = split_chunk(a, len);
+    const int ns = (int)((len + chunk - 1) / chunk);  // non-empty splits of this (token, head)
+    float o0, o1;
     if (ns == 1) {
-        float inv = final_scale(a, h, m, l);
-        if (tid < hdv) o[tid] = acc0 * inv;
-        if (tid + TILE < hdv) o[tid + TILE] = acc1 * inv;
-        if (q8) { __syncthreads(); head_q8(o, hdv, (int64_t)t * os + (int64_t)h * hdv, oq); }
-        return;
+        const float inv = final_scale(a, h, m, l);
+        o0 = acc0 * inv;
+        o1 = acc1 * inv;
+    } else {
+        // several splits: publish this one's state; the last block to finish merges them all
+        float *pp = a.partial + (((int64_t)t * a.n_head + h) * a.n_split + sp) * (hdv + 2);
+        if (tid == 0) { pp[0] = m; pp[1] = l; }
+        if (tid < hdv) pp[2 + tid] = acc0;
+        if (tid + TILE < hdv) pp[2 + tid + TILE] = acc1;
+        __threadfence();
+        __syncthreads();
+        __shared__ int s_last;
+        int *cnt = a.counter + (int64_t)t * a.n_head + h;
+        if (tid == 0) s_last = atomicAdd(cnt, 1) == ns - 1;
+        __syncthreads();
+        if (!s_last) return;
+        __threadfence();
+        if (tid == 0) *cnt = 0;  // ready for the next launch
+        merge_splits(a, h, a.partial + ((int64_t)t * a.n_head + h) * a.n_split * (hdv + 2), ns, hdv, o0, o1);
     }
-    // several splits: publish this one's state; the last block to finish merges them all
-    float *pp = a.partial + (((int64_t)t * a.n_head + h) * a.n_split + sp) * (hdv + 2);
-    if (tid == 0) { pp[0] = m; pp[1] = l; }
-    if (tid < hdv) pp[2 + tid] = acc0;
-    if (tid + TILE < hdv) pp[2 + tid + TILE] = acc1;
-    __threadfence();
-    __syncthreads();
-    __shared__ int s_last;
-    int *cnt = a.counter + (int64_t)t * a.n_head + h;
-    if (tid == 0) s_last = atomicAdd(cnt, 1) == ns - 1;
-    __syncthreads();
-    if (!s_last) return;
-    __threadfence();
-    if (tid == 0) *cnt = 0;  // ready for the next launch
-    merge_splits(a, h, a.partial + ((int64_t)t * a.n_head + h) * a.n_split * (hdv + 2), ns, hdv, o);
-    if (q8) { __syncthreads(); head_q8(o, hdv, (int64_t)t * os + (int64_t)h * hdv, oq); }
+    const int64_t base = (int64_t)t * os + (int64_t)h * hdv;
+    if (tid < hdv) out[base + tid] = o0;
+    if (tid + TILE < hdv) out[base + tid + TILE] = o1;
+    if (q8) head_q8(o0, o1, hdv, base, oq);
 }
 
 // Address of position j's K (v = false) or V row of kv head kvh in the paged cache.
@@ -178,26 +201,33 @@ struct WarpState {
     float m = -INFINITY, l = 0.0f, acc[PL] = {};
 };
 
-// G positions g0..g0+ng-1 into the warp's state: all K and V loads of the step are
-// issued first (V rows do not depend on the scores), then the scores (one warp
-// sum each) and the online-softmax update.
+// The K and V rows of the step's positions g0 + g (g < ng) that lie in [from, to)
+// into k[g], v[g] (lanes across the head dimension, coalesced); the others are kept.
 template <bool F16, int PL, int G>
-__device__ __forceinline__ void warp_step(const th_cu_attn &a, const th_cu_kv &kv, const int32_t *table, int64_t lay,
-                                          int kvh, const float (&q)[PL], int32_t g0, int ng, int lane,
-                                          WarpState<PL> &w) {
+__device__ __forceinline__ void warp_load(const th_cu_attn &a, const th_cu_kv &kv, const int32_t *table, int64_t lay,
+                                          int kvh, int32_t g0, int ng, int32_t from, int32_t to, int lane,
+                                          float (&k)[G][PL], float (&v)[G][PL]) {
     const int hd = a.head_dim, hdv = a.head_dim_v;
-    float k[G][PL], v[G][PL];
 #pragma unroll
     for (int g = 0; g < G; g++) {
-        const char *kr = g < ng ? kv_row<F16>(kv, table, lay, g0 + g, kvh, hd, false) : nullptr;
-        const char *vr = g < ng ? kv_row<F16>(kv, table, lay, g0 + g, kvh, hdv, true) : nullptr;
+        const int32_t j = g0 + g;
+        if (g >= ng || j < from || j >= to) continue;
+        const char *kr = kv_row<F16>(kv, table, lay, j, kvh, hd, false);
+        const char *vr = kv_row<F16>(kv, table, lay, j, kvh, hdv, true);
 #pragma unroll
         for (int i = 0; i < PL; i++) {
             const int d = lane + 32 * i;
-            k[g][i] = kr && d < hd ? ld_kv<F16>(kr, d) : 0.0f;
-            v[g][i] = vr && d < hdv ? ld_kv<F16>(vr, d) : 0.0f;
+            k[g][i] = d < hd ? ld_kv<F16>(kr, d) : 0.0f;
+            v[g][i] = d < hdv ? ld_kv<F16>(vr, d) : 0.0f;
         }
     }
+}
+
+// The G positions g0..g0+ng-1 whose K and V are in k, v into the warp's state:
+// the scores (one warp sum each), then the online-softmax update.
+template <int PL, int G>
+__device__ __forceinline__ void warp_step(const th_cu_attn &a, const float (&q)[PL], const float (&k)[G][PL],
+                                          const float (&v)[G][PL], int ng, WarpState<PL> &w) {
     float sc[G], mx = w.m;
 #pragma unroll
     for (int g = 0; g < G; g++) {
@@ -231,21 +261,30 @@ __global__ void __launch_bounds__(TILE) attn_split(const float *qkv, int64_t str
                                                    const int32_t *seq, th_cu_attn a, th_cu_kv kv, int32_t layer,
                                                    float *out, int64_t os, th_cu_q8 oq, bool q8) {
     constexpr int NW = TILE / 32, G = 32 / PL;
-    pdl_begin();
+    pdl_trigger();
     __shared__ float s_m[NW], s_l[NW];
     __shared__ float s_acc[NW][32 * PL];
     const int sp = blockIdx.x, h = blockIdx.y, t = blockIdx.z, tid = threadIdx.x;
     const int warp = tid >> 5, lane = tid & 31;
+    // batch metadata and the block table are not written by kernels: read before waiting
     const int32_t p = pos[t], sq = seq[t];
     int32_t lo, len;
     span(a, p, lo, len);
-    const int64_t first = (int64_t)sp * a.chunk;
+    const int32_t chunk = split_chunk(a, len);
+    const int64_t first = (int64_t)sp * chunk;
     if (first >= len) return;
     const int32_t start = lo + (int32_t)first;
-    const int32_t end = lo + (int32_t)min((int64_t)len, first + a.chunk);
-    const int hd = a.head_dim, hdv = a.head_dim_v, kvh = h / (a.n_head / a.n_head_kv);
+    const int32_t end = lo + (int32_t)min((int64_t)len, first + chunk);
+    const int hd = a.head_dim, kvh = h / (a.n_head / a.n_head_kv);
     const int64_t lay = (int64_t)layer * kv.block * (kv.k_dim + kv.v_dim);
     const int32_t *table = kv.table + (int64_t)sq * kv.max_blocks;
+    // positions below `early` were cached by earlier steps (one token a batch:
+    // all but its own); the warp's first step loads them before waiting
+    const int32_t early = gridDim.z == 1 ? p : start;
+    int32_t g0 = start + warp * G;
+    float k[G][PL] = {}, v[G][PL] = {};
+    if (g0 < end) warp_load<F16, PL, G>(a, kv, table, lay, kvh, g0, min(G, end - g0), start, early, lane, k, v);
+    pdl_wait();
     float q[PL];
 #pragma unroll
     for (int i = 0; i < PL; i++) {
@@ -253,8 +292,12 @@ __global__ void __launch_bounds__(TILE) attn_split(const float *qkv, int64_t str
         q[i] = d < hd ? qkv[(int64_t)t * stride + (int64_t)h * hd + d] : 0.0f;
     }
     WarpState<PL> w;
-    for (int32_t g0 = start + warp * G; g0 < end; g0 += NW * G)
-        warp_step<F16, PL, G>(a, kv, table, lay, kvh, q, g0, min(G, end - g0), lane, w);
+    for (int32_t from = early; g0 < end; g0 += NW * G, from = start) {
+        const int ng = min(G, end - g0);
+        warp_load<F16, PL, G>(a, kv, table, lay, kvh, g0, ng, from, end, lane, k, v);
+        warp_step<PL, G>(a, q, k, v, ng, w);
+    }
+    const int hdv = a.head_dim_v;
     if (lane == 0) { s_m[warp] = w.m; s_l[warp] = w.l; }
 #pragma unroll
     for (int i = 0; i < PL; i++) s_acc[warp][lane + 32 * i] = w.acc[i];
@@ -280,7 +323,7 @@ template <bool F16>
 __global__ void __launch_bounds__(TILE) attn_tile(const float *qkv, int64_t stride, const int32_t *pos,
                                                    const int32_t *seq, th_cu_attn a, th_cu_kv kv, int32_t layer,
                                                    float *out, int64_t os, th_cu_q8 oq, bool q8) {
-    pdl_begin();
+    pdl_trigger();
     __shared__ float s_q[256];
     __shared__ float s_p[TILE];
     __shared__ const char *s_v[TILE];
@@ -289,14 +332,16 @@ __global__ void __launch_bounds__(TILE) attn_tile(const float *qkv, int64_t stri
     const int32_t p = pos[t], sq = seq[t];
     int32_t lo, len;
     span(a, p, lo, len);
-    const int64_t first = (int64_t)sp * a.chunk;
+    const int32_t chunk = split_chunk(a, len);
+    const int64_t first = (int64_t)sp * chunk;
     if (first >= len) return;
     const int32_t start = lo + (int32_t)first;
-    const int32_t end = lo + (int32_t)min((int64_t)len, first + a.chunk);
+    const int32_t end = lo + (int32_t)min((int64_t)len, first + chunk);
     const int hd = a.head_dim, hdv = a.head_dim_v, kvh = h / (a.n_head / a.n_head_kv);
     const size_t esz = F16 ? 2 : 4;
     const int64_t lay = (int64_t)layer * kv.block * (kv.k_dim + kv.v_dim);
     const int32_t *table = kv.table + (int64_t)sq * kv.max_blocks;
+    pdl_wait();
     for (int i = tid; i < hd; i += TILE) s_q[i] = qkv[(int64_t)t * stride + (int64_t)h * hd + i];
     __syncthreads();
     float m = -INFINITY, l = 0.0f, acc0 = 0.0f, acc1 = 0.0f;
@@ -349,16 +394,20 @@ extern "C" int32_t th_cu_attn_step(int32_t head_dim, int32_t head_dim_v) {
 }
 
 extern "C" void th_cu_attn_plan(int n, int32_t n_head, int32_t hdv, int64_t max_len, size_t partial_cap,
-                                int sm_count, int32_t max_chunk, int32_t *n_split, int32_t *chunk) {
+                                int sm_count, int32_t min_chunk, int32_t *n_split, int32_t *chunk) {
     if (max_len < 1) max_len = 1;
     int64_t pieces = (max_len + 31) / 32;
     int64_t pairs = (int64_t)n * n_head;
     int64_t want = (4 * (int64_t)sm_count + pairs - 1) / pairs;
-    if (max_chunk > 0) want = want > (max_len + max_chunk - 1) / max_chunk ? want : (max_len + max_chunk - 1) / max_chunk;
     int64_t cap = (int64_t)(partial_cap / ((size_t)pairs * (size_t)(hdv + 2)));
     int64_t s = pieces < want ? pieces : want;
     if (s > cap) s = cap;
     if (s < 1) s = 1;
+    if (min_chunk > 0) {  // graph mode: the kernels stretch the chunk to each length (split_chunk)
+        *chunk = min_chunk;
+        *n_split = (int32_t)s;
+        return;
+    }
     int64_t c = (max_len + s - 1) / s;
     c = (c + 31) / 32 * 32;
     *chunk = (int32_t)c;

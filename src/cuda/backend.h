@@ -153,12 +153,67 @@ void th_cu_attention(const float *qkv, int64_t stride, int n, const int32_t *pos
                      const th_cu_attn *a, const th_cu_kv *kv, int32_t layer, float *out,
                      int64_t out_stride, const th_cu_q8 *oq, cudaStream_t st);
 /* Positions one block of the attention kernel covers in one step of all its warps
- * (the graph-mode chunk: a decode split then needs no second step). */
+ * (the graph-mode shortest chunk). */
 int32_t th_cu_attn_step(int32_t head_dim, int32_t head_dim_v);
 /* Split count and chunk for n tokens attending over at most max_len positions,
- * with `partial_cap` floats of partial storage; max_chunk caps the chunk (0: none). */
+ * with `partial_cap` floats of partial storage. min_chunk 0: chunk × n_split
+ * covers max_len. min_chunk > 0 (graph mode, one plan for every length): about
+ * four blocks an SM's worth of splits, chunk = min_chunk, and each (token, head)
+ * stretches its chunk until n_split chunks cover its length. */
 void th_cu_attn_plan(int n, int32_t n_head, int32_t hdv, int64_t max_len, size_t partial_cap, int sm_count,
-                     int32_t max_chunk, int32_t *n_split, int32_t *chunk);
+                     int32_t min_chunk, int32_t *n_split, int32_t *chunk);
+
+/* ---- the fused single-token decode (fused.cu) ----
+ * One persistent kernel runs a whole decode step of one sequence: per layer
+ * RMSNorm + Q/K/V, rope + KV store + attention, output projection + residual,
+ * RMSNorm + gate/up + activation, down + residual, then the output head, with a
+ * grid-wide barrier between the phases instead of a kernel boundary. Every
+ * block stages the phase's input vector (normalized, q8 when a split matrix
+ * reads it) in shared memory; warps own weight rows. fused.cu lists what it
+ * supports (th_cu_fused_mat_ok); gpu.c decides per model. */
+typedef struct th_cu_fused_layer {
+    th_cu_mat qkv[3];                /* Q/K/V as one matrix (n_qkv 1) or parts */
+    int64_t qkv_off[3];              /* first output column of each part */
+    int32_t n_qkv;
+    th_cu_mat gate, up;              /* the same fused matrix twice (up_row0 = F) or two matrices */
+    int64_t F, up_row0;
+    th_cu_mat wo, down;
+    const float *attn_norm, *ffn_norm;
+    const float *qkv_bias, *bo;      /* qkv_w / E floats, or NULL */
+    th_cu_rope rope;                 /* this layer's rope (per-head Q/K norms included) */
+} th_cu_fused_layer;
+
+typedef struct th_cu_fused {
+    const th_cu_fused_layer *layers; /* device array, n_layer entries */
+    int32_t n_layer, act;            /* act: enum th_act_fn (SiLU or GELU) */
+    th_cu_mat embd, out;
+    const float *out_norm;
+    float embd_scale, eps;
+    th_cu_attn at;                   /* n_split/chunk as th_cu_fused_plan gave them */
+    th_cu_kv kv;
+    const int32_t *tok, *pos, *seq;  /* the batch's only token */
+    float *x, *qkv, *att, *ff, *logits;
+    unsigned *barrier;               /* zeroed before every launch */
+    int64_t E, q_w, k_w, att_w, max_k;
+    unsigned long long *prof;        /* 5·n_layer + 2 phase-boundary times (ns), or NULL */
+} th_cu_fused;
+
+/* Whether the fused kernel takes this matrix as a layer weight (one kernel is
+ * built per layer weight type: Q4_0, Q8_0, Q4_K, F16, F32; every layer matrix
+ * of a model must share it) or as the output head (those and Q5_K, Q6_K, BF16). */
+bool th_cu_fused_layer_ok(const th_cu_mat *w);
+bool th_cu_fused_head_ok(const th_cu_mat *w);
+/* Blocks (one per SM when it fits) and dynamic shared memory for layer weights
+ * like *layer_type and activation width max_k; 0 when it cannot run. */
+int th_cu_fused_blocks(const th_cu_mat *layer_type, int64_t max_k, int sm_count, size_t *smem);
+/* The fused kernel's most attention splits a head (it sizes them per step):
+ * about a block per (head, split), within the partial storage; chunk is 0. */
+void th_cu_fused_plan(int blocks, int32_t n_head, int64_t max_len, size_t partial_cap, int32_t hdv,
+                      int32_t *n_split, int32_t *chunk);
+/* Zero the barrier (f->barrier, passed again as a host-visible pointer), then
+ * run the step; d_f: the arguments in device memory; n_out 0 or 1. */
+void th_cu_fused_decode(const th_cu_mat *layer_type, const th_cu_fused *d_f, unsigned *barrier, int n_out, int blocks,
+                        size_t smem, cudaStream_t st);
 
 /* ---- test and benchmark entry points (testapi.c) ---- */
 /* Build a device matrix from host GGUF rows (repacked when force_gguf is false
@@ -169,7 +224,8 @@ const char *th_cu_test_matmul(uint32_t type, const void *w, int64_t rows, int64_
                               int n, float *y, int path, bool force_gguf);
 /* Attention over a one-sequence cache: q n×(n_head*hd), K/V host arrays
  * [len][n_kv*hd], positions pos0..pos0+n-1, sinks n_head logits or NULL;
- * out n×(n_head*hdv). */
+ * out n×(n_head*hdv). force_split 1: splits of 32 positions; 2: the graph
+ * plan (few splits, chunks stretched to the length); 0: the eager plan. */
 const char *th_cu_test_attention(int n_head, int n_kv, int hd, int hdv, int len, const float *q,
                                  const float *k, const float *v, int n, int pos0, int window,
                                  float softcap, const float *sinks, bool kv_f16, int block, int force_split,

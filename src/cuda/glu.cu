@@ -2,28 +2,10 @@
 // by side in one row (gate at [0,F), up at [F,2F)); SiLU, tanh-GELU, or GPT-OSS's
 // clamped SwiGLU (th_op_swiglu_oai: alpha 1.702, limit 7); optional q8 copy of
 // the result for the down projection.
+#include "cuda/layer_ops.cuh"
 #include "cuda/q8.cuh"
 
 namespace {
-
-__device__ __forceinline__ float act_fn(float g, int act) {
-    if (act == 1) {
-        const float c = 0.7978845608028654f;
-        return 0.5f * g * (1.0f + tanhf(c * g * (1.0f + 0.044715f * g * g)));
-    }
-    return g / (1.0f + expf(-g));
-}
-
-// act(g) · u for act 0 SiLU, 1 GELU-tanh, 2 clamped SwiGLU (the CPU's formulas).
-__device__ __forceinline__ float glu_fn(float g, float u, int act) {
-    if (act == 2) {
-        const float alpha = 1.702f, limit = 7.0f;
-        g = fminf(g, limit);
-        u = fmaxf(fminf(u, limit), -limit);
-        return g / (1.0f + expf(-alpha * g)) * (u + 1.0f);
-    }
-    return act_fn(g, act) * u;
-}
 
 __global__ void glu(const float *gu, int64_t gs, int64_t F, int act, float *out, int64_t os, th_cu_q8 oq, bool q8) {
     pdl_begin();

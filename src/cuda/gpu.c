@@ -114,7 +114,7 @@ static int env_int(const char *name, int def) {
 }
 
 th_status th_gpu_init(const th_model *m, uint32_t n_batch, uint32_t n_blocks, int32_t block, bool kv_f16,
-                      int32_t n_seq, bool verbose, th_gpu **out) {
+                      int32_t n_seq, const th_weight *rope_factors, bool verbose, th_gpu **out) {
     *out = NULL;
     th_status s = th_gpu_probe(NULL, 0);
     if (s) return s;
@@ -125,6 +125,7 @@ th_status th_gpu_init(const th_model *m, uint32_t n_batch, uint32_t n_blocks, in
     th_gpu *g = calloc(1, sizeof *g);
     if (!g) return th_set_error(TH_ERR_NOMEM, "out of memory");
     g->m = m;
+    g->rope_src = rope_factors && rope_factors->data ? rope_factors : NULL;
     g->device = env_int("TH_GPU_DEVICE", 0);
     g->verbose = verbose || isatty(2);
     cudaError_t e = cudaSetDevice(g->device);
@@ -170,6 +171,7 @@ th_status th_gpu_init(const th_model *m, uint32_t n_batch, uint32_t n_blocks, in
         return s;
     }
     if ((e = cudaMemset(g->counter, 0, (size_t)n_batch * hp->n_head * 4))) { th_gpu_free(g); return th_cu_fail(e, "scratch set-up"); }
+    if ((s = th_cu_fused_init(g))) { th_gpu_free(g); return s; }
     *out = g;
     return TH_OK;
 }
@@ -177,6 +179,7 @@ th_status th_gpu_init(const th_model *m, uint32_t n_batch, uint32_t n_blocks, in
 void th_gpu_free(th_gpu *g) {
     if (!g) return;
     if (g->st) cudaStreamSynchronize(g->st);
+    th_cu_fused_prof_print(g);
     for (int i = 0; i < g->n_graphs; i++) cudaGraphExecDestroy(g->graphs[i].exec);
     for (size_t i = 0; i < g->n_allocs; i++) cudaFree(g->allocs[i]);
     if (g->h_meta) cudaFreeHost(g->h_meta);
@@ -198,9 +201,21 @@ void th_gpu_copy_block(th_gpu *g, int32_t dst, int32_t src) {
 
 /* ------------------------------------------------------------------ forward */
 
+th_cu_kv th_cu_kv_view(const th_gpu *g) {
+    return (th_cu_kv){ .pool = g->kv_pool, .f16 = g->kv_f16, .block_bytes = g->block_bytes, .block = g->block,
+                       .k_dim = g->k_w, .v_dim = g->v_w, .table = g->d_meta + 4 * g->n_batch, .max_blocks = g->n_blocks };
+}
+
+th_cu_attn th_cu_attn_view(const th_gpu *g) {
+    const th_hparams *hp = &g->m->hp;
+    return (th_cu_attn){ .n_head = hp->n_head, .n_head_kv = hp->n_head_kv, .head_dim = hp->head_dim,
+                         .head_dim_v = hp->head_dim_v, .scale = hp->attn_scale, .softcap = hp->attn_softcap,
+                         .partial = g->partial, .counter = g->counter };
+}
+
 typedef struct {
     int n, n_out;
-    bool gemm;
+    bool gemm, fused;
     const int32_t *tok, *pos, *seq, *gather;
     float *host_logits;         /* where the logits rows go (pinned or the caller's), or NULL: stay on the device */
     int32_t *host_argmax;       /* pinned: the rows' argmax ids, or NULL: none */
@@ -270,6 +285,18 @@ static th_status moe_ffn(th_gpu *g, const fwd *f, const th_cu_layer *D, int n) {
     return TH_OK;
 }
 
+th_cu_rope th_cu_layer_rope(const th_gpu *g, const th_cu_layer *D) {
+    const th_hparams *hp = &g->m->hp;
+    th_cu_rope r = { .n_head = hp->n_head, .n_head_kv = hp->n_head_kv, .head_dim = hp->head_dim,
+                     .head_dim_v = hp->head_dim_v, .n_rot = hp->n_rot, .rope_type = hp->rope_type,
+                     .theta_scale = D->theta_scale, .freq_scale = D->freq_scale, .norm_eps = hp->norm_eps,
+                     .ext_factor = hp->rope_ext_factor, .corr_lo = D->corr_lo, .corr_hi = D->corr_hi,
+                     .mscale = hp->rope_attn_factor, .freq_factors = g->rope_freqs, .q_norm = D->q_norm,
+                     .k_norm = D->k_norm, .rope_off = hp->n_embd_head_nope };
+    if (r.ext_factor != 0.0f) r.mscale *= 1.0f + 0.1f * logf(1.0f / r.freq_scale);  /* as th_op_rope_ext */
+    return r;
+}
+
 static th_status layer(th_gpu *g, fwd *f, int il) {
     const th_hparams *hp = &g->m->hp;
     const th_cu_layer *D = &g->L[il];
@@ -285,13 +312,7 @@ static th_status layer(th_gpu *g, fwd *f, int il) {
     if (D->bk) th_cu_add_bias(g->qkv + g->q_w, g->qkv_w, D->bk, g->k_w, n, st);
     if (D->bv) th_cu_add_bias(g->qkv + g->q_w + g->k_w, g->qkv_w, D->bv, g->v_w, n, st);
     if (D->mla.on && (s = th_cu_mla_qkv(g, &D->mla, f->gemm, n))) return s;
-    th_cu_rope r = { .n_head = hp->n_head, .n_head_kv = hp->n_head_kv, .head_dim = hp->head_dim,
-                     .head_dim_v = hp->head_dim_v, .n_rot = hp->n_rot, .rope_type = hp->rope_type,
-                     .theta_scale = D->theta_scale, .freq_scale = D->freq_scale, .norm_eps = hp->norm_eps,
-                     .ext_factor = hp->rope_ext_factor, .corr_lo = D->corr_lo, .corr_hi = D->corr_hi,
-                     .mscale = hp->rope_attn_factor, .freq_factors = g->rope_freqs, .q_norm = D->q_norm,
-                     .k_norm = D->k_norm, .rope_off = hp->n_embd_head_nope };
-    if (r.ext_factor != 0.0f) r.mscale *= 1.0f + 0.1f * logf(1.0f / r.freq_scale);  /* as th_op_rope_ext */
+    th_cu_rope r = th_cu_layer_rope(g, D);
     if (D->qk_norm_full) {  /* olmoe: one norm over the whole Q and the whole K projection, not per head */
         th_cu_rmsnorm(g->qkv, g->qkv_w, NULL, D->q_norm, hp->norm_eps, n, g->q_w, g->qkv, g->qkv_w, NULL, st);
         th_cu_rmsnorm(g->qkv + g->q_w, g->qkv_w, NULL, D->k_norm, hp->norm_eps, n, g->k_w, g->qkv + g->q_w, g->qkv_w, NULL, st);
@@ -320,14 +341,22 @@ static th_status layer(th_gpu *g, fwd *f, int il) {
     return TH_OK;
 }
 
-/* Queue the whole forward pass on the stream; logits rows go to f->host_logits
- * and/or their argmax ids (taken on the device) to f->host_argmax. */
-static th_status enqueue(th_gpu *g, fwd *f) {
+/* The logits rows r0..r0+c-1 (now in g->logits): their argmax ids (taken on
+ * the device) and/or their download, as the batch asks. */
+static th_status outputs(th_gpu *g, const fwd *f, int r0, int c) {
+    if (f->host_argmax) th_cu_argmax_rows(g->logits, g->V, g->V, c, g->d_argmax + r0, g->st);
+    cudaError_t e;
+    if (f->host_logits &&
+        (e = cudaMemcpyAsync(f->host_logits + (size_t)r0 * g->V, g->logits, (size_t)c * g->V * 4, cudaMemcpyDeviceToHost, g->st)))
+        return th_cu_fail(e, "logits download");
+    return TH_OK;
+}
+
+/* The op-by-op forward pass: embedding, layers, output head, outputs. */
+static th_status layers_and_head(th_gpu *g, fwd *f) {
     const th_hparams *hp = &g->m->hp;
     cudaStream_t st = g->st;
     th_status s;
-    cudaError_t e = cudaMemcpyAsync(g->d_meta, g->h_meta, g->meta_count * 4, cudaMemcpyHostToDevice, st);
-    if (e) return th_cu_fail(e, "batch upload");
     th_cu_dequant_rows(&g->embd, f->tok, 0, f->n, g->x, g->E, false, hp->embd_scale, st);
     for (int il = 0; il < hp->n_layer; il++)
         if ((s = layer(g, f, il))) return s;
@@ -340,10 +369,23 @@ static th_status enqueue(th_gpu *g, fwd *f) {
         th_cu_rmsnorm(g->x, g->E, f->gather + r0, g->out_norm, hp->norm_eps, c, g->E, g->hout, g->E, q8 ? &g->q8 : NULL, st);
         if ((s = mm(g, &fo, &g->out, g->hout, g->E, c, g->logits, g->V, false))) return s;
         if (hp->final_softcap > 0) th_cu_softcap(g->logits, (int64_t)c * g->V, hp->final_softcap, st);
-        if (f->host_argmax) th_cu_argmax_rows(g->logits, g->V, g->V, c, g->d_argmax + r0, st);
-        if (f->host_logits &&
-            (e = cudaMemcpyAsync(f->host_logits + (size_t)r0 * g->V, g->logits, (size_t)c * g->V * 4, cudaMemcpyDeviceToHost, st)))
-            return th_cu_fail(e, "logits download");
+        if ((s = outputs(g, f, r0, c))) return s;
+    }
+    return TH_OK;
+}
+
+/* Queue the whole forward pass on the stream; logits rows go to f->host_logits
+ * and/or their argmax ids (taken on the device) to f->host_argmax. */
+static th_status enqueue(th_gpu *g, fwd *f) {
+    cudaStream_t st = g->st;
+    th_status s;
+    cudaError_t e = cudaMemcpyAsync(g->d_meta, g->h_meta, g->meta_count * 4, cudaMemcpyHostToDevice, st);
+    if (e) return th_cu_fail(e, "batch upload");
+    if (f->fused) {  /* one kernel for the whole step (gpu_fused.c) */
+        th_cu_fused_run(g, f->n_out);
+        if (f->n_out && (s = outputs(g, f, 0, f->n_out))) return s;
+    } else if ((s = layers_and_head(g, f))) {
+        return s;
     }
     if (f->host_argmax && f->n_out > 0 &&
         (e = cudaMemcpyAsync(f->host_argmax, g->d_argmax, (size_t)f->n_out * 4, cudaMemcpyDeviceToHost, st)))
@@ -411,15 +453,14 @@ th_status th_gpu_forward(th_gpu *g, const th_gpu_batch *b) {
         memcpy(table + (size_t)q * g->n_blocks, b->block_table + (size_t)q * b->max_blocks, (size_t)b->max_blocks * 4);
     bool graph = g->use_graphs && n < g->gemm_min && b->n_out <= g->graph_max;
     int32_t *d = g->d_meta;
-    fwd f = { .n = n, .n_out = b->n_out, .gemm = n >= g->gemm_min, .tok = d, .pos = d + g->n_batch,
-              .seq = d + 2 * g->n_batch, .gather = d + 3 * g->n_batch,
+    if (g->fused_mode == 2 && n == 1 && !(b->n_out <= 1 && g->fused))
+        return th_set_error(TH_ERR_UNSUPPORTED, "TH_GPU_FUSED=2: a single-token step (%d outputs) cannot take the fused kernel", b->n_out);
+    fwd f = { .n = n, .n_out = b->n_out, .gemm = n >= g->gemm_min, .fused = g->fused && n == 1 && b->n_out <= 1,
+              .tok = d, .pos = d + g->n_batch, .seq = d + 2 * g->n_batch, .gather = d + 3 * g->n_batch,
               .host_logits = b->logits && graph ? g->h_logits : b->logits, .host_argmax = b->argmax ? g->h_argmax : NULL };
     if (graph) graphs_for_mode(g, (b->logits ? 1 : 0) | (b->argmax ? 2 : 0));
-    f.kv = (th_cu_kv){ .pool = g->kv_pool, .f16 = g->kv_f16, .block_bytes = g->block_bytes, .block = g->block,
-                       .k_dim = g->k_w, .v_dim = g->v_w, .table = d + 4 * g->n_batch, .max_blocks = g->n_blocks };
-    f.at = (th_cu_attn){ .n_head = hp->n_head, .n_head_kv = hp->n_head_kv, .head_dim = hp->head_dim,
-                         .head_dim_v = hp->head_dim_v, .scale = hp->attn_scale, .softcap = hp->attn_softcap,
-                         .partial = g->partial, .counter = g->counter };
+    f.kv = th_cu_kv_view(g);
+    f.at = th_cu_attn_view(g);
     /* a graph is replayed at every length, so it plans for the longest sequence */
     int64_t plan_len = graph ? (int64_t)g->n_blocks * g->block : max_len;
     th_cu_attn_plan(n, hp->n_head, hp->head_dim_v, plan_len, g->partial_cap, g->sm_count,
@@ -431,5 +472,6 @@ th_status th_gpu_forward(th_gpu *g, const th_gpu_batch *b) {
     if (e) return th_cu_fail(e, "the forward pass");
     if (graph && b->logits) memcpy(b->logits, g->h_logits, (size_t)b->n_out * g->V * sizeof(float));
     if (b->argmax) memcpy(b->argmax, g->h_argmax, (size_t)b->n_out * sizeof(int32_t));
+    if (f.fused) th_cu_fused_prof_add(g);
     return TH_OK;
 }

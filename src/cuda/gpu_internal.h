@@ -56,6 +56,7 @@ struct th_gpu {
     th_cu_layer *L;
     th_cu_mat embd, out;
     const float *out_norm, *rope_freqs;
+    const th_weight *rope_src;  /* the host factors rope_freqs was uploaded from (th_gpu_init), or NULL */
     void **allocs;
     size_t n_allocs, cap_allocs;
     size_t weight_bytes, upload_total, upload_done;
@@ -65,7 +66,7 @@ struct th_gpu {
     uint32_t n_batch;
     int gemm_min;               /* batches of at least this many tokens use the GEMM path */
     bool use_graphs;
-    int32_t attn_chunk;         /* longest attention chunk in graph mode (TH_GPU_ATTN_CHUNK; 0: per head width) */
+    int32_t attn_chunk;         /* shortest attention chunk in graph mode (TH_GPU_ATTN_CHUNK; 0: one kernel step) */
     /* KV cache */
     void *kv_pool;
     size_t block_bytes;
@@ -93,6 +94,19 @@ struct th_gpu {
     int graph_mode;             /* what the cached graphs copy back: bit 0 logits, bit 1 argmax ids */
     int graph_max;
     struct { int n, n_out; cudaGraphExec_t exec; } graphs[TH_CU_MAX_GRAPHS];
+    /* the fused single-token decode (gpu_fused.c, fused.cu), experimental: TH_GPU_FUSED
+     * 0 off (default), 1 on where the model fits it, 2 required (a step it cannot take fails) */
+    int fused_mode;
+    bool fused;
+    int fused_blocks;
+    size_t fused_smem;
+    int32_t fused_split, fused_chunk;
+    th_cu_fused_layer *d_fused;
+    th_cu_fused *d_fused_args;
+    unsigned long long *fused_prof;  /* TH_GPU_FUSED_PROF=1: phase times of the last step (device) */
+    double prof_ns[6];               /* summed per phase kind (A-E, output head) over prof_steps steps */
+    long prof_steps;
+    unsigned *barrier;
     int n_graphs, next_graph;
 };
 
@@ -103,6 +117,18 @@ th_status th_cu_alloc(th_gpu *g, void **p, size_t bytes, const char *what);
  * reads g->q8 (the q8 form of x, already made) when the matrix wants it. */
 th_status th_cu_mm(th_gpu *g, bool gemm, const th_cu_mat *w, const float *x, int64_t xs, int n, float *y,
                    int64_t ys, bool acc);
+/* This layer's rope parameters; the KV pool and the attention as the kernels
+ * see them (the attention split left to the caller) (gpu.c). */
+th_cu_rope th_cu_layer_rope(const th_gpu *g, const th_cu_layer *D);
+th_cu_kv th_cu_kv_view(const th_gpu *g);
+th_cu_attn th_cu_attn_view(const th_gpu *g);
+/* gpu_fused.c: decide whether the fused kernel takes this model's single-token
+ * steps (and set it up), and queue one such step on the stream. */
+th_status th_cu_fused_init(th_gpu *g);
+void th_cu_fused_run(th_gpu *g, int n_out);
+/* TH_GPU_FUSED_PROF: add the last step's phase times (after the stream synchronized); print them (at free). */
+void th_cu_fused_prof_add(th_gpu *g);
+void th_cu_fused_prof_print(const th_gpu *g);
 /* gpu_upload.c */
 th_status th_cu_upload_weights(th_gpu *g);
 /* gpu_moe.c: scratch for the MoE layers (nothing when there are none); the

@@ -20,9 +20,13 @@ __device__ __forceinline__ float block_sum(float v, float *red) {
 
 __global__ void __launch_bounds__(1024) rmsnorm_vec(const float *x, int64_t xs, const int32_t *rows, const float *w,
                                                     float eps, int64_t K, float *y, int64_t ys, th_cu_q8 yq, bool q8) {
-    pdl_begin();
+    pdl_trigger();
     __shared__ float red[32];
     const int64_t r = blockIdx.x, n4 = K / 4;
+    const float4 *w4 = (const float4 *)w;
+    // the weights of the first float4 a thread (all of a row of up to 4096) load before waiting
+    const float4 w0 = w && threadIdx.x < n4 ? w4[threadIdx.x] : make_float4(1.f, 1.f, 1.f, 1.f);
+    pdl_wait();
     const float4 *xr = (const float4 *)(x + (rows ? rows[r] : r) * xs);
     float4 v[MAXPER];
     float ss = 0.0f;
@@ -33,7 +37,6 @@ __global__ void __launch_bounds__(1024) rmsnorm_vec(const float *x, int64_t xs, 
         ss += v[j].x * v[j].x + v[j].y * v[j].y + v[j].z * v[j].z + v[j].w * v[j].w;
     }
     const float scale = 1.0f / sqrtf(block_sum(ss, red) / (float)K + eps);
-    const float4 *w4 = (const float4 *)w;
     float4 *yr = (float4 *)(y + r * ys);
     const int lane = threadIdx.x & 31;
 #pragma unroll
@@ -43,7 +46,7 @@ __global__ void __launch_bounds__(1024) rmsnorm_vec(const float *x, int64_t xs, 
         bool in = i < n4;
         float4 o = v[j];
         if (in) {
-            float4 wv = w ? w4[i] : make_float4(1.f, 1.f, 1.f, 1.f);
+            float4 wv = j == 0 ? w0 : w ? w4[i] : make_float4(1.f, 1.f, 1.f, 1.f);
             o = make_float4(o.x * scale * wv.x, o.y * scale * wv.y, o.z * scale * wv.z, o.w * scale * wv.w);
             yr[i] = o;
         }

@@ -164,7 +164,8 @@ const char *th_cu_test_attention(int n_head, int n_kv, int hd, int hdv, int len,
     a.counter = (int32_t *)(dpart + cap);
     int sm = 132;
     cudaDeviceGetAttribute(&sm, cudaDevAttrMultiProcessorCount, 0);
-    if (force_split) th_cu_attn_plan(n, n_head, hdv, len, cap, 1 << 20, 32, &a.n_split, &a.chunk);
+    if (force_split == 2) th_cu_attn_plan(n, n_head, hdv, len, cap, 4, 32, &a.n_split, &a.chunk);  /* graph plan */
+    else if (force_split) th_cu_attn_plan(n, n_head, hdv, len, cap, 1 << 20, 32, &a.n_split, &a.chunk);
     else th_cu_attn_plan(n, n_head, hdv, pos0 + n, cap, sm, 0, &a.n_split, &a.chunk);
     th_cu_attention(dq, (int64_t)n_head * hd, n, dpos, dseq, &a, &kv, 0, dout, (int64_t)n_head * hdv, NULL, 0);
     TRY(cudaGetLastError());

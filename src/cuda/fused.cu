@@ -1,0 +1,664 @@
+// fused.cu — the whole forward pass of one decode token of one sequence as one
+// persistent kernel (backend.h, th_cu_fused). A graph of ~9 small kernels a
+// layer spends most of a small model's step between kernels (135M: ~270
+// launches, ~3 µs each); here one block per SM runs every phase and the phases
+// meet at grid-wide barriers:
+//   A  stage x (layer 0: the embedding row) RMS-normalized; Q/K/V rows (+ bias)
+//   B  per (head, split) warp: q/k norm + rope of this token (layer_ops.cuh),
+//      the leader of a KV group stores K/V, online softmax over its positions,
+//      the last split of a head merges (an atomic counter per head)
+//   C  stage the attention output; x += Wo · att (+ bo)
+//   D  stage x normalized; ff[i] = act(gate_i · h) · (up_i · h)
+//   E  stage ff; x += Wdown · ff
+// and finally the output head on the normalized x. Activations written by other
+// blocks during the launch are read through L2 (__ldcg); weights through the
+// read-only path. Each block stages a phase's input in shared memory as floats
+// and, for split matrices, in the q8 form of backend.h, quantized exactly as
+// norm.cu / q8.cuh do, so the products equal the unfused GEMV's up to the order
+// of float additions.
+#include "cuda/layer_ops.cuh"
+#include "cuda/q8.cuh"
+#include "cuda/split.cuh"
+#include <math.h>
+
+namespace {
+
+constexpr int FT = 256;       // threads a block (255 registers a thread: 512 threads spilled ~2 KB each)
+constexpr int FW = FT / 32;   // warps a block
+constexpr int U = 2;          // 16-byte weight loads a lane and row in flight (× RW rows)
+constexpr int HEAD_MAX = 256; // widest head
+
+// The block's shared memory: the staged vector (floats and q8), a reduction
+// scratch, and per warp a q and a k head buffer.
+struct Stage {
+    float *f;
+    int8_t *q;
+    float *d;
+    int32_t *s;
+    float *red;
+    float *head;
+};
+
+__host__ __device__ constexpr size_t align16(size_t n) { return (n + 15) & ~(size_t)15; }
+
+__host__ __device__ inline size_t stage_bytes(int64_t max_k) {
+    return align16((size_t)max_k * 4) + align16((size_t)max_k) + 2 * align16((size_t)max_k / 32 * 4) +
+           align16(FW * 4) + (size_t)(2 * HEAD_MAX + 2 * FW + FW * HEAD_MAX) * 4;
+}
+
+__device__ Stage carve(unsigned char *p, int64_t max_k) {
+    Stage s;
+    s.f = (float *)p; p += align16((size_t)max_k * 4);
+    s.q = (int8_t *)p; p += align16((size_t)max_k);
+    s.d = (float *)p; p += align16((size_t)max_k / 32 * 4);
+    s.s = (int32_t *)p; p += align16((size_t)max_k / 32 * 4);
+    s.red = (float *)p; p += align16(FW * 4);
+    s.head = (float *)p;
+    return s;
+}
+
+// ---- grid barrier: a counter zeroed before the launch; barrier k waits for k·blocks arrivals ----
+__device__ __forceinline__ unsigned ld_acquire(const unsigned *p) {
+    unsigned v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
+__device__ __forceinline__ unsigned long long globaltimer() {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %globaltimer;" : "=l"(t));
+    return t;
+}
+
+// With f.prof, block 0 notes the time at every phase boundary (TH_GPU_FUSED_PROF).
+__device__ __forceinline__ void prof_mark(unsigned long long *prof, unsigned idx) {
+    if (prof && blockIdx.x == 0 && threadIdx.x == 0) prof[idx] = globaltimer();
+}
+
+__device__ __forceinline__ void grid_sync(unsigned *bar, unsigned &target) {
+    target += gridDim.x;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        __threadfence();
+        atomicAdd(bar, 1u);
+        while (ld_acquire(bar) < target) {}
+        __threadfence();
+    }
+    __syncthreads();
+}
+
+__device__ __forceinline__ float block_sum(float v, float *red) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    v = warp_sum(v);
+    __syncthreads();
+    if (lane == 0) red[warp] = v;
+    __syncthreads();
+    float t = 0.0f;
+#pragma unroll
+    for (int i = 0; i < FW; i++) t += red[i];
+    return t;
+}
+
+// ---- staging ----
+// x (K floats, written during this launch) into the stage's floats.
+__device__ __forceinline__ void stage_load(const float *x, int64_t K, Stage sm) {
+    for (int64_t i = 4 * (int64_t)threadIdx.x; i < K; i += 4 * FT)
+        *(float4 *)(sm.f + i) = __ldcg((const float4 *)(x + i));
+}
+
+// The embedding row of `tok` (times scale) into the stage; block 0 also starts the residual stream x.
+__device__ __forceinline__ void stage_embedding(const th_cu_mat &embd, int32_t tok, float scale, int64_t E, float *x, Stage sm) {
+    for (int64_t g = threadIdx.x; g < E / 32; g += FT) {
+        float v[32];
+        dq32_mat(embd, tok, g, v);
+#pragma unroll
+        for (int j = 0; j < 32; j++) sm.f[g * 32 + j] = v[j] * scale;
+    }
+    __syncthreads();
+    if (blockIdx.x == 0)
+        for (int64_t i = threadIdx.x; i < E; i += FT) x[i] = sm.f[i];
+}
+
+// The staged floats RMS-normalized with weight w (w NULL: left as they are),
+// then their q8 form when q8 (as norm.cu: v = x·scale·w; q8_store_block).
+__device__ __forceinline__ void stage_finish(int64_t K, const float *w, float eps, bool q8, Stage sm) {
+    __syncthreads();
+    float scale = 1.0f;
+    if (w) {
+        float ss = 0.0f;
+        for (int64_t i = threadIdx.x; i < K; i += FT) ss += sm.f[i] * sm.f[i];
+        scale = 1.0f / sqrtf(block_sum(ss, sm.red) / (float)K + eps);
+    }
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const th_cu_q8 o = { sm.q, sm.d, sm.s };
+    for (int64_t g = warp; g < K / 32; g += FW) {
+        const int64_t i = g * 32 + lane;
+        float v = sm.f[i];
+        if (w) { v = v * scale * w[i]; sm.f[i] = v; }
+        if (q8) q8_store_block(v, lane, o, g * 32, g);
+    }
+    __syncthreads();
+}
+
+// ---- weight rows · the staged vector (a warp) ----
+
+// R rows at once (rows[k] of matrix *m[k], k < nr; all of width K): every
+// load of all R rows is issued before the first product, so a warp keeps R·U
+// 16-byte loads a lane in flight. Results out[k], summed over the warp.
+template <typename KS, int R>
+__device__ __forceinline__ void dot_rows_q8(const th_cu_mat *const (&m)[R], const int64_t (&rows)[R], int nr,
+                                            Stage sm, int lane, float (&out)[R]) {
+    const int64_t nb = m[0]->K / 32;
+    float acc[R];
+#pragma unroll
+    for (int k = 0; k < R; k++) acc[k] = 0.0f;
+    for (int64_t b0 = lane; b0 < nb; b0 += 32 * U) {
+        KS v[R][U];
+#pragma unroll
+        for (int k = 0; k < R; k++)
+#pragma unroll
+            for (int u = 0; u < U; u++)
+                if (k < nr && b0 + 32 * u < nb) v[k][u].load(*m[k], rows[k], b0 + 32 * u);
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const int64_t b = b0 + 32 * u;
+            if (b < nb) {
+                const int4 *xa = (const int4 *)(sm.q + b * 32);
+                const int4 a0 = xa[0], a1 = xa[1];
+                const float xd = sm.d[b];
+                const int xs = KS::uses_sum ? sm.s[b] : 0;
+#pragma unroll
+                for (int k = 0; k < R; k++)
+                    if (k < nr) acc[k] += v[k][u].dot(a0, a1, xd, xs);
+            }
+        }
+    }
+#pragma unroll
+    for (int k = 0; k < R; k++) out[k] = warp_sum(acc[k]);
+}
+
+template <uint32_t T>
+__device__ __forceinline__ void unpack8(const uint4 *v, float f[8]) {
+    if (T == TH_F32) {
+        const float4 a = *(const float4 *)&v[0], b = *(const float4 *)&v[1];
+        f[0] = a.x; f[1] = a.y; f[2] = a.z; f[3] = a.w; f[4] = b.x; f[5] = b.y; f[6] = b.z; f[7] = b.w;
+        return;
+    }
+    const uint32_t u[4] = { v[0].x, v[0].y, v[0].z, v[0].w };
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        if (T == TH_F16) {
+            const float2 q = __half22float2(*(const __half2 *)&u[k]);
+            f[2 * k] = q.x; f[2 * k + 1] = q.y;
+        } else {
+            f[2 * k] = __uint_as_float(u[k] << 16);
+            f[2 * k + 1] = __uint_as_float(u[k] & 0xffff0000u);
+        }
+    }
+}
+
+template <uint32_t T, int R>
+__device__ __forceinline__ void dot_rows_float(const th_cu_mat *const (&m)[R], const int64_t (&rows)[R], int nr,
+                                               Stage sm, int lane, float (&out)[R]) {
+    constexpr int V = T == TH_F32 ? 2 : 1;  // 16-byte loads per 8 weights
+    const int64_t n8 = m[0]->K / 8;
+    const uint4 *wp[R];
+#pragma unroll
+    for (int k = 0; k < R; k++)
+        wp[k] = k < nr ? (const uint4 *)((const uint8_t *)m[k]->data + rows[k] * m[k]->row_bytes) : nullptr;
+    float acc[R];
+#pragma unroll
+    for (int k = 0; k < R; k++) acc[k] = 0.0f;
+    for (int64_t c0 = lane; c0 < n8; c0 += 32 * U) {
+        uint4 v[R][U][V];
+#pragma unroll
+        for (int k = 0; k < R; k++)
+#pragma unroll
+            for (int u = 0; u < U; u++)
+                if (k < nr && c0 + 32 * u < n8)
+#pragma unroll
+                    for (int j = 0; j < V; j++) v[k][u][j] = __ldg(wp[k] + (c0 + 32 * u) * V + j);
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const int64_t c = c0 + 32 * u;
+            if (c >= n8) break;
+            const float4 a = *(const float4 *)(sm.f + c * 8), b = *(const float4 *)(sm.f + c * 8 + 4);
+#pragma unroll
+            for (int k = 0; k < R; k++) {
+                if (k >= nr) break;
+                float f[8];
+                unpack8<T>(v[k][u], f);
+                acc[k] += f[0] * a.x + f[1] * a.y + f[2] * a.z + f[3] * a.w + f[4] * b.x + f[5] * b.y + f[6] * b.z + f[7] * b.w;
+            }
+        }
+    }
+#pragma unroll
+    for (int k = 0; k < R; k++) out[k] = warp_sum(acc[k]);
+}
+
+__device__ __forceinline__ int64_t grid_warp() { return (int64_t)blockIdx.x * FW + (threadIdx.x >> 5); }
+__device__ __forceinline__ int64_t grid_warps() { return (int64_t)gridDim.x * FW; }
+
+constexpr int RW = 4;  // rows a warp multiplies at once
+
+// Row products of one weight type (with_dot picks one per matrix).
+template <typename KS>
+struct DotQ8 {
+    template <int R>
+    static __device__ __forceinline__ void rows(const th_cu_mat *const (&m)[R], const int64_t (&r)[R], int nr,
+                                                Stage sm, int lane, float (&out)[R]) {
+        dot_rows_q8<KS, R>(m, r, nr, sm, lane, out);
+    }
+};
+template <uint32_t T>
+struct DotFloat {
+    template <int R>
+    static __device__ __forceinline__ void rows(const th_cu_mat *const (&m)[R], const int64_t (&r)[R], int nr,
+                                                Stage sm, int lane, float (&out)[R]) {
+        dot_rows_float<T, R>(m, r, nr, sm, lane, out);
+    }
+};
+
+// y[r] = W[r]·stage (+ bias[r]) (+ y[r] when acc); RW consecutive rows a warp, spread over the grid.
+template <typename D>
+__device__ __forceinline__ void matvec_t(const th_cu_mat *__restrict__ wp, const float *bias, Stage sm, float *y,
+                                         bool acc) {
+    const int lane = threadIdx.x & 31;
+    const int64_t nrows = wp->rows;
+    const th_cu_mat *m[RW];
+#pragma unroll
+    for (int k = 0; k < RW; k++) m[k] = wp;
+    for (int64_t r0 = grid_warp() * RW; r0 < nrows; r0 += grid_warps() * RW) {
+        int64_t rows[RW];
+#pragma unroll
+        for (int k = 0; k < RW; k++) rows[k] = r0 + k;
+        const int nr = (int)min((int64_t)RW, nrows - r0);
+        float d[RW];
+        D::template rows<RW>(m, rows, nr, sm, lane, d);
+        if (lane < nr) {
+            float v = d[0];
+#pragma unroll
+            for (int k = 1; k < RW; k++) if (lane == k) v = d[k];
+            const int64_t r = r0 + lane;
+            if (bias) v += bias[r];
+            y[r] = acc ? __ldcg(y + r) + v : v;
+        }
+    }
+}
+
+// ff[i] = act(gate row i · h) · (up row up_row0 + i · h) (gate and up of one type), RW/2 pairs a warp.
+template <typename D>
+__device__ __forceinline__ void gate_up_t(const th_cu_fused_layer *__restrict__ L, int act, Stage sm, float *ff) {
+    constexpr int P = RW / 2;
+    const int lane = threadIdx.x & 31;
+    const int64_t F = L->F, up0 = L->up_row0;
+    const th_cu_mat *m[RW];
+#pragma unroll
+    for (int k = 0; k < RW; k++) m[k] = k < P ? &L->gate : &L->up;
+    for (int64_t i0 = grid_warp() * P; i0 < F; i0 += grid_warps() * P) {
+        const int np = (int)min((int64_t)P, F - i0);
+        int64_t rows[RW];
+#pragma unroll
+        for (int k = 0; k < P; k++) { rows[k] = i0 + min(k, np - 1); rows[P + k] = up0 + i0 + min(k, np - 1); }
+        float d[RW];
+        D::template rows<RW>(m, rows, RW, sm, lane, d);
+#pragma unroll
+        for (int k = 0; k < P; k++)
+            if (lane == k && k < np) ff[i0 + k] = glu_fn(d[k], d[P + k], act);
+    }
+}
+
+// The output head may have another type than the layers (Q6_K heads on Q4_0
+// models): its row products are picked by a switch, in a function of its own.
+__device__ __noinline__ void head_matvec(const th_cu_mat *w, Stage sm, float *y) {
+    if (w->layout == TH_CU_SPLIT) {
+        switch (w->type) {
+        case TH_Q4_0: matvec_t<DotQ8<KSub<TH_Q4_0>>>(w, nullptr, sm, y, false); return;
+        case TH_Q8_0: matvec_t<DotQ8<KSub<TH_Q8_0>>>(w, nullptr, sm, y, false); return;
+        case TH_Q4_K: matvec_t<DotQ8<KSub<TH_Q4_K>>>(w, nullptr, sm, y, false); return;
+        case TH_Q5_K: matvec_t<DotQ8<KSub<TH_Q5_K>>>(w, nullptr, sm, y, false); return;
+        case TH_Q6_K: matvec_t<DotQ8<KSub<TH_Q6_K>>>(w, nullptr, sm, y, false); return;
+        default: return;
+        }
+    }
+    switch (w->type) {
+    case TH_F32: matvec_t<DotFloat<TH_F32>>(w, nullptr, sm, y, false); return;
+    case TH_F16: matvec_t<DotFloat<TH_F16>>(w, nullptr, sm, y, false); return;
+    case TH_BF16: matvec_t<DotFloat<TH_BF16>>(w, nullptr, sm, y, false); return;
+    default: return;
+    }
+}
+
+// ---- attention of this token: one block per (head, split) ----
+// The split count follows the sequence's length (known on the device, so a
+// replayed graph still fits it): about a block each for the heads' splits, at
+// least 32 positions a split, at most the plan's n_split (partial storage).
+__device__ __forceinline__ float round_kv(float v, bool f16) { return f16 ? __half2float(__float2half_rn(v)) : v; }
+
+__device__ __forceinline__ float ld_cache(const char *row, int d, bool f16) {
+    return f16 ? __half2float(__ushort_as_half(__ldcg((const unsigned short *)row + d))) : __ldcg((const float *)row + d);
+}
+
+// This token's q (and, for the split holding its own position, k) of head h
+// (one warp): normed and roped in the block's buffers; the KV group's leader
+// stores K and V; k is left rounded to the cache's type, as the cache holds it.
+__device__ __forceinline__ void new_token_qk(const th_cu_fused &f, const th_cu_fused_layer &L, const th_cu_kv &kv,
+                                             int il, int h, int kvh, bool with_k, bool leader, int32_t p, int32_t sq,
+                                             float *qb, float *kb, int lane) {
+    const int hd = f.at.head_dim, hdv = f.at.head_dim_v;
+    for (int i = lane; i < hd; i += 32) qb[i] = __ldcg(f.qkv + (int64_t)h * hd + i);
+    __syncwarp();
+    norm_rope_head(qb, L.rope.q_norm, L.rope, p, lane);
+    if (!with_k) return;
+    for (int i = lane; i < hd; i += 32) kb[i] = __ldcg(f.qkv + f.q_w + (int64_t)kvh * hd + i);
+    __syncwarp();
+    norm_rope_head(kb, L.rope.k_norm, L.rope, p, lane);
+    const float *v = f.qkv + f.q_w + f.k_w + (int64_t)kvh * hdv;
+    if (leader) {
+        const size_t esz = kv.f16 ? 2 : 4;
+        char *ks = kv_slot(kv, il, sq, p, false) + (int64_t)kvh * hd * esz;
+        char *vs = kv_slot(kv, il, sq, p, true) + (int64_t)kvh * hdv * esz;
+        for (int i = lane; i < hd; i += 32) {
+            if (kv.f16) ((__half *)ks)[i] = __float2half_rn(kb[i]);
+            else ((float *)ks)[i] = kb[i];
+        }
+        for (int i = lane; i < hdv; i += 32) {
+            const float x = __ldcg(v + i);
+            if (kv.f16) ((__half *)vs)[i] = __float2half_rn(x);
+            else ((float *)vs)[i] = x;
+        }
+    }
+    for (int i = lane; i < hd; i += 32) kb[i] = round_kv(kb[i], kv.f16);
+    __syncwarp();
+}
+
+template <int PL>
+struct Softmax {
+    float m = -INFINITY, l = 0.0f, acc[PL] = {};
+};
+
+// Positions [j0, j0 + ng) into a warp's state: K and V of cached positions from
+// the cache (this layer's part of the sequence's blocks), position p's from the
+// buffers.
+template <int PL, int G>
+__device__ __forceinline__ void attend_step(const th_cu_kv &kv, const int32_t *table, int64_t lay, int hd, int hdv,
+                                            float scale, int kvh, int32_t p, const float (&q)[PL], const float *kb,
+                                            const float *vnew, int32_t j0, int ng, int lane, Softmax<PL> &st) {
+    const bool f16 = kv.f16;
+    const int64_t esz = f16 ? 2 : 4;
+    float k[G][PL], v[G][PL];
+#pragma unroll
+    for (int g = 0; g < G; g++) {
+        const int32_t j = j0 + g;
+        const bool cached = g < ng && j != p, own = g < ng && j == p;
+        const char *kr = nullptr, *vr = nullptr;
+        if (cached) {
+            const char *base = (const char *)kv.pool + (int64_t)table[j / kv.block] * kv.block_bytes;
+            const int64_t slot = j % kv.block;
+            kr = base + (lay + slot * kv.k_dim + (int64_t)kvh * hd) * esz;
+            vr = base + (lay + (int64_t)kv.block * kv.k_dim + slot * kv.v_dim + (int64_t)kvh * hdv) * esz;
+        }
+#pragma unroll
+        for (int i = 0; i < PL; i++) {
+            const int d = lane + 32 * i;
+            k[g][i] = v[g][i] = 0.0f;
+            if (own) {
+                if (d < hd) k[g][i] = kb[d];
+                if (d < hdv) v[g][i] = round_kv(__ldcg(vnew + d), f16);
+            } else if (cached) {
+                if (d < hd) k[g][i] = ld_cache(kr, d, f16);
+                if (d < hdv) v[g][i] = ld_cache(vr, d, f16);
+            }
+        }
+    }
+    float sc[G], mx = st.m;
+#pragma unroll
+    for (int g = 0; g < G; g++) {
+        float s = 0.0f;
+#pragma unroll
+        for (int i = 0; i < PL; i++) s += q[i] * k[g][i];
+        s = warp_sum(s) * scale;
+        sc[g] = g < ng ? s : -INFINITY;
+        mx = fmaxf(mx, sc[g]);
+    }
+    const float corr = expf(st.m - mx);
+    st.l *= corr;
+#pragma unroll
+    for (int i = 0; i < PL; i++) st.acc[i] *= corr;
+#pragma unroll
+    for (int g = 0; g < G; g++) {
+        const float pg = g < ng ? expf(sc[g] - mx) : 0.0f;
+        st.l += pg;
+#pragma unroll
+        for (int i = 0; i < PL; i++) st.acc[i] += pg * v[g][i];
+    }
+    st.m = mx;
+}
+
+// Shared memory of one attention unit (inside Stage.head): q, k, and per warp
+// its (m, l) and unnormalized output.
+struct AttnBuf {
+    float *q, *k, *wm, *wl, *wacc;
+    __device__ explicit AttnBuf(float *p) : q(p), k(p + HEAD_MAX), wm(p + 2 * HEAD_MAX), wl(p + 2 * HEAD_MAX + FW),
+                                            wacc(p + 2 * HEAD_MAX + 2 * FW) {}
+};
+
+// The block's split result (thread d holds output dim d): the head's output
+// when the head has one split; else published, and the last split of the head
+// to finish merges them all.
+__device__ __forceinline__ void finish_split(const th_cu_fused &f, int h, int sp, int ns, float m, float l, float acc) {
+    const th_cu_attn &a = f.at;
+    const int hdv = a.head_dim_v, tid = threadIdx.x;
+    float *o = f.att + (int64_t)h * hdv;
+    if (ns == 1) {
+        if (tid < hdv) o[tid] = l > 0.0f ? acc / l : 0.0f;
+        return;
+    }
+    const int64_t rec = hdv + 2;
+    float *pp = a.partial + ((int64_t)h * a.n_split + sp) * rec;
+    if (tid == 0) { pp[0] = m; pp[1] = l; }
+    if (tid < hdv) pp[2 + tid] = acc;
+    __threadfence();
+    __syncthreads();
+    __shared__ int s_last;
+    if (tid == 0) s_last = atomicAdd(a.counter + h, 1) == ns - 1;
+    __syncthreads();
+    if (!s_last) return;
+    __threadfence();
+    if (tid == 0) a.counter[h] = 0;  // ready for the next layer
+    const float *p0 = a.partial + (int64_t)h * a.n_split * rec;
+    float M = -INFINITY, L = 0.0f;
+    for (int s = 0; s < ns; s++) M = fmaxf(M, __ldcg(p0 + s * rec));
+    for (int s = 0; s < ns; s++) L += expf(__ldcg(p0 + s * rec) - M) * __ldcg(p0 + s * rec + 1);
+    if (tid < hdv) {
+        float acc2 = 0.0f;
+        for (int s = 0; s < ns; s++) acc2 += expf(__ldcg(p0 + s * rec) - M) * __ldcg(p0 + s * rec + 2 + tid);
+        o[tid] = L > 0.0f ? acc2 / L : 0.0f;
+    }
+}
+
+template <int PL>
+__device__ __forceinline__ void attention_unit(const th_cu_fused &f, const th_cu_fused_layer &L, int il, int h, int sp,
+                                               int ns, int32_t chunk, int32_t p, int32_t sq, Stage sm) {
+    constexpr int G = 32 / PL;
+    const th_cu_attn &a = f.at;
+    const th_cu_kv kv = f.kv;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, hd = a.head_dim, hdv = a.head_dim_v;
+    const int32_t len = p + 1, first = sp * chunk, end = min(len, first + chunk);
+    const int grp = a.n_head / a.n_head_kv, kvh = h / grp;
+    AttnBuf buf(sm.head);
+    if (warp == 0) new_token_qk(f, L, kv, il, h, kvh, end == len, h % grp == 0, p, sq, buf.q, buf.k, lane);
+    __syncthreads();
+    float q[PL];
+#pragma unroll
+    for (int i = 0; i < PL; i++) q[i] = lane + 32 * i < hd ? buf.q[lane + 32 * i] : 0.0f;
+    const float *vnew = f.qkv + f.q_w + f.k_w + (int64_t)kvh * hdv;
+    const int32_t *table = kv.table + (int64_t)sq * kv.max_blocks;
+    const int64_t lay = (int64_t)il * kv.block * (kv.k_dim + kv.v_dim);
+    Softmax<PL> st;
+    for (int32_t j0 = first + warp * G; j0 < end; j0 += FW * G)
+        attend_step<PL, G>(kv, table, lay, hd, hdv, a.scale, kvh, p, q, buf.k, vnew, j0, min(G, end - j0), lane, st);
+    if (lane == 0) { buf.wm[warp] = st.m; buf.wl[warp] = st.l; }
+#pragma unroll
+    for (int i = 0; i < PL; i++)
+        if (lane + 32 * i < hdv) buf.wacc[warp * HEAD_MAX + lane + 32 * i] = st.acc[i];
+    __syncthreads();
+    float m = -INFINITY, l = 0.0f, acc = 0.0f;
+    for (int w = 0; w < FW; w++) m = fmaxf(m, buf.wm[w]);
+    for (int w = 0; w < FW; w++) {
+        const float c = buf.wl[w] > 0.0f ? expf(buf.wm[w] - m) : 0.0f;
+        l += c * buf.wl[w];
+        if (threadIdx.x < hdv) acc += c * buf.wacc[w * HEAD_MAX + threadIdx.x];
+    }
+    finish_split(f, h, sp, ns, m, l, acc);
+    __syncthreads();  // the buffers are reused by the block's next unit
+}
+
+__device__ void attention(const th_cu_fused &f, const th_cu_fused_layer &L, int il, int32_t p, int32_t sq,
+                          Stage sm) {
+    const int n_head = f.at.n_head;
+    const int32_t len = p + 1;
+    int ns = (int)min((int64_t)f.at.n_split, max((int64_t)1, ((int64_t)gridDim.x + n_head - 1) / n_head));
+    ns = min(ns, max(1, len / 32));
+    const int32_t chunk = (len + ns - 1) / ns;
+    ns = (len + chunk - 1) / chunk;
+    const int width = max(f.at.head_dim, f.at.head_dim_v);
+    for (int u = blockIdx.x; u < n_head * ns; u += gridDim.x) {
+        const int h = u % n_head, sp = u / n_head;
+        if (width <= 64) attention_unit<2>(f, L, il, h, sp, ns, chunk, p, sq, sm);
+        else if (width <= 128) attention_unit<4>(f, L, il, h, sp, ns, chunk, p, sq, sm);
+        else attention_unit<8>(f, L, il, h, sp, ns, chunk, p, sq, sm);
+    }
+}
+
+__device__ __forceinline__ bool split_any(const th_cu_mat *m, int n) {
+    for (int i = 0; i < n; i++) if (m[i].layout == TH_CU_SPLIT) return true;
+    return false;
+}
+
+template <typename D>
+__device__ __forceinline__ void layer(const th_cu_fused &f, int il, int32_t tok, int32_t p, int32_t sq, Stage sm,
+                      unsigned &target) {
+    const th_cu_fused_layer &L = f.layers[il];
+    // A: norm + Q/K/V
+    if (il == 0) stage_embedding(f.embd, tok, f.embd_scale, f.E, f.x, sm);
+    else stage_load(f.x, f.E, sm);
+    stage_finish(f.E, L.attn_norm, f.eps, split_any(L.qkv, L.n_qkv), sm);
+    for (int k = 0; k < L.n_qkv; k++)
+        matvec_t<D>(&L.qkv[k], L.qkv_bias ? L.qkv_bias + L.qkv_off[k] : nullptr, sm, f.qkv + L.qkv_off[k], false);
+    grid_sync(f.barrier, target);
+    prof_mark(f.prof, target / gridDim.x);
+    // B: rope, KV store, attention
+    attention(f, L, il, p, sq, sm);
+    grid_sync(f.barrier, target);
+    prof_mark(f.prof, target / gridDim.x);
+    // C: output projection + residual
+    stage_load(f.att, f.att_w, sm);
+    stage_finish(f.att_w, nullptr, 0.0f, L.wo.layout == TH_CU_SPLIT, sm);
+    matvec_t<D>(&L.wo, L.bo, sm, f.x, true);
+    grid_sync(f.barrier, target);
+    prof_mark(f.prof, target / gridDim.x);
+    // D: norm + gate/up + activation
+    stage_load(f.x, f.E, sm);
+    stage_finish(f.E, L.ffn_norm, f.eps, L.gate.layout == TH_CU_SPLIT || L.up.layout == TH_CU_SPLIT, sm);
+    gate_up_t<D>(&L, f.act, sm, f.ff);
+    grid_sync(f.barrier, target);
+    prof_mark(f.prof, target / gridDim.x);
+    // E: down + residual
+    stage_load(f.ff, L.F, sm);
+    stage_finish(L.F, nullptr, 0.0f, L.down.layout == TH_CU_SPLIT, sm);
+    matvec_t<D>(&L.down, nullptr, sm, f.x, true);
+    grid_sync(f.barrier, target);
+    prof_mark(f.prof, target / gridDim.x);
+}
+
+// f: device memory (set up once per context); n_out: 0 or 1 logits rows. D:
+// the row product of every layer matrix (one instantiation per weight type,
+// so each is register-allocated for its own loop).
+template <typename D>
+__global__ void __launch_bounds__(FT, 1) fused_decode(const th_cu_fused *__restrict__ fp, int n_out) {
+    const th_cu_fused &f = *fp;
+    extern __shared__ __align__(16) unsigned char smem[];
+    Stage sm = carve(smem, f.max_k);
+    unsigned target = 0;
+    prof_mark(f.prof, 0);
+    const int32_t tok = f.tok[0], p = f.pos[0], sq = f.seq[0];
+    for (int il = 0; il < f.n_layer; il++) layer<D>(f, il, tok, p, sq, sm, target);
+    if (n_out) {
+        stage_load(f.x, f.E, sm);
+        stage_finish(f.E, f.out_norm, f.eps, f.out.layout == TH_CU_SPLIT, sm);
+        head_matvec(&f.out, sm, f.logits);
+    }
+    __syncthreads();
+    prof_mark(f.prof, target / gridDim.x + 1);
+}
+
+
+typedef void (*fused_kernel)(const th_cu_fused *, int);
+
+// The instantiation for the layers' weight type (NULL: none).
+fused_kernel kernel_for(uint32_t type, int32_t layout) {
+    if (layout == TH_CU_SPLIT) {
+        switch (type) {
+        case TH_Q4_0: return fused_decode<DotQ8<KSub<TH_Q4_0>>>;
+        case TH_Q8_0: return fused_decode<DotQ8<KSub<TH_Q8_0>>>;
+        case TH_Q4_K: return fused_decode<DotQ8<KSub<TH_Q4_K>>>;
+        default: return nullptr;
+        }
+    }
+    switch (type) {
+    case TH_F32: return fused_decode<DotFloat<TH_F32>>;
+    case TH_F16: return fused_decode<DotFloat<TH_F16>>;
+    default: return nullptr;
+    }
+}
+
+bool float_mat_ok(const th_cu_mat *w) {
+    return w->row_bytes % 16 == 0 && ((uintptr_t)w->data & 15) == 0;
+}
+
+}  // namespace
+
+extern "C" bool th_cu_fused_layer_ok(const th_cu_mat *w) {
+    return w->K % 32 == 0 && kernel_for(w->type, w->layout) && (w->layout == TH_CU_SPLIT || float_mat_ok(w));
+}
+
+extern "C" bool th_cu_fused_head_ok(const th_cu_mat *w) {
+    if (w->K % 32) return false;
+    if (w->layout == TH_CU_SPLIT)
+        return w->type == TH_Q4_0 || w->type == TH_Q8_0 || w->type == TH_Q4_K || w->type == TH_Q5_K || w->type == TH_Q6_K;
+    return (w->type == TH_F32 || w->type == TH_F16 || w->type == TH_BF16) && float_mat_ok(w);
+}
+
+extern "C" int th_cu_fused_blocks(const th_cu_mat *layer_type, int64_t max_k, int sm_count, size_t *smem) {
+    fused_kernel k = kernel_for(layer_type->type, layer_type->layout);
+    *smem = stage_bytes(max_k);
+    if (!k || cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)*smem)) {
+        cudaGetLastError();
+        return 0;
+    }
+    int per_sm = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, FT, *smem) || per_sm < 1) {
+        cudaGetLastError();
+        return 0;
+    }
+    return sm_count;  // one block per SM: every block is resident, so the barriers cannot deadlock
+}
+
+extern "C" void th_cu_fused_plan(int blocks, int32_t n_head, int64_t max_len, size_t partial_cap, int32_t hdv,
+                                 int32_t *n_split, int32_t *chunk) {
+    // the kernel picks the split per step (attention()); this is its most: a block per (head, split)
+    int64_t s = ((int64_t)blocks + n_head - 1) / n_head, cap = (int64_t)(partial_cap / ((size_t)n_head * (size_t)(hdv + 2)));
+    int64_t most = (max_len + 31) / 32;
+    if (s > most) s = most;
+    if (s > cap) s = cap;
+    if (s < 1) s = 1;
+    *n_split = (int32_t)s;
+    *chunk = 0;
+}
+
+extern "C" void th_cu_fused_decode(const th_cu_mat *layer_type, const th_cu_fused *d_f, unsigned *barrier, int n_out,
+                                   int blocks, size_t smem, cudaStream_t st) {
+    cudaMemsetAsync(barrier, 0, sizeof(unsigned), st);
+    kernel_for(layer_type->type, layer_type->layout)<<<blocks, FT, smem, st>>>(d_f, n_out);
+}

@@ -1,0 +1,78 @@
+// layer_ops.cuh — device pieces of a layer's small ops, shared by the op
+// kernels (rope.cu, glu.cu) and the fused single-token decode kernel
+// (fused.cu): the paged-cache slot of a token, per-head Q/K RMSNorm + rotary
+// embedding of one head (a warp, in place), the K/V store, and the gated
+// activations of the FFN.
+#ifndef TH_CUDA_LAYER_OPS_CUH
+#define TH_CUDA_LAYER_OPS_CUH
+#include "cuda/common.cuh"
+
+static __device__ __forceinline__ char *kv_slot(const th_cu_kv &kv, int32_t layer, int32_t seq, int32_t pos, bool v) {
+    int64_t blk = kv.table[(int64_t)seq * kv.max_blocks + pos / kv.block];
+    int64_t slot = pos % kv.block;
+    int64_t e = (int64_t)layer * kv.block * (kv.k_dim + kv.v_dim) +
+                (v ? (int64_t)kv.block * kv.k_dim + slot * kv.v_dim : slot * kv.k_dim);
+    return (char *)kv.pool + blk * kv.block_bytes + e * (kv.f16 ? 2 : 4);
+}
+
+// yarn_ramp of src/cpu/ops.c: 1 below dim lo, 0 above hi, linear between.
+static __device__ __forceinline__ float yarn_ramp(float lo, float hi, int i) {
+    float y = ((float)i - lo) / fmaxf(0.001f, hi - lo);
+    return 1.0f - fminf(1.0f, fmaxf(0.0f, y));
+}
+
+static __device__ __forceinline__ void norm_rope_head(float *x, const float *nw, const th_cu_rope &r, int32_t pos, int lane) {
+    const int hd = r.head_dim;
+    if (nw) {
+        float ss = 0.0f;
+        for (int i = lane; i < hd; i += 32) ss += x[i] * x[i];
+        ss = warp_sum(ss);
+        float scale = 1.0f / sqrtf(ss / (float)hd + r.norm_eps);
+        for (int i = lane; i < hd; i += 32) x[i] = x[i] * scale * nw[i];
+        __syncwarp();
+    }
+    x += r.rope_off;  // MLA: [nope dims; rope dims]
+    const int half = r.n_rot / 2;
+    for (int i = lane; i < half; i += 32) {
+        float tb = (float)pos;
+        for (int k = 0; k < i; k++) tb *= r.theta_scale;
+        float ff = r.freq_factors ? r.freq_factors[i] : 1.0f;
+        float extrap = tb / ff, theta = r.freq_scale * extrap;  // the CPU reference's order (th_op_rope_ext)
+        if (r.ext_factor != 0.0f) {
+            float mix = yarn_ramp(r.corr_lo, r.corr_hi, i) * r.ext_factor;
+            theta = theta * (1.0f - mix) + extrap * mix;
+        }
+        float c = cosf(theta) * r.mscale, s = sinf(theta) * r.mscale;
+        int a = r.rope_type == 1 ? i : 2 * i, b = r.rope_type == 1 ? i + half : 2 * i + 1;
+        float x0 = x[a], x1 = x[b];
+        x[a] = x0 * c - x1 * s;
+        x[b] = x0 * s + x1 * c;
+    }
+    __syncwarp();
+}
+
+static __device__ void store_vec(char *dst, const float *src, int n, bool f16, int lane) {
+    if (f16) for (int i = lane; i < n; i += 32) ((__half *)dst)[i] = __float2half_rn(src[i]);
+    else for (int i = lane; i < n; i += 32) ((float *)dst)[i] = src[i];
+}
+
+static __device__ __forceinline__ float act_fn(float g, int act) {
+    if (act == 1) {
+        const float c = 0.7978845608028654f;
+        return 0.5f * g * (1.0f + tanhf(c * g * (1.0f + 0.044715f * g * g)));
+    }
+    return g / (1.0f + expf(-g));
+}
+
+// act(g) · u for act 0 SiLU, 1 GELU-tanh, 2 clamped SwiGLU (the CPU's formulas).
+static __device__ __forceinline__ float glu_fn(float g, float u, int act) {
+    if (act == 2) {
+        const float alpha = 1.702f, limit = 7.0f;
+        g = fminf(g, limit);
+        u = fmaxf(fminf(u, limit), -limit);
+        return g / (1.0f + expf(-alpha * g)) * (u + 1.0f);
+    }
+    return act_fn(g, act) * u;
+}
+
+#endif
