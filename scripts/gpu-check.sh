@@ -13,7 +13,9 @@
 # GPU variants for measurements: TH_GPU_NO_GRAPH=1, TH_GPU_NO_PDL=1, TH_GPU_GEMV=0..5,
 # TH_GPU_GEMM_MIN=N (batches of N+ tokens take the cuBLAS path; default 33),
 # TH_GPU_ATTN_CHUNK=N (shortest attention split in graph mode; default: one step of
-# the kernel, 32 or 64 positions).
+# the kernel, 32 or 64 positions), TH_GPU_FUSED=1 (the experimental fused single-token
+# decode kernel where the model fits it; 2: required; 0: off, the default) with
+# TH_GPU_FUSED_PROF=1 (its phase times, printed when the context is freed).
 set -u
 BUILD=${BUILD:-build/cuda}
 OUT=${OUT:-/tmp/gpu-check}
