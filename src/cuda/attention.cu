@@ -17,6 +17,7 @@
 // optional attention sinks (one logit per head that joins the softmax
 // denominator, th_op_softmax_sink): added once per (token, head), in the final
 // normalization (final_scale) of the single-split path or of the merge.
+#include "cuda/layer_ops.cuh"
 #include "cuda/q8.cuh"
 #include <math.h>
 
@@ -194,13 +195,6 @@ __device__ __forceinline__ float ld_kv(const char *row, int d) {
     return F16 ? __half2float(((const __half *)row)[d]) : ((const float *)row)[d];
 }
 
-// One warp's running softmax state over the positions it has seen: max m, sum l,
-// and lane's share of the unnormalized output (dims lane + 32 i).
-template <int PL>
-struct WarpState {
-    float m = -INFINITY, l = 0.0f, acc[PL] = {};
-};
-
 // The K and V rows of the step's positions g0 + g (g < ng) that lie in [from, to)
 // into k[g], v[g] (lanes across the head dimension, coalesced); the others are kept.
 template <bool F16, int PL, int G>
@@ -223,35 +217,6 @@ __device__ __forceinline__ void warp_load(const th_cu_attn &a, const th_cu_kv &k
     }
 }
 
-// The G positions g0..g0+ng-1 whose K and V are in k, v into the warp's state:
-// the scores (one warp sum each), then the online-softmax update.
-template <int PL, int G>
-__device__ __forceinline__ void warp_step(const th_cu_attn &a, const float (&q)[PL], const float (&k)[G][PL],
-                                          const float (&v)[G][PL], int ng, WarpState<PL> &w) {
-    float sc[G], mx = w.m;
-#pragma unroll
-    for (int g = 0; g < G; g++) {
-        float s = 0.0f;
-#pragma unroll
-        for (int i = 0; i < PL; i++) s += q[i] * k[g][i];
-        s = warp_sum(s) * a.scale;
-        if (a.softcap > 0.0f) s = a.softcap * tanhf(s / a.softcap);
-        sc[g] = g < ng ? s : -INFINITY;
-        mx = fmaxf(mx, sc[g]);
-    }
-    const float corr = expf(w.m - mx);
-    w.l *= corr;
-#pragma unroll
-    for (int i = 0; i < PL; i++) w.acc[i] *= corr;
-#pragma unroll
-    for (int g = 0; g < G; g++) {
-        const float pg = g < ng ? expf(sc[g] - mx) : 0.0f;
-        w.l += pg;
-#pragma unroll
-        for (int i = 0; i < PL; i++) w.acc[i] += pg * v[g][i];
-    }
-    w.m = mx;
-}
 
 // Flash-decoding block: NW warps share one (split, head, token); warp w takes the
 // split's positions in steps of G, steps w, w + NW, ...; the warps' states are

@@ -372,18 +372,13 @@ __device__ __forceinline__ void new_token_qk(const th_cu_fused &f, const th_cu_f
     __syncwarp();
 }
 
-template <int PL>
-struct Softmax {
-    float m = -INFINITY, l = 0.0f, acc[PL] = {};
-};
-
 // Positions [j0, j0 + ng) into a warp's state: K and V of cached positions from
 // the cache (this layer's part of the sequence's blocks), position p's from the
 // buffers.
 template <int PL, int G>
-__device__ __forceinline__ void attend_step(const th_cu_kv &kv, const int32_t *table, int64_t lay, int hd, int hdv,
-                                            float scale, int kvh, int32_t p, const float (&q)[PL], const float *kb,
-                                            const float *vnew, int32_t j0, int ng, int lane, Softmax<PL> &st) {
+__device__ __forceinline__ void attend_step(const th_cu_attn &at, const th_cu_kv &kv, const int32_t *table, int64_t lay,
+                                            int hd, int hdv, int kvh, int32_t p, const float (&q)[PL], const float *kb,
+                                            const float *vnew, int32_t j0, int ng, int lane, WarpState<PL> &st) {
     const bool f16 = kv.f16;
     const int64_t esz = f16 ? 2 : 4;
     float k[G][PL], v[G][PL];
@@ -411,28 +406,7 @@ __device__ __forceinline__ void attend_step(const th_cu_kv &kv, const int32_t *t
             }
         }
     }
-    float sc[G], mx = st.m;
-#pragma unroll
-    for (int g = 0; g < G; g++) {
-        float s = 0.0f;
-#pragma unroll
-        for (int i = 0; i < PL; i++) s += q[i] * k[g][i];
-        s = warp_sum(s) * scale;
-        sc[g] = g < ng ? s : -INFINITY;
-        mx = fmaxf(mx, sc[g]);
-    }
-    const float corr = expf(st.m - mx);
-    st.l *= corr;
-#pragma unroll
-    for (int i = 0; i < PL; i++) st.acc[i] *= corr;
-#pragma unroll
-    for (int g = 0; g < G; g++) {
-        const float pg = g < ng ? expf(sc[g] - mx) : 0.0f;
-        st.l += pg;
-#pragma unroll
-        for (int i = 0; i < PL; i++) st.acc[i] += pg * v[g][i];
-    }
-    st.m = mx;
+    warp_step<PL, G>(at, q, k, v, ng, st);
 }
 
 // Shared memory of one attention unit (inside Stage.head): q, k, and per warp
@@ -495,9 +469,9 @@ __device__ __forceinline__ void attention_unit(const th_cu_fused &f, const th_cu
     const float *vnew = f.qkv + f.q_w + f.k_w + (int64_t)kvh * hdv;
     const int32_t *table = kv.table + (int64_t)sq * kv.max_blocks;
     const int64_t lay = (int64_t)il * kv.block * (kv.k_dim + kv.v_dim);
-    Softmax<PL> st;
+    WarpState<PL> st;
     for (int32_t j0 = first + warp * G; j0 < end; j0 += FW * G)
-        attend_step<PL, G>(kv, table, lay, hd, hdv, a.scale, kvh, p, q, buf.k, vnew, j0, min(G, end - j0), lane, st);
+        attend_step<PL, G>(a, kv, table, lay, hd, hdv, kvh, p, q, buf.k, vnew, j0, min(G, end - j0), lane, st);
     if (lane == 0) { buf.wm[warp] = st.m; buf.wl[warp] = st.l; }
 #pragma unroll
     for (int i = 0; i < PL; i++)

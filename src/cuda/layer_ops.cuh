@@ -1,11 +1,12 @@
 // layer_ops.cuh — device pieces of a layer's small ops, shared by the op
 // kernels (rope.cu, glu.cu) and the fused single-token decode kernel
 // (fused.cu): the paged-cache slot of a token, per-head Q/K RMSNorm + rotary
-// embedding of one head (a warp, in place), the K/V store, and the gated
-// activations of the FFN.
+// embedding of one head (a warp, in place), the K/V store, a warp's
+// online-softmax step over a few positions, and the gated activations of the FFN.
 #ifndef TH_CUDA_LAYER_OPS_CUH
 #define TH_CUDA_LAYER_OPS_CUH
 #include "cuda/common.cuh"
+#include <math.h>
 
 static __device__ __forceinline__ char *kv_slot(const th_cu_kv &kv, int32_t layer, int32_t seq, int32_t pos, bool v) {
     int64_t blk = kv.table[(int64_t)seq * kv.max_blocks + pos / kv.block];
@@ -73,6 +74,43 @@ static __device__ __forceinline__ float glu_fn(float g, float u, int act) {
         return g / (1.0f + expf(-alpha * g)) * (u + 1.0f);
     }
     return act_fn(g, act) * u;
+}
+
+// One warp's running softmax state over the positions it has seen: max m, sum l,
+// and lane's share of the unnormalized output (dims lane + 32 i).
+template <int PL>
+struct WarpState {
+    float m = -INFINITY, l = 0.0f, acc[PL] = {};
+};
+
+// The G positions g0..g0+ng-1 whose K and V are in k, v into the warp's state:
+// the scores (one warp sum each), then the online-softmax update.
+template <int PL, int G>
+__device__ __forceinline__ void warp_step(const th_cu_attn &a, const float (&q)[PL], const float (&k)[G][PL],
+                                          const float (&v)[G][PL], int ng, WarpState<PL> &w) {
+    float sc[G], mx = w.m;
+#pragma unroll
+    for (int g = 0; g < G; g++) {
+        float s = 0.0f;
+#pragma unroll
+        for (int i = 0; i < PL; i++) s += q[i] * k[g][i];
+        s = warp_sum(s) * a.scale;
+        if (a.softcap > 0.0f) s = a.softcap * tanhf(s / a.softcap);
+        sc[g] = g < ng ? s : -INFINITY;
+        mx = fmaxf(mx, sc[g]);
+    }
+    const float corr = expf(w.m - mx);
+    w.l *= corr;
+#pragma unroll
+    for (int i = 0; i < PL; i++) w.acc[i] *= corr;
+#pragma unroll
+    for (int g = 0; g < G; g++) {
+        const float pg = g < ng ? expf(sc[g] - mx) : 0.0f;
+        w.l += pg;
+#pragma unroll
+        for (int i = 0; i < PL; i++) w.acc[i] += pg * v[g][i];
+    }
+    w.m = mx;
 }
 
 #endif
