@@ -195,7 +195,7 @@ typedef struct th_cu_fused {
     float *x, *qkv, *att, *ff, *logits;
     unsigned *barrier;               /* zeroed before every launch */
     int64_t E, q_w, k_w, att_w, max_k;
-    unsigned long long *prof;        /* 5·n_layer + 2 phase-boundary times (ns), or NULL */
+    unsigned long long *prof;        /* 10·n_layer + 2 phase times (ns; fused.cu says which), or NULL */
 } th_cu_fused;
 
 /* Whether the fused kernel takes this matrix as a layer weight (one kernel is

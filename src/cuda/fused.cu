@@ -70,14 +70,17 @@ __device__ __forceinline__ unsigned long long globaltimer() {
     return t;
 }
 
-// With f.prof, block 0 notes the time at every phase boundary (TH_GPU_FUSED_PROF).
+// With f.prof, block 0 notes the time at every phase boundary (TH_GPU_FUSED_PROF):
+// prof[k] when it leaves barrier k (k = 0: the start), prof[5·n_layer + 1 + k]
+// when it has finished its own work of the phase before barrier k.
 __device__ __forceinline__ void prof_mark(unsigned long long *prof, unsigned idx) {
     if (prof && blockIdx.x == 0 && threadIdx.x == 0) prof[idx] = globaltimer();
 }
 
-__device__ __forceinline__ void grid_sync(unsigned *bar, unsigned &target) {
+__device__ __forceinline__ void grid_sync(unsigned *bar, unsigned &target, unsigned long long *prof, int n_layer) {
     target += gridDim.x;
     __syncthreads();
+    prof_mark(prof, 5 * n_layer + 1 + target / gridDim.x);
     if (threadIdx.x == 0) {
         __threadfence();
         atomicAdd(bar, 1u);
@@ -520,29 +523,29 @@ __device__ __forceinline__ void layer(const th_cu_fused &f, int il, int32_t tok,
     stage_finish(f.E, L.attn_norm, f.eps, split_any(L.qkv, L.n_qkv), sm);
     for (int k = 0; k < L.n_qkv; k++)
         matvec_t<D>(&L.qkv[k], L.qkv_bias ? L.qkv_bias + L.qkv_off[k] : nullptr, sm, f.qkv + L.qkv_off[k], false);
-    grid_sync(f.barrier, target);
+    grid_sync(f.barrier, target, f.prof, f.n_layer);
     prof_mark(f.prof, target / gridDim.x);
     // B: rope, KV store, attention
     attention(f, L, il, p, sq, sm);
-    grid_sync(f.barrier, target);
+    grid_sync(f.barrier, target, f.prof, f.n_layer);
     prof_mark(f.prof, target / gridDim.x);
     // C: output projection + residual
     stage_load(f.att, f.att_w, sm);
     stage_finish(f.att_w, nullptr, 0.0f, L.wo.layout == TH_CU_SPLIT, sm);
     matvec_t<D>(&L.wo, L.bo, sm, f.x, true);
-    grid_sync(f.barrier, target);
+    grid_sync(f.barrier, target, f.prof, f.n_layer);
     prof_mark(f.prof, target / gridDim.x);
     // D: norm + gate/up + activation
     stage_load(f.x, f.E, sm);
     stage_finish(f.E, L.ffn_norm, f.eps, L.gate.layout == TH_CU_SPLIT || L.up.layout == TH_CU_SPLIT, sm);
     gate_up_t<D>(&L, f.act, sm, f.ff);
-    grid_sync(f.barrier, target);
+    grid_sync(f.barrier, target, f.prof, f.n_layer);
     prof_mark(f.prof, target / gridDim.x);
     // E: down + residual
     stage_load(f.ff, L.F, sm);
     stage_finish(L.F, nullptr, 0.0f, L.down.layout == TH_CU_SPLIT, sm);
     matvec_t<D>(&L.down, nullptr, sm, f.x, true);
-    grid_sync(f.barrier, target);
+    grid_sync(f.barrier, target, f.prof, f.n_layer);
     prof_mark(f.prof, target / gridDim.x);
 }
 

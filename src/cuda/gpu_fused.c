@@ -100,7 +100,7 @@ static th_status upload_args(th_gpu *g) {
                       .att_w = g->att_w, .max_k = g->max_k };
     const char *pv = getenv("TH_GPU_FUSED_PROF");
     if (pv && *pv == '1') {
-        th_status ps = th_cu_alloc(g, (void **)&g->fused_prof, (size_t)(5 * hp->n_layer + 2) * 8, "fused decode profile");
+        th_status ps = th_cu_alloc(g, (void **)&g->fused_prof, (size_t)(10 * hp->n_layer + 2) * 8, "fused decode profile");
         if (ps) return ps;
         f.prof = g->fused_prof;
     }
@@ -142,18 +142,24 @@ void th_cu_fused_run(th_gpu *g, int n_out) {
 
 void th_cu_fused_prof_add(th_gpu *g) {
     if (!g->fused_prof) return;
-    const int nl = g->m->hp.n_layer, nt = 5 * nl + 2;
-    unsigned long long t[5 * 128 + 2];
+    const int nl = g->m->hp.n_layer, nb = 5 * nl, nt = 2 * nb + 2;  /* barrier exits 0..nb+1, then work-done times */
+    unsigned long long t[10 * 128 + 2];
     if (nt > (int)(sizeof t / sizeof t[0]) || cudaMemcpy(t, g->fused_prof, (size_t)nt * 8, cudaMemcpyDeviceToHost)) return;
-    for (int k = 1; k < nt; k++) g->prof_ns[k == nt - 1 ? 5 : (k - 1) % 5] += (double)(t[k] - t[k - 1]);
+    for (int k = 1; k <= nb; k++) {
+        const unsigned long long done = t[nb + 1 + k];
+        g->prof_ns[(k - 1) % 5] += (double)(t[k] - t[k - 1]);
+        g->prof_work_ns[(k - 1) % 5] += (double)(done - t[k - 1]);
+    }
+    g->prof_ns[5] += (double)(t[nb + 1] - t[nb]);
     g->prof_steps++;
 }
 
 void th_cu_fused_prof_print(const th_gpu *g) {
     if (!g->fused_prof || !g->prof_steps) return;
     const double n = (double)g->prof_steps * g->m->hp.n_layer * 1000.0;  /* ns → µs a layer */
-    fprintf(stderr, "theseus: fused decode, µs a layer over %ld steps: A norm+QKV %.2f, B attention %.2f, "
-                    "C out-proj %.2f, D norm+gate/up %.2f, E down %.2f; output head %.2f µs a step\n",
-            g->prof_steps, g->prof_ns[0] / n, g->prof_ns[1] / n, g->prof_ns[2] / n, g->prof_ns[3] / n, g->prof_ns[4] / n,
-            g->prof_ns[5] / g->prof_steps / 1000.0);
+    static const char *name[5] = { "A norm+QKV", "B attention", "C out-proj", "D norm+gate/up", "E down" };
+    fprintf(stderr, "theseus: fused decode over %ld steps, µs a layer (block 0's own work / until all blocks left the barrier):",
+            g->prof_steps);
+    for (int p = 0; p < 5; p++) fprintf(stderr, " %s %.2f/%.2f;", name[p], g->prof_work_ns[p] / n, g->prof_ns[p] / n);
+    fprintf(stderr, " output head %.2f µs a step\n", g->prof_ns[5] / g->prof_steps / 1000.0);
 }

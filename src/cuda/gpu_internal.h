@@ -105,6 +105,7 @@ struct th_gpu {
     th_cu_fused *d_fused_args;
     unsigned long long *fused_prof;  /* TH_GPU_FUSED_PROF=1: phase times of the last step (device) */
     double prof_ns[6];               /* summed per phase kind (A-E, output head) over prof_steps steps */
+    double prof_work_ns[5];          /* the part until block 0 finished its own work of the phase */
     long prof_steps;
     unsigned *barrier;
     int n_graphs, next_graph;
