@@ -169,8 +169,8 @@ void th_cu_attn_plan(int n, int32_t n_head, int32_t hdv, int64_t max_len, size_t
  * RMSNorm + gate/up + activation, down + residual, then the output head, with a
  * grid-wide barrier between the phases instead of a kernel boundary. Every
  * block stages the phase's input vector (normalized, q8 when a split matrix
- * reads it) in shared memory; warps own weight rows. fused.cu lists what it
- * supports (th_cu_fused_mat_ok); gpu.c decides per model. */
+ * reads it) in shared memory; warps own weight rows. th_cu_fused_layer_ok /
+ * th_cu_fused_head_ok say what it multiplies; gpu_fused.c decides per model. */
 typedef struct th_cu_fused_layer {
     th_cu_mat qkv[3];                /* Q/K/V as one matrix (n_qkv 1) or parts */
     int64_t qkv_off[3];              /* first output column of each part */
@@ -189,7 +189,7 @@ typedef struct th_cu_fused {
     th_cu_mat embd, out;
     const float *out_norm;
     float embd_scale, eps;
-    th_cu_attn at;                   /* n_split/chunk as th_cu_fused_plan gave them */
+    th_cu_attn at;                   /* n_split: th_cu_fused_splits (the kernel sizes each step's chunk) */
     th_cu_kv kv;
     const int32_t *tok, *pos, *seq;  /* the batch's only token */
     float *x, *qkv, *att, *ff, *logits;
@@ -207,9 +207,8 @@ bool th_cu_fused_head_ok(const th_cu_mat *w);
  * like *layer_type and activation width max_k; 0 when it cannot run. */
 int th_cu_fused_blocks(const th_cu_mat *layer_type, int64_t max_k, int sm_count, size_t *smem);
 /* The fused kernel's most attention splits a head (it sizes them per step):
- * about a block per (head, split), within the partial storage; chunk is 0. */
-void th_cu_fused_plan(int blocks, int32_t n_head, int64_t max_len, size_t partial_cap, int32_t hdv,
-                      int32_t *n_split, int32_t *chunk);
+ * about a block per (head, split), within the partial storage. */
+int32_t th_cu_fused_splits(int blocks, int32_t n_head, int64_t max_len, size_t partial_cap, int32_t hdv);
 /* Zero the barrier (f->barrier, passed again as a host-visible pointer), then
  * run the step; d_f: the arguments in device memory; n_out 0 or 1. */
 void th_cu_fused_decode(const th_cu_mat *layer_type, const th_cu_fused *d_f, unsigned *barrier, int n_out, int blocks,

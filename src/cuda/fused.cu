@@ -88,6 +88,7 @@ __device__ __forceinline__ void grid_sync(unsigned *bar, unsigned &target, unsig
         __threadfence();
     }
     __syncthreads();
+    prof_mark(prof, target / gridDim.x);
 }
 
 __device__ __forceinline__ float block_sum(float v, float *red) {
@@ -261,6 +262,10 @@ struct DotFloat {
         dot_rows_float<T, R>(m, r, nr, sm, lane, out);
     }
 };
+
+// Whether the row products of D read the staged q8 form (else the floats).
+template <typename D> struct ReadsQ8 { static constexpr bool value = false; };
+template <typename KS> struct ReadsQ8<DotQ8<KS>> { static constexpr bool value = true; };
 
 // y[r] = W[r]·stage (+ bias[r]) (+ y[r] when acc); RW consecutive rows a warp, spread over the grid.
 template <typename D>
@@ -508,11 +513,6 @@ __device__ void attention(const th_cu_fused &f, const th_cu_fused_layer &L, int 
     }
 }
 
-__device__ __forceinline__ bool split_any(const th_cu_mat *m, int n) {
-    for (int i = 0; i < n; i++) if (m[i].layout == TH_CU_SPLIT) return true;
-    return false;
-}
-
 template <typename D>
 __device__ __forceinline__ void layer(const th_cu_fused &f, int il, int32_t tok, int32_t p, int32_t sq, Stage sm,
                       unsigned &target) {
@@ -520,33 +520,28 @@ __device__ __forceinline__ void layer(const th_cu_fused &f, int il, int32_t tok,
     // A: norm + Q/K/V
     if (il == 0) stage_embedding(f.embd, tok, f.embd_scale, f.E, f.x, sm);
     else stage_load(f.x, f.E, sm);
-    stage_finish(f.E, L.attn_norm, f.eps, split_any(L.qkv, L.n_qkv), sm);
+    stage_finish(f.E, L.attn_norm, f.eps, ReadsQ8<D>::value, sm);
     for (int k = 0; k < L.n_qkv; k++)
         matvec_t<D>(&L.qkv[k], L.qkv_bias ? L.qkv_bias + L.qkv_off[k] : nullptr, sm, f.qkv + L.qkv_off[k], false);
     grid_sync(f.barrier, target, f.prof, f.n_layer);
-    prof_mark(f.prof, target / gridDim.x);
     // B: rope, KV store, attention
     attention(f, L, il, p, sq, sm);
     grid_sync(f.barrier, target, f.prof, f.n_layer);
-    prof_mark(f.prof, target / gridDim.x);
     // C: output projection + residual
     stage_load(f.att, f.att_w, sm);
-    stage_finish(f.att_w, nullptr, 0.0f, L.wo.layout == TH_CU_SPLIT, sm);
+    stage_finish(f.att_w, nullptr, 0.0f, ReadsQ8<D>::value, sm);
     matvec_t<D>(&L.wo, L.bo, sm, f.x, true);
     grid_sync(f.barrier, target, f.prof, f.n_layer);
-    prof_mark(f.prof, target / gridDim.x);
     // D: norm + gate/up + activation
     stage_load(f.x, f.E, sm);
-    stage_finish(f.E, L.ffn_norm, f.eps, L.gate.layout == TH_CU_SPLIT || L.up.layout == TH_CU_SPLIT, sm);
+    stage_finish(f.E, L.ffn_norm, f.eps, ReadsQ8<D>::value, sm);
     gate_up_t<D>(&L, f.act, sm, f.ff);
     grid_sync(f.barrier, target, f.prof, f.n_layer);
-    prof_mark(f.prof, target / gridDim.x);
     // E: down + residual
     stage_load(f.ff, L.F, sm);
-    stage_finish(L.F, nullptr, 0.0f, L.down.layout == TH_CU_SPLIT, sm);
+    stage_finish(L.F, nullptr, 0.0f, ReadsQ8<D>::value, sm);
     matvec_t<D>(&L.down, nullptr, sm, f.x, true);
     grid_sync(f.barrier, target, f.prof, f.n_layer);
-    prof_mark(f.prof, target / gridDim.x);
 }
 
 // f: device memory (set up once per context); n_out: 0 or 1 logits rows. D:
@@ -622,16 +617,13 @@ extern "C" int th_cu_fused_blocks(const th_cu_mat *layer_type, int64_t max_k, in
     return sm_count;  // one block per SM: every block is resident, so the barriers cannot deadlock
 }
 
-extern "C" void th_cu_fused_plan(int blocks, int32_t n_head, int64_t max_len, size_t partial_cap, int32_t hdv,
-                                 int32_t *n_split, int32_t *chunk) {
+extern "C" int32_t th_cu_fused_splits(int blocks, int32_t n_head, int64_t max_len, size_t partial_cap, int32_t hdv) {
     // the kernel picks the split per step (attention()); this is its most: a block per (head, split)
     int64_t s = ((int64_t)blocks + n_head - 1) / n_head, cap = (int64_t)(partial_cap / ((size_t)n_head * (size_t)(hdv + 2)));
     int64_t most = (max_len + 31) / 32;
     if (s > most) s = most;
     if (s > cap) s = cap;
-    if (s < 1) s = 1;
-    *n_split = (int32_t)s;
-    *chunk = 0;
+    return (int32_t)(s < 1 ? 1 : s);
 }
 
 extern "C" void th_cu_fused_decode(const th_cu_mat *layer_type, const th_cu_fused *d_f, unsigned *barrier, int n_out,

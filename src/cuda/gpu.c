@@ -125,7 +125,6 @@ th_status th_gpu_init(const th_model *m, uint32_t n_batch, uint32_t n_blocks, in
     th_gpu *g = calloc(1, sizeof *g);
     if (!g) return th_set_error(TH_ERR_NOMEM, "out of memory");
     g->m = m;
-    g->rope_src = rope_factors && rope_factors->data ? rope_factors : NULL;
     g->device = env_int("TH_GPU_DEVICE", 0);
     g->verbose = verbose || isatty(2);
     cudaError_t e = cudaSetDevice(g->device);
@@ -135,7 +134,7 @@ th_status th_gpu_init(const th_model *m, uint32_t n_batch, uint32_t n_blocks, in
     cublasHandle_t h;
     if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) { th_gpu_free(g); return th_set_error(TH_ERR_INTERNAL, "cuBLAS could not be initialised"); }
     g->cublas = h;
-    if ((s = th_cu_upload_weights(g))) { th_gpu_free(g); return s; }
+    if ((s = th_cu_upload_weights(g, rope_factors))) { th_gpu_free(g); return s; }
     g->E = hp->n_embd;
     g->q_w = (int64_t)hp->n_head * hp->head_dim;
     g->k_w = (int64_t)hp->n_head_kv * hp->head_dim;
@@ -453,9 +452,10 @@ th_status th_gpu_forward(th_gpu *g, const th_gpu_batch *b) {
         memcpy(table + (size_t)q * g->n_blocks, b->block_table + (size_t)q * b->max_blocks, (size_t)b->max_blocks * 4);
     bool graph = g->use_graphs && n < g->gemm_min && b->n_out <= g->graph_max;
     int32_t *d = g->d_meta;
-    if (g->fused_mode == 2 && n == 1 && !(b->n_out <= 1 && g->fused))
+    bool fused = g->fused && n == 1 && b->n_out <= 1;
+    if (g->fused_mode == 2 && n == 1 && !fused)
         return th_set_error(TH_ERR_UNSUPPORTED, "TH_GPU_FUSED=2: a single-token step (%d outputs) cannot take the fused kernel", b->n_out);
-    fwd f = { .n = n, .n_out = b->n_out, .gemm = n >= g->gemm_min, .fused = g->fused && n == 1 && b->n_out <= 1,
+    fwd f = { .n = n, .n_out = b->n_out, .gemm = n >= g->gemm_min, .fused = fused,
               .tok = d, .pos = d + g->n_batch, .seq = d + 2 * g->n_batch, .gather = d + 3 * g->n_batch,
               .host_logits = b->logits && graph ? g->h_logits : b->logits, .host_argmax = b->argmax ? g->h_argmax : NULL };
     if (graph) graphs_for_mode(g, (b->logits ? 1 : 0) | (b->argmax ? 2 : 0));

@@ -104,8 +104,8 @@ static th_status upload_args(th_gpu *g) {
         if (ps) return ps;
         f.prof = g->fused_prof;
     }
-    th_cu_fused_plan(g->fused_blocks, hp->n_head, (int64_t)g->n_blocks * g->block, g->partial_cap, hp->head_dim_v,
-                     &f.at.n_split, &f.at.chunk);
+    f.at.n_split = th_cu_fused_splits(g->fused_blocks, hp->n_head, (int64_t)g->n_blocks * g->block, g->partial_cap,
+                                      hp->head_dim_v);
     th_status s = th_cu_alloc(g, (void **)&g->d_fused_args, sizeof f, "fused decode arguments");
     cudaError_t e = s ? cudaSuccess : cudaMemcpy(g->d_fused_args, &f, sizeof f, cudaMemcpyHostToDevice);
     return s ? s : e ? th_cu_fail(e, "fused decode arguments") : TH_OK;

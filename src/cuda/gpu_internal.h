@@ -56,7 +56,6 @@ struct th_gpu {
     th_cu_layer *L;
     th_cu_mat embd, out;
     const float *out_norm, *rope_freqs;
-    const th_weight *rope_src;  /* the host factors rope_freqs was uploaded from (th_gpu_init), or NULL */
     void **allocs;
     size_t n_allocs, cap_allocs;
     size_t weight_bytes, upload_total, upload_done;
@@ -100,7 +99,6 @@ struct th_gpu {
     bool fused;
     int fused_blocks;
     size_t fused_smem;
-    int32_t fused_split, fused_chunk;
     th_cu_fused_layer *d_fused;
     th_cu_fused *d_fused_args;
     unsigned long long *fused_prof;  /* TH_GPU_FUSED_PROF=1: phase times of the last step (device) */
@@ -131,7 +129,7 @@ void th_cu_fused_run(th_gpu *g, int n_out);
 void th_cu_fused_prof_add(th_gpu *g);
 void th_cu_fused_prof_print(const th_gpu *g);
 /* gpu_upload.c */
-th_status th_cu_upload_weights(th_gpu *g);
+th_status th_cu_upload_weights(th_gpu *g, const th_weight *rope_factors);
 /* gpu_moe.c: scratch for the MoE layers (nothing when there are none); the
  * routed-expert part of a MoE FFN: out[t] (n rows of E, stride E) = the weighted
  * sum of the selected experts applied to h[t] (stride E). Shared experts, the

@@ -156,9 +156,8 @@ static size_t wbytes(const th_weight *w) {
     return w->data ? w->row_bytes * (size_t)TH_MAX(w->ne1, 1) * (size_t)TH_MAX(w->ne2, 1) : 0;
 }
 
-static size_t model_bytes(const th_gpu *g) {
-    const th_model *m = g->m;
-    size_t t = wbytes(&m->tok_embd) + wbytes(&m->output_norm) + (g->rope_src ? wbytes(g->rope_src) : 0);
+static size_t model_bytes(const th_model *m, const th_weight *rope_factors) {
+    size_t t = wbytes(&m->tok_embd) + wbytes(&m->output_norm) + wbytes(rope_factors);
     if (m->output.data != m->tok_embd.data) t += wbytes(&m->output);
     for (int i = 0; i < m->hp.n_layer; i++) {
         const th_layer *L = &m->layers[i];
@@ -331,10 +330,12 @@ static th_status upload_layer(th_gpu *g, int il) {
     return TH_OK;
 }
 
-th_status th_cu_upload_weights(th_gpu *g) {
+/* rope_factors: the rope frequency factors the context uses (th_gpu_init), or NULL. */
+th_status th_cu_upload_weights(th_gpu *g, const th_weight *rope_factors) {
     const th_model *m = g->m;
+    const th_weight none = { 0 }, *rf = rope_factors ? rope_factors : &none;
     th_status s;
-    g->upload_total = model_bytes(g);
+    g->upload_total = model_bytes(m, rf);
     g->upload_done = 0;
     g->upload_pct = -1;
     g->L = calloc((size_t)m->hp.n_layer, sizeof *g->L);
@@ -347,7 +348,7 @@ th_status th_cu_upload_weights(th_gpu *g) {
         const th_weight *o = &m->output;
         if ((s = upload_mat(g, &o, 1, &g->out))) return s;
     }
-    if ((s = upload_vec(g, &m->output_norm, &g->out_norm)) || (g->rope_src && (s = upload_vec(g, g->rope_src, &g->rope_freqs)))) return s;
+    if ((s = upload_vec(g, &m->output_norm, &g->out_norm)) || (s = upload_vec(g, rf, &g->rope_freqs))) return s;
     for (int il = 0; il < m->hp.n_layer; il++)
         if ((s = upload_layer(g, il))) return s;
     if (g->verbose && g->upload_pct != 100) fputc('\n', stderr);
