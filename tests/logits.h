@@ -62,21 +62,23 @@ static inline void compare_logits(const float *a, const float *b, int n, int nv,
     *top1 = (double)agree / n;
 }
 
-/* Logits of every token of tok[0..n) (n <= 64), decoded in batches of cp.n_batch
+/* Logits of every token of tok[0..n), decoded in batches of cp.n_batch
  * tokens in a fresh context made with cp; malloc'd n x n_vocab, NULL on failure. */
 static inline float *decode_all_logits(th_model *m, const int32_t *tok, int n, const th_context_params *cp) {
     th_context *c;
-    if (n > 64 || th_context_new(m, cp, &c)) return NULL;
+    if (n < 1 || th_context_new(m, cp, &c)) return NULL;
     int nv = th_model_n_vocab(m), chunk = (int)cp->n_batch;
     float *out = malloc((size_t)n * nv * sizeof(float));
-    int8_t want[64];
-    memset(want, 1, sizeof want);
+    int8_t *want = malloc((size_t)chunk);
+    if (!want) { free(out); out = NULL; }
+    else memset(want, 1, (size_t)chunk);
     for (int i0 = 0; out && i0 < n; i0 += chunk) {
         int nb = n - i0 < chunk ? n - i0 : chunk;
         th_batch b = { .n_tokens = nb, .token = tok + i0, .logits = want };
         if (th_decode(c, &b)) { free(out); out = NULL; break; }
         for (int j = 0; j < nb; j++) memcpy(out + (size_t)(i0 + j) * nv, th_get_logits(c, j), (size_t)nv * 4);
     }
+    free(want);
     th_context_free(c);
     return out;
 }

@@ -62,15 +62,19 @@ __attribute__((unused)) static double rel_l2_ref(const float *a, const double *r
 }
 
 /* Logits of every token of `tok`, decoded in batches of `chunk` on the GPU (or CPU). */
-static float *run_logits(th_model *m, const int32_t *tok, int n, int chunk, bool gpu, int kv_type) {
+static float *run_logits_ctx(th_model *m, const int32_t *tok, int n, int chunk, bool gpu, int kv_type, uint32_t n_ctx) {
     th_context_params cp = th_context_default_params();
-    cp.n_ctx = 64;
+    cp.n_ctx = n_ctx;
     cp.n_batch = (uint32_t)chunk;
     cp.kv_block = 16;
     cp.kv_type = kv_type;
     cp.n_threads = 2;
     cp.gpu = gpu;
     return decode_all_logits(m, tok, n, &cp);
+}
+
+static float *run_logits(th_model *m, const int32_t *tok, int n, int chunk, bool gpu, int kv_type) {
+    return run_logits_ctx(m, tok, n, chunk, gpu, kv_type, 64);
 }
 
 /* ------------------------------------------------------------------ no GPU */
@@ -618,10 +622,11 @@ static void test_gpu_moe_batch(void) {
     check_gpu_moe_batch("deepseek2-qlora");  /* MLA, dense first layer, shared experts */
 }
 
-/* The fused single-token decode kernel (fused.cu): 48 tokens one at a time on
+/* The fused single-token decode kernel (fused.cu): 112 tokens one at a time on
  * the GPU with TH_GPU_FUSED=2 (every single-token step must take the fused
- * kernel, or it fails) and with TH_GPU_FUSED=0 (op by op), KV F32 and F16, 48
- * positions so the attention takes two splits and merges them. Both against the
+ * kernel, or it fails) and with TH_GPU_FUSED=0 (op by op), KV F32 and F16, in
+ * a 128-position context: from position 64 on the attention takes two splits a
+ * head and from 96 on three, which the last split to finish merges. Both against the
  * CPU's logits of the same tokens: the fused path within the tolerance the
  * goldens use for that weight type (`limit`, top-1 ≥ min_top1). Float weights
  * agree to ~1e-6; on the quantized tiny models (random weights) one q8 rounding
@@ -632,21 +637,22 @@ static void check_fused(const char *path, double limit, double limit_f16kv, doub
     th_model *m;
     if (th_model_load(fixture(path), NULL, &m)) { printf("  %-26s fixture not present, not checked\n", path); return; }
     int nv = th_model_n_vocab(m);
-    int32_t tok[48];
-    for (int i = 0; i < 48; i++) tok[i] = i ? 2 + (i * 7919) % (nv - 2) : 1;
+    enum { N = 112, CTX = 128 };
+    int32_t tok[N];
+    for (int i = 0; i < N; i++) tok[i] = i ? 2 + (i * 7919) % (nv - 2) : 1;
     for (int kv = 0; kv < 2; kv++) {
         int kt = kv ? TH_KV_F16 : TH_KV_F32;
-        float *cpu = run_logits(m, tok, 48, 48, false, kt);
+        float *cpu = run_logits_ctx(m, tok, N, N, false, kt, CTX);
         setenv("TH_GPU_FUSED", "0", 1);
-        float *ops = run_logits(m, tok, 48, 1, true, kt);
+        float *ops = run_logits_ctx(m, tok, N, 1, true, kt, CTX);
         setenv("TH_GPU_FUSED", "2", 1);
-        float *fu = run_logits(m, tok, 48, 1, true, kt);
+        float *fu = run_logits_ctx(m, tok, N, 1, true, kt, CTX);
         CHECK(cpu && ops && fu, "%s: %s", path, th_last_error());
         if (cpu && ops && fu) {
             double wf, tf, wo, to;
             int pf, po;
-            compare_logits(fu, cpu, 48, nv, &wf, &pf, &tf);
-            compare_logits(ops, cpu, 48, nv, &wo, &po, &to);
+            compare_logits(fu, cpu, N, nv, &wf, &pf, &tf);
+            compare_logits(ops, cpu, N, nv, &wo, &po, &to);
             printf("  %-26s KV %s vs CPU: fused rel_l2_max=%.2e (pos %2d) top1=%.3f; op by op %.2e top1=%.3f (limits %.0e, %.2f)\n",
                    path, kv ? "F16" : "F32", wf, pf, tf, wo, to, limit, min_top1);
             CHECK(wf <= (kv ? limit_f16kv : limit), "%s: fused decode vs CPU %.3e (pos %d)", path, wf, pf);

@@ -183,8 +183,14 @@ typedef struct th_cu_fused_layer {
     th_cu_rope rope;                 /* this layer's rope (per-head Q/K norms included) */
 } th_cu_fused_layer;
 
+/* The kernel's arguments travel by value as its parameter (__grid_constant__),
+ * so the kernel reads them through the constant cache: the grid barrier's
+ * acquire invalidates L1, and arguments in global memory were re-read from L2
+ * after every barrier, a chain of dependent round trips at each phase's start
+ * (measured on the H200). That bounds the layers (CUDA's 32 KB of parameters). */
+#define TH_CU_FUSED_MAX_LAYERS 60
 typedef struct th_cu_fused {
-    const th_cu_fused_layer *layers; /* device array, n_layer entries */
+    th_cu_fused_layer layers[TH_CU_FUSED_MAX_LAYERS];  /* n_layer of them */
     int32_t n_layer, act;            /* act: enum th_act_fn (SiLU or GELU) */
     th_cu_mat embd, out;
     const float *out_norm;
@@ -196,7 +202,16 @@ typedef struct th_cu_fused {
     unsigned *barrier;               /* zeroed before every launch */
     int64_t E, q_w, k_w, att_w, max_k;
     unsigned long long *prof;        /* 10·n_layer + 2 phase times (ns; fused.cu says which), or NULL */
+    uint32_t opt;                    /* TH_CU_FUSED_* bits: which latency measures are on (TH_GPU_FUSED_OPT) */
 } th_cu_fused;
+
+/* The fused kernel's latency measures (th_cu_fused.opt, an A/B aid; the
+ * default is TH_CU_FUSED_DEFAULT): the next phase's weight rows and K/V rows
+ * prefetched before each barrier (into L2, or the weights of the block's first
+ * rows into its L1 with PREFETCH_L1); attention in steps of 4 positions a warp;
+ * a release-add barrier; the residual's old value loaded with the weights. */
+enum { TH_CU_FUSED_PREFETCH = 1, TH_CU_FUSED_ATTN4 = 2, TH_CU_FUSED_RED_BARRIER = 4, TH_CU_FUSED_EARLY_RESID = 8,
+       TH_CU_FUSED_PREFETCH_L1 = 16, TH_CU_FUSED_DEFAULT = 15 };
 
 /* Whether the fused kernel takes this matrix as a layer weight (one kernel is
  * built per layer weight type: Q4_0, Q8_0, Q4_K, F16, F32; every layer matrix
@@ -209,10 +224,10 @@ int th_cu_fused_blocks(const th_cu_mat *layer_type, int64_t max_k, int sm_count,
 /* The fused kernel's most attention splits a head (it sizes them per step):
  * about a block per (head, split), within the partial storage. */
 int32_t th_cu_fused_splits(int blocks, int32_t n_head, int64_t max_len, size_t partial_cap, int32_t hdv);
-/* Zero the barrier (f->barrier, passed again as a host-visible pointer), then
- * run the step; d_f: the arguments in device memory; n_out 0 or 1. */
-void th_cu_fused_decode(const th_cu_mat *layer_type, const th_cu_fused *d_f, unsigned *barrier, int n_out, int blocks,
-                        size_t smem, cudaStream_t st);
+/* Zero the barrier (f->barrier), then run the step with the arguments *f
+ * (host memory, copied into the launch); n_out 0 or 1. */
+void th_cu_fused_decode(const th_cu_mat *layer_type, const th_cu_fused *f, int n_out, int blocks, size_t smem,
+                        cudaStream_t st);
 
 /* ---- test and benchmark entry points (testapi.c) ---- */
 /* Build a device matrix from host GGUF rows (repacked when force_gguf is false

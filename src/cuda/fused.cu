@@ -64,6 +64,12 @@ __device__ __forceinline__ unsigned ld_acquire(const unsigned *p) {
     return v;
 }
 
+__device__ __forceinline__ unsigned ld_relaxed(const unsigned *p) {
+    unsigned v;
+    asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
 __device__ __forceinline__ unsigned long long globaltimer() {
     unsigned long long t;
     asm volatile("mov.u64 %0, %globaltimer;" : "=l"(t));
@@ -77,18 +83,52 @@ __device__ __forceinline__ void prof_mark(unsigned long long *prof, unsigned idx
     if (prof && blockIdx.x == 0 && threadIdx.x == 0) prof[idx] = globaltimer();
 }
 
-__device__ __forceinline__ void grid_sync(unsigned *bar, unsigned &target, unsigned long long *prof, int n_layer) {
+// The arrival: a fence and an atomic add (waits for its reply), or with
+// TH_CU_FUSED_RED_BARRIER a release-add (no reply; the release orders the
+// block's writes, made visible to thread 0 by the __syncthreads, before it).
+__device__ __forceinline__ void grid_sync(const th_cu_fused &f, unsigned &target) {
+    unsigned *bar = f.barrier;
     target += gridDim.x;
     __syncthreads();
-    prof_mark(prof, 5 * n_layer + 1 + target / gridDim.x);
+    prof_mark(f.prof, 5 * f.n_layer + 1 + target / gridDim.x);
     if (threadIdx.x == 0) {
-        __threadfence();
-        atomicAdd(bar, 1u);
-        while (ld_acquire(bar) < target) {}
-        __threadfence();
+        if (f.opt & TH_CU_FUSED_RED_BARRIER) {  // relaxed polling (no L1 invalidation a poll), one acquire fence
+            asm volatile("red.release.gpu.global.add.u32 [%0], 1;" : : "l"(bar) : "memory");
+            while (ld_relaxed(bar) < target) {}
+            asm volatile("fence.acq_rel.gpu;" : : : "memory");
+        } else {
+            __threadfence();
+            atomicAdd(bar, 1u);
+            while (ld_acquire(bar) < target) {}
+            __threadfence();
+        }
     }
     __syncthreads();
-    prof_mark(prof, target / gridDim.x);
+    prof_mark(f.prof, target / gridDim.x);
+}
+
+// ---- L2 prefetch (TH_CU_FUSED_PREFETCH): weights never depend on the step,
+// so a block asks for its next phase's first rows before it waits at a barrier ----
+__device__ __forceinline__ void prefetch_span(const void *p, int64_t bytes, bool l1) {
+    const uintptr_t end = (uintptr_t)p + (uintptr_t)bytes;
+    for (uintptr_t a = ((uintptr_t)p & ~(uintptr_t)127) + 128 * (uintptr_t)threadIdx.x; a < end; a += 128 * FT) {
+        if (l1) asm volatile("prefetch.global.L1 [%0];" : : "l"(a));
+        else asm volatile("prefetch.global.L2 [%0];" : : "l"(a));
+    }
+}
+
+// Rows [r0, r0 + n) of w (clipped), quants and scales, for the layouts fused.cu multiplies.
+__device__ void prefetch_rows(const th_cu_mat &w, int64_t r0, int64_t n, bool l1) {
+    if (r0 >= w.rows) return;
+    n = min(n, w.rows - r0);
+    int64_t qb = (int64_t)w.row_bytes, sb = 0;
+    if (w.layout == TH_CU_SPLIT && w.type != TH_Q4_0 && w.type != TH_Q8_0 && w.type != TH_Q4_K) return;
+    if (w.layout == TH_CU_SPLIT) {
+        qb = w.type == TH_Q8_0 ? w.K : w.K / 2;
+        sb = w.type == TH_Q4_K ? w.K / 256 * 20 : w.K / 32 * 2;
+    }
+    prefetch_span((const char *)w.data + r0 * qb, n * qb, l1);
+    if (sb) prefetch_span((const char *)w.scales + r0 * sb, n * sb, l1);
 }
 
 __device__ __forceinline__ float block_sum(float v, float *red) {
@@ -124,22 +164,46 @@ __device__ __forceinline__ void stage_embedding(const th_cu_mat &embd, int32_t t
 }
 
 // The staged floats RMS-normalized with weight w (w NULL: left as they are),
-// then their q8 form when q8 (as norm.cu: v = x·scale·w; q8_store_block).
+// then their q8 form when q8, as norm.cu's rmsnorm_vec makes it: a thread per
+// 4 values (v = x·scale·w), 8 threads a 32-value block (K % 32 == 0, so the
+// groups never straddle a warp's active lanes; whole warps past the end stop).
 __device__ __forceinline__ void stage_finish(int64_t K, const float *w, float eps, bool q8, Stage sm) {
     __syncthreads();
+    const int64_t n4 = K / 4;
     float scale = 1.0f;
     if (w) {
         float ss = 0.0f;
-        for (int64_t i = threadIdx.x; i < K; i += FT) ss += sm.f[i] * sm.f[i];
+        for (int64_t i = threadIdx.x; i < n4; i += FT) {
+            const float4 v = *(const float4 *)(sm.f + 4 * i);
+            ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+        }
         scale = 1.0f / sqrtf(block_sum(ss, sm.red) / (float)K + eps);
     }
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const th_cu_q8 o = { sm.q, sm.d, sm.s };
-    for (int64_t g = warp; g < K / 32; g += FW) {
-        const int64_t i = g * 32 + lane;
-        float v = sm.f[i];
-        if (w) { v = v * scale * w[i]; sm.f[i] = v; }
-        if (q8) q8_store_block(v, lane, o, g * 32, g);
+    const int lane = threadIdx.x & 31;
+    for (int64_t base = 0; base < n4; base += FT) {
+        if (base + (threadIdx.x & ~31) >= n4) break;  // warp-uniform
+        const int64_t i = base + threadIdx.x;
+        const bool in = i < n4;
+        float4 o = in ? *(const float4 *)(sm.f + 4 * i) : make_float4(0.f, 0.f, 0.f, 0.f);
+        if (w && in) {
+            const float4 wv = __ldg((const float4 *)w + i);
+            o = make_float4(o.x * scale * wv.x, o.y * scale * wv.y, o.z * scale * wv.z, o.w * scale * wv.w);
+            *(float4 *)(sm.f + 4 * i) = o;
+        }
+        if (!q8) continue;
+        float am = fmaxf(fmaxf(fabsf(o.x), fabsf(o.y)), fmaxf(fabsf(o.z), fabsf(o.w)));
+#pragma unroll
+        for (int m = 1; m < 8; m <<= 1) am = fmaxf(am, __shfl_xor_sync(0xffffffffu, am, m));
+        const float id = am != 0.0f ? 127.0f / am : 0.0f;
+        const int q0 = __float2int_rn(o.x * id), q1 = __float2int_rn(o.y * id), q2 = __float2int_rn(o.z * id),
+                  q3 = __float2int_rn(o.w * id);
+        int sum = q0 + q1 + q2 + q3;
+#pragma unroll
+        for (int m = 1; m < 8; m <<= 1) sum += __shfl_xor_sync(0xffffffffu, sum, m);
+        if (in) {
+            *(char4 *)(sm.q + 4 * i) = make_char4((signed char)q0, (signed char)q1, (signed char)q2, (signed char)q3);
+            if ((lane & 7) == 0) { sm.d[i / 8] = q8_scale_f16(am); sm.s[i / 8] = sum; }
+        }
     }
     __syncthreads();
 }
@@ -270,8 +334,9 @@ template <typename KS> struct ReadsQ8<DotQ8<KS>> { static constexpr bool value =
 // y[r] = W[r]·stage (+ bias[r]) (+ y[r] when acc); RW consecutive rows a warp, spread over the grid.
 template <typename D>
 __device__ __forceinline__ void matvec_t(const th_cu_mat *__restrict__ wp, const float *bias, Stage sm, float *y,
-                                         bool acc) {
+                                         bool acc, uint32_t opt) {
     const int lane = threadIdx.x & 31;
+    const bool early = acc && (opt & TH_CU_FUSED_EARLY_RESID);
     const int64_t nrows = wp->rows;
     const th_cu_mat *m[RW];
 #pragma unroll
@@ -281,6 +346,7 @@ __device__ __forceinline__ void matvec_t(const th_cu_mat *__restrict__ wp, const
 #pragma unroll
         for (int k = 0; k < RW; k++) rows[k] = r0 + k;
         const int nr = (int)min((int64_t)RW, nrows - r0);
+        const float old = early && lane < nr ? __ldcg(y + r0 + lane) : 0.0f;  // in flight with the weights
         float d[RW];
         D::template rows<RW>(m, rows, nr, sm, lane, d);
         if (lane < nr) {
@@ -289,9 +355,25 @@ __device__ __forceinline__ void matvec_t(const th_cu_mat *__restrict__ wp, const
             for (int k = 1; k < RW; k++) if (lane == k) v = d[k];
             const int64_t r = r0 + lane;
             if (bias) v += bias[r];
-            y[r] = acc ? __ldcg(y + r) + v : v;
+            y[r] = acc ? (early ? old : __ldcg(y + r)) + v : v;
         }
     }
+}
+
+// The block's rows of matvec_t over w in its first `sweeps` sweeps, and its
+// gate/up rows of gate_up_t in the first sweep, into L2.
+__device__ void prefetch_matvec(const th_cu_fused &f, const th_cu_mat &w, int sweeps) {
+    if (!(f.opt & TH_CU_FUSED_PREFETCH)) return;
+    const bool l1 = f.opt & TH_CU_FUSED_PREFETCH_L1;
+    for (int k = 0; k < sweeps; k++) prefetch_rows(w, ((int64_t)k * gridDim.x + blockIdx.x) * FW * RW, FW * RW, l1 && k == 0);
+}
+
+__device__ void prefetch_gate_up(const th_cu_fused &f, const th_cu_fused_layer &L) {
+    if (!(f.opt & TH_CU_FUSED_PREFETCH)) return;
+    const bool l1 = f.opt & TH_CU_FUSED_PREFETCH_L1;
+    const int64_t i0 = (int64_t)blockIdx.x * FW * (RW / 2);
+    prefetch_rows(L.gate, i0, FW * (RW / 2), l1);
+    prefetch_rows(L.up, L.up_row0 + i0, FW * (RW / 2), l1);
 }
 
 // ff[i] = act(gate row i · h) · (up row up_row0 + i · h) (gate and up of one type), RW/2 pairs a warp.
@@ -321,18 +403,18 @@ __device__ __forceinline__ void gate_up_t(const th_cu_fused_layer *__restrict__ 
 __device__ __noinline__ void head_matvec(const th_cu_mat *w, Stage sm, float *y) {
     if (w->layout == TH_CU_SPLIT) {
         switch (w->type) {
-        case TH_Q4_0: matvec_t<DotQ8<KSub<TH_Q4_0>>>(w, nullptr, sm, y, false); return;
-        case TH_Q8_0: matvec_t<DotQ8<KSub<TH_Q8_0>>>(w, nullptr, sm, y, false); return;
-        case TH_Q4_K: matvec_t<DotQ8<KSub<TH_Q4_K>>>(w, nullptr, sm, y, false); return;
-        case TH_Q5_K: matvec_t<DotQ8<KSub<TH_Q5_K>>>(w, nullptr, sm, y, false); return;
-        case TH_Q6_K: matvec_t<DotQ8<KSub<TH_Q6_K>>>(w, nullptr, sm, y, false); return;
+        case TH_Q4_0: matvec_t<DotQ8<KSub<TH_Q4_0>>>(w, nullptr, sm, y, false, 0); return;
+        case TH_Q8_0: matvec_t<DotQ8<KSub<TH_Q8_0>>>(w, nullptr, sm, y, false, 0); return;
+        case TH_Q4_K: matvec_t<DotQ8<KSub<TH_Q4_K>>>(w, nullptr, sm, y, false, 0); return;
+        case TH_Q5_K: matvec_t<DotQ8<KSub<TH_Q5_K>>>(w, nullptr, sm, y, false, 0); return;
+        case TH_Q6_K: matvec_t<DotQ8<KSub<TH_Q6_K>>>(w, nullptr, sm, y, false, 0); return;
         default: return;
         }
     }
     switch (w->type) {
-    case TH_F32: matvec_t<DotFloat<TH_F32>>(w, nullptr, sm, y, false); return;
-    case TH_F16: matvec_t<DotFloat<TH_F16>>(w, nullptr, sm, y, false); return;
-    case TH_BF16: matvec_t<DotFloat<TH_BF16>>(w, nullptr, sm, y, false); return;
+    case TH_F32: matvec_t<DotFloat<TH_F32>>(w, nullptr, sm, y, false, 0); return;
+    case TH_F16: matvec_t<DotFloat<TH_F16>>(w, nullptr, sm, y, false, 0); return;
+    case TH_BF16: matvec_t<DotFloat<TH_BF16>>(w, nullptr, sm, y, false, 0); return;
     default: return;
     }
 }
@@ -347,37 +429,52 @@ __device__ __forceinline__ float ld_cache(const char *row, int d, bool f16) {
     return f16 ? __half2float(__ushort_as_half(__ldcg((const unsigned short *)row + d))) : __ldcg((const float *)row + d);
 }
 
-// This token's q (and, for the split holding its own position, k) of head h
-// (one warp): normed and roped in the block's buffers; the KV group's leader
-// stores K and V; k is left rounded to the cache's type, as the cache holds it.
+// `n` (≤ 32·PL) floats from src into a warp's buffer, all loads in flight at once.
+template <int PL>
+__device__ __forceinline__ void warp_fetch(const float *src, int n, float *dst, int lane) {
+    float v[PL];
+#pragma unroll
+    for (int i = 0; i < PL; i++) v[i] = lane + 32 * i < n ? __ldcg(src + lane + 32 * i) : 0.0f;
+#pragma unroll
+    for (int i = 0; i < PL; i++) if (lane + 32 * i < n) dst[lane + 32 * i] = v[i];
+    __syncwarp();
+}
+
+// This token's q (warp 0) and, for the split holding its own position, k
+// (warp 1) of head h: normed and roped in the block's buffers; the KV group's
+// leader stores K (warp 1) and V (warp 2), the three chains side by side (each
+// looks its cache slot up first, so that load overlaps its activation loads);
+// k is left rounded to the cache's type, as the cache holds it.
+template <int PL>
 __device__ __forceinline__ void new_token_qk(const th_cu_fused &f, const th_cu_fused_layer &L, const th_cu_kv &kv,
                                              int il, int h, int kvh, bool with_k, bool leader, int32_t p, int32_t sq,
-                                             float *qb, float *kb, int lane) {
+                                             float *qb, float *kb, int warp, int lane) {
     const int hd = f.at.head_dim, hdv = f.at.head_dim_v;
-    for (int i = lane; i < hd; i += 32) qb[i] = __ldcg(f.qkv + (int64_t)h * hd + i);
-    __syncwarp();
-    norm_rope_head(qb, L.rope.q_norm, L.rope, p, lane);
-    if (!with_k) return;
-    for (int i = lane; i < hd; i += 32) kb[i] = __ldcg(f.qkv + f.q_w + (int64_t)kvh * hd + i);
-    __syncwarp();
-    norm_rope_head(kb, L.rope.k_norm, L.rope, p, lane);
-    const float *v = f.qkv + f.q_w + f.k_w + (int64_t)kvh * hdv;
-    if (leader) {
-        const size_t esz = kv.f16 ? 2 : 4;
-        char *ks = kv_slot(kv, il, sq, p, false) + (int64_t)kvh * hd * esz;
+    const size_t esz = kv.f16 ? 2 : 4;
+    if (warp == 0) {
+        warp_fetch<PL>(f.qkv + (int64_t)h * hd, hd, qb, lane);
+        norm_rope_head(qb, L.rope.q_norm, L.rope, p, lane);
+    } else if (warp == 1 && with_k) {
+        char *ks = leader ? kv_slot(kv, il, sq, p, false) + (int64_t)kvh * hd * esz : nullptr;
+        warp_fetch<PL>(f.qkv + f.q_w + (int64_t)kvh * hd, hd, kb, lane);
+        norm_rope_head(kb, L.rope.k_norm, L.rope, p, lane);
+        if (leader) store_vec(ks, kb, hd, kv.f16, lane);
+        for (int i = lane; i < hd; i += 32) kb[i] = round_kv(kb[i], kv.f16);
+        __syncwarp();
+    } else if (warp == 2 && with_k && leader) {
         char *vs = kv_slot(kv, il, sq, p, true) + (int64_t)kvh * hdv * esz;
-        for (int i = lane; i < hd; i += 32) {
-            if (kv.f16) ((__half *)ks)[i] = __float2half_rn(kb[i]);
-            else ((float *)ks)[i] = kb[i];
-        }
-        for (int i = lane; i < hdv; i += 32) {
-            const float x = __ldcg(v + i);
-            if (kv.f16) ((__half *)vs)[i] = __float2half_rn(x);
-            else ((float *)vs)[i] = x;
+        const float *v = f.qkv + f.q_w + f.k_w + (int64_t)kvh * hdv;
+        float x[PL];
+#pragma unroll
+        for (int i = 0; i < PL; i++) x[i] = lane + 32 * i < hdv ? __ldcg(v + lane + 32 * i) : 0.0f;
+#pragma unroll
+        for (int i = 0; i < PL; i++) {
+            const int d = lane + 32 * i;
+            if (d >= hdv) continue;
+            if (kv.f16) ((__half *)vs)[d] = __float2half_rn(x[i]);
+            else ((float *)vs)[d] = x[i];
         }
     }
-    for (int i = lane; i < hd; i += 32) kb[i] = round_kv(kb[i], kv.f16);
-    __syncwarp();
 }
 
 // Positions [j0, j0 + ng) into a warp's state: K and V of cached positions from
@@ -427,7 +524,10 @@ struct AttnBuf {
 
 // The block's split result (thread d holds output dim d): the head's output
 // when the head has one split; else published, and the last split of the head
-// to finish merges them all.
+// to finish merges them all in one pass (a running max, the sums rescaled as it
+// grows). The counter's add is acquire-release (thread 0, after the block's
+// barrier), so no separate fences: the partials written before it are visible to
+// whoever sees its count, and the last block sees every earlier split's.
 __device__ __forceinline__ void finish_split(const th_cu_fused &f, int h, int sp, int ns, float m, float l, float acc) {
     const th_cu_attn &a = f.at;
     const int hdv = a.head_dim_v, tid = threadIdx.x;
@@ -440,36 +540,43 @@ __device__ __forceinline__ void finish_split(const th_cu_fused &f, int h, int sp
     float *pp = a.partial + ((int64_t)h * a.n_split + sp) * rec;
     if (tid == 0) { pp[0] = m; pp[1] = l; }
     if (tid < hdv) pp[2 + tid] = acc;
-    __threadfence();
     __syncthreads();
     __shared__ int s_last;
-    if (tid == 0) s_last = atomicAdd(a.counter + h, 1) == ns - 1;
+    if (tid == 0) {
+        unsigned old;
+        asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(old) : "l"(a.counter + h) : "memory");
+        s_last = old == (unsigned)ns - 1;
+    }
     __syncthreads();
     if (!s_last) return;
-    __threadfence();
-    if (tid == 0) a.counter[h] = 0;  // ready for the next layer
+    if (tid == 0) a.counter[h] = 0;  // ready for the next layer (the grid barrier orders it)
     const float *p0 = a.partial + (int64_t)h * a.n_split * rec;
-    float M = -INFINITY, L = 0.0f;
-    for (int s = 0; s < ns; s++) M = fmaxf(M, __ldcg(p0 + s * rec));
-    for (int s = 0; s < ns; s++) L += expf(__ldcg(p0 + s * rec) - M) * __ldcg(p0 + s * rec + 1);
-    if (tid < hdv) {
-        float acc2 = 0.0f;
-        for (int s = 0; s < ns; s++) acc2 += expf(__ldcg(p0 + s * rec) - M) * __ldcg(p0 + s * rec + 2 + tid);
-        o[tid] = L > 0.0f ? acc2 / L : 0.0f;
+    float M = -INFINITY, L = 0.0f, acc2 = 0.0f;
+#pragma unroll 4
+    for (int s = 0; s < ns; s++) {
+        const float ms = __ldcg(p0 + s * rec), ls = __ldcg(p0 + s * rec + 1);
+        const float as = tid < hdv ? __ldcg(p0 + s * rec + 2 + tid) : 0.0f;
+        if (ms == -INFINITY) continue;
+        const float nm = fmaxf(M, ms), co = M == -INFINITY ? 0.0f : expf(M - nm), cn = expf(ms - nm);
+        L = L * co + ls * cn;
+        acc2 = acc2 * co + as * cn;
+        M = nm;
     }
+    if (tid < hdv) o[tid] = L > 0.0f ? acc2 / L : 0.0f;
 }
 
-template <int PL>
+// One (head, split) unit; G positions a warp-step (TH_CU_FUSED_ATTN4: 4, which
+// keeps all 8 warps busy on a 32-position chunk and the step's code small).
+template <int PL, int G>
 __device__ __forceinline__ void attention_unit(const th_cu_fused &f, const th_cu_fused_layer &L, int il, int h, int sp,
                                                int ns, int32_t chunk, int32_t p, int32_t sq, Stage sm) {
-    constexpr int G = 32 / PL;
     const th_cu_attn &a = f.at;
     const th_cu_kv kv = f.kv;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, hd = a.head_dim, hdv = a.head_dim_v;
     const int32_t len = p + 1, first = sp * chunk, end = min(len, first + chunk);
     const int grp = a.n_head / a.n_head_kv, kvh = h / grp;
     AttnBuf buf(sm.head);
-    if (warp == 0) new_token_qk(f, L, kv, il, h, kvh, end == len, h % grp == 0, p, sq, buf.q, buf.k, lane);
+    new_token_qk<PL>(f, L, kv, il, h, kvh, end == len, h % grp == 0, p, sq, buf.q, buf.k, warp, lane);
     __syncthreads();
     float q[PL];
 #pragma unroll
@@ -478,6 +585,7 @@ __device__ __forceinline__ void attention_unit(const th_cu_fused &f, const th_cu
     const int32_t *table = kv.table + (int64_t)sq * kv.max_blocks;
     const int64_t lay = (int64_t)il * kv.block * (kv.k_dim + kv.v_dim);
     WarpState<PL> st;
+#pragma unroll 1
     for (int32_t j0 = first + warp * G; j0 < end; j0 += FW * G)
         attend_step<PL, G>(a, kv, table, lay, hd, hdv, kvh, p, q, buf.k, vnew, j0, min(G, end - j0), lane, st);
     if (lane == 0) { buf.wm[warp] = st.m; buf.wl[warp] = st.l; }
@@ -496,21 +604,72 @@ __device__ __forceinline__ void attention_unit(const th_cu_fused &f, const th_cu
     __syncthreads();  // the buffers are reused by the block's next unit
 }
 
+// This step's splits a head (ns) and positions a split (chunk).
+__device__ __forceinline__ void attn_splits(const th_cu_fused &f, int32_t p, int &ns, int32_t &chunk) {
+    const int n_head = f.at.n_head;
+    const int32_t len = p + 1;
+    ns = (int)min((int64_t)f.at.n_split, max((int64_t)1, ((int64_t)gridDim.x + n_head - 1) / n_head));
+    ns = min(ns, max(1, len / 32));
+    chunk = (len + ns - 1) / ns;
+    ns = (len + chunk - 1) / chunk;
+}
+
 __device__ void attention(const th_cu_fused &f, const th_cu_fused_layer &L, int il, int32_t p, int32_t sq,
                           Stage sm) {
     const int n_head = f.at.n_head;
-    const int32_t len = p + 1;
-    int ns = (int)min((int64_t)f.at.n_split, max((int64_t)1, ((int64_t)gridDim.x + n_head - 1) / n_head));
-    ns = min(ns, max(1, len / 32));
-    const int32_t chunk = (len + ns - 1) / ns;
-    ns = (len + chunk - 1) / chunk;
+    int ns;
+    int32_t chunk;
+    attn_splits(f, p, ns, chunk);
     const int width = max(f.at.head_dim, f.at.head_dim_v);
+    const bool g4 = f.opt & TH_CU_FUSED_ATTN4;
     for (int u = blockIdx.x; u < n_head * ns; u += gridDim.x) {
         const int h = u % n_head, sp = u / n_head;
-        if (width <= 64) attention_unit<2>(f, L, il, h, sp, ns, chunk, p, sq, sm);
-        else if (width <= 128) attention_unit<4>(f, L, il, h, sp, ns, chunk, p, sq, sm);
-        else attention_unit<8>(f, L, il, h, sp, ns, chunk, p, sq, sm);
+        if (width <= 64) {
+            if (g4) attention_unit<2, 4>(f, L, il, h, sp, ns, chunk, p, sq, sm);
+            else attention_unit<2, 16>(f, L, il, h, sp, ns, chunk, p, sq, sm);
+        } else if (width <= 128) {
+            if (g4) attention_unit<4, 4>(f, L, il, h, sp, ns, chunk, p, sq, sm);
+            else attention_unit<4, 8>(f, L, il, h, sp, ns, chunk, p, sq, sm);
+        } else {
+            attention_unit<8, 4>(f, L, il, h, sp, ns, chunk, p, sq, sm);
+        }
     }
+}
+
+// One cached K or V row of the block's first attention unit (thread t:
+// position first + t/2, K when t is even, V when odd; up to 128 positions):
+// its cache block is looked up when phase A starts, the row is prefetched into
+// L2 when phase A's own work is done (the lookup's load has landed by then).
+struct KvAhead {
+    int32_t blk = -1, j = 0, kvh = 0;
+};
+
+__device__ __forceinline__ KvAhead kv_ahead(const th_cu_fused &f, int32_t p, int32_t sq) {
+    KvAhead a;
+    if (!(f.opt & TH_CU_FUSED_PREFETCH)) return a;
+    int ns;
+    int32_t chunk;
+    attn_splits(f, p, ns, chunk);
+    const int n_head = f.at.n_head, u = blockIdx.x;
+    if (u >= n_head * ns) return a;
+    const int32_t j = (u / n_head) * chunk + (int32_t)(threadIdx.x >> 1);
+    if (j >= min(p + 1, (u / n_head + 1) * chunk) || j == p) return a;
+    a.j = j;
+    a.kvh = (u % n_head) / (n_head / f.at.n_head_kv);
+    a.blk = __ldg(f.kv.table + (int64_t)sq * f.kv.max_blocks + j / f.kv.block);
+    return a;
+}
+
+__device__ __forceinline__ void kv_prefetch(const th_cu_fused &f, const KvAhead &a, int il) {
+    if (a.blk < 0) return;
+    const th_cu_kv &kv = f.kv;
+    const bool v = threadIdx.x & 1;
+    const int64_t esz = kv.f16 ? 2 : 4, w = v ? f.at.head_dim_v : f.at.head_dim, slot = a.j % kv.block;
+    const int64_t e = (int64_t)il * kv.block * (kv.k_dim + kv.v_dim) +
+                      (v ? (int64_t)kv.block * kv.k_dim + slot * kv.v_dim : slot * kv.k_dim) + a.kvh * w;
+    const uintptr_t row = (uintptr_t)((const char *)kv.pool + (int64_t)a.blk * kv.block_bytes + e * esz);
+    for (uintptr_t l = row & ~(uintptr_t)127; l < row + (uintptr_t)(w * esz); l += 128)
+        asm volatile("prefetch.global.L2 [%0];" : : "l"(l));
 }
 
 template <typename D>
@@ -518,38 +677,46 @@ __device__ __forceinline__ void layer(const th_cu_fused &f, int il, int32_t tok,
                       unsigned &target) {
     const th_cu_fused_layer &L = f.layers[il];
     // A: norm + Q/K/V
+    const KvAhead ahead = kv_ahead(f, p, sq);
     if (il == 0) stage_embedding(f.embd, tok, f.embd_scale, f.E, f.x, sm);
     else stage_load(f.x, f.E, sm);
     stage_finish(f.E, L.attn_norm, f.eps, ReadsQ8<D>::value, sm);
     for (int k = 0; k < L.n_qkv; k++)
-        matvec_t<D>(&L.qkv[k], L.qkv_bias ? L.qkv_bias + L.qkv_off[k] : nullptr, sm, f.qkv + L.qkv_off[k], false);
-    grid_sync(f.barrier, target, f.prof, f.n_layer);
+        matvec_t<D>(&L.qkv[k], L.qkv_bias ? L.qkv_bias + L.qkv_off[k] : nullptr, sm, f.qkv + L.qkv_off[k], false, f.opt);
+    kv_prefetch(f, ahead, il);
+    grid_sync(f, target);
     // B: rope, KV store, attention
     attention(f, L, il, p, sq, sm);
-    grid_sync(f.barrier, target, f.prof, f.n_layer);
+    prefetch_matvec(f, L.wo, 1);
+    grid_sync(f, target);
     // C: output projection + residual
     stage_load(f.att, f.att_w, sm);
     stage_finish(f.att_w, nullptr, 0.0f, ReadsQ8<D>::value, sm);
-    matvec_t<D>(&L.wo, L.bo, sm, f.x, true);
-    grid_sync(f.barrier, target, f.prof, f.n_layer);
+    matvec_t<D>(&L.wo, L.bo, sm, f.x, true, f.opt);
+    prefetch_gate_up(f, L);
+    grid_sync(f, target);
     // D: norm + gate/up + activation
     stage_load(f.x, f.E, sm);
     stage_finish(f.E, L.ffn_norm, f.eps, ReadsQ8<D>::value, sm);
     gate_up_t<D>(&L, f.act, sm, f.ff);
-    grid_sync(f.barrier, target, f.prof, f.n_layer);
+    prefetch_matvec(f, L.down, 1);
+    grid_sync(f, target);
     // E: down + residual
     stage_load(f.ff, L.F, sm);
     stage_finish(L.F, nullptr, 0.0f, ReadsQ8<D>::value, sm);
-    matvec_t<D>(&L.down, nullptr, sm, f.x, true);
-    grid_sync(f.barrier, target, f.prof, f.n_layer);
+    matvec_t<D>(&L.down, nullptr, sm, f.x, true, f.opt);
+    if (il + 1 < f.n_layer)
+        for (int k = 0; k < f.layers[il + 1].n_qkv; k++) prefetch_matvec(f, f.layers[il + 1].qkv[k], 1);
+    else
+        prefetch_matvec(f, f.out, 4);
+    grid_sync(f, target);
 }
 
 // f: device memory (set up once per context); n_out: 0 or 1 logits rows. D:
 // the row product of every layer matrix (one instantiation per weight type,
 // so each is register-allocated for its own loop).
 template <typename D>
-__global__ void __launch_bounds__(FT, 1) fused_decode(const th_cu_fused *__restrict__ fp, int n_out) {
-    const th_cu_fused &f = *fp;
+__global__ void __launch_bounds__(FT, 1) fused_decode(const __grid_constant__ th_cu_fused f, int n_out) {
     extern __shared__ __align__(16) unsigned char smem[];
     Stage sm = carve(smem, f.max_k);
     unsigned target = 0;
@@ -566,7 +733,7 @@ __global__ void __launch_bounds__(FT, 1) fused_decode(const th_cu_fused *__restr
 }
 
 
-typedef void (*fused_kernel)(const th_cu_fused *, int);
+typedef void (*fused_kernel)(const th_cu_fused, int);
 
 // The instantiation for the layers' weight type (NULL: none).
 fused_kernel kernel_for(uint32_t type, int32_t layout) {
@@ -626,8 +793,8 @@ extern "C" int32_t th_cu_fused_splits(int blocks, int32_t n_head, int64_t max_le
     return (int32_t)(s < 1 ? 1 : s);
 }
 
-extern "C" void th_cu_fused_decode(const th_cu_mat *layer_type, const th_cu_fused *d_f, unsigned *barrier, int n_out,
-                                   int blocks, size_t smem, cudaStream_t st) {
-    cudaMemsetAsync(barrier, 0, sizeof(unsigned), st);
-    kernel_for(layer_type->type, layer_type->layout)<<<blocks, FT, smem, st>>>(d_f, n_out);
+extern "C" void th_cu_fused_decode(const th_cu_mat *layer_type, const th_cu_fused *f, int n_out, int blocks,
+                                   size_t smem, cudaStream_t st) {
+    cudaMemsetAsync(f->barrier, 0, sizeof(unsigned), st);
+    kernel_for(layer_type->type, layer_type->layout)<<<blocks, FT, smem, st>>>(*f, n_out);
 }

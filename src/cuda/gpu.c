@@ -102,7 +102,6 @@ static th_status alloc_scratch(th_gpu *g) {
         if ((s = th_cu_alloc(g, a[i].p, a[i].bytes, a[i].what))) return s;
     if ((s = th_cu_moe_alloc(g)) || (s = th_cu_mla_alloc(g))) return s;
     cudaError_t e = cudaMallocHost((void **)&g->h_meta, g->meta_count * 4);
-    if (!e && g->use_graphs) e = cudaMallocHost((void **)&g->h_logits, (size_t)g->graph_max * g->V * 4);
     if (!e) e = cudaMallocHost((void **)&g->h_argmax, B * 4);
     if (e) return th_cu_fail(e, "pinned host buffers");
     return TH_OK;
@@ -184,6 +183,7 @@ void th_gpu_free(th_gpu *g) {
     if (g->h_meta) cudaFreeHost(g->h_meta);
     if (g->h_logits) cudaFreeHost(g->h_logits);
     if (g->h_argmax) cudaFreeHost(g->h_argmax);
+    free(g->fused_args);
     if (g->cublas) cublasDestroy((cublasHandle_t)g->cublas);
     if (g->st) cudaStreamDestroy(g->st);
     cudaGetLastError();
@@ -455,6 +455,12 @@ th_status th_gpu_forward(th_gpu *g, const th_gpu_batch *b) {
     bool fused = g->fused && n == 1 && b->n_out <= 1;
     if (g->fused_mode == 2 && n == 1 && !fused)
         return th_set_error(TH_ERR_UNSUPPORTED, "TH_GPU_FUSED=2: a single-token step (%d outputs) cannot take the fused kernel", b->n_out);
+    /* the graphs' pinned logits buffer is made when a graph first copies logits
+     * back (a logits_argmax_only context never does: ~32 MB saved for 8B) */
+    cudaError_t e;
+    if (graph && b->logits && !g->h_logits &&
+        (e = cudaMallocHost((void **)&g->h_logits, (size_t)g->graph_max * g->V * 4)))
+        return th_cu_fail(e, "the pinned logits buffer");
     fwd f = { .n = n, .n_out = b->n_out, .gemm = n >= g->gemm_min, .fused = fused,
               .tok = d, .pos = d + g->n_batch, .seq = d + 2 * g->n_batch, .gather = d + 3 * g->n_batch,
               .host_logits = b->logits && graph ? g->h_logits : b->logits, .host_argmax = b->argmax ? g->h_argmax : NULL };
@@ -467,7 +473,7 @@ th_status th_gpu_forward(th_gpu *g, const th_gpu_batch *b) {
                     graph ? (g->attn_chunk ? g->attn_chunk : th_cu_attn_step(hp->head_dim, hp->head_dim_v)) : 0,
                     &f.at.n_split, &f.at.chunk);
     th_status s = graph ? run_graph(g, &f) : enqueue(g, &f);
-    cudaError_t e = cudaStreamSynchronize(g->st);
+    e = cudaStreamSynchronize(g->st);
     if (s) return s;
     if (e) return th_cu_fail(e, "the forward pass");
     if (graph && b->logits) memcpy(b->logits, g->h_logits, (size_t)b->n_out * g->V * sizeof(float));

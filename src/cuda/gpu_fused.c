@@ -38,6 +38,7 @@ static const char *refusal(const th_gpu *g) {
         if (D->sinks || D->window) return "attention sinks or a sliding window";
         if (D->qkv.n < 1 || D->gu.n < 1 || D->gu.n > 2 || (D->gu.width / 2) % 32) return "its projection layout";
     }
+    if (hp->n_layer > TH_CU_FUSED_MAX_LAYERS) return "more than 60 layers (its arguments would not fit a launch)";
     if (!layer_types_ok(g)) return "its layer weight types (one of Q4_0, Q8_0, Q4_K, F16, F32 throughout is needed)";
     return NULL;
 }
@@ -59,10 +60,8 @@ static th_status qkv_bias(th_gpu *g, const th_cu_layer *D, const float **out) {
     return TH_OK;
 }
 
-static th_status build_layers(th_gpu *g) {
+static th_status build_layers(th_gpu *g, th_cu_fused_layer *h) {
     const int nl = g->m->hp.n_layer;
-    th_cu_fused_layer *h = calloc((size_t)nl, sizeof *h);
-    if (!h) return th_set_error(TH_ERR_NOMEM, "out of memory");
     th_status s = TH_OK;
     for (int il = 0; il < nl && !s; il++) {
         const th_cu_layer *D = &g->L[il];
@@ -81,34 +80,33 @@ static th_status build_layers(th_gpu *g) {
         F->rope = th_cu_layer_rope(g, D);
         s = qkv_bias(g, D, &F->qkv_bias);
     }
-    if (!s) s = th_cu_alloc(g, (void **)&g->d_fused, (size_t)nl * sizeof *h, "fused decode layers");
-    cudaError_t e = s ? cudaSuccess : cudaMemcpy(g->d_fused, h, (size_t)nl * sizeof *h, cudaMemcpyHostToDevice);
-    free(h);
-    if (!s && e) s = th_cu_fail(e, "fused decode layers");
     return s;
 }
 
-/* The kernel's arguments, constant for the context: in device memory. */
-static th_status upload_args(th_gpu *g) {
+/* The kernel's arguments, constant for the context (host memory: every launch
+ * passes them by value). */
+static th_status build_args(th_gpu *g) {
     const th_hparams *hp = &g->m->hp;
     const int32_t *d = g->d_meta;  /* tokens | pos | seq | ... (gpu.c) */
-    th_cu_fused f = { .layers = g->d_fused, .n_layer = hp->n_layer, .act = hp->act_fn, .embd = g->embd,
-                      .out = g->out, .out_norm = g->out_norm, .embd_scale = hp->embd_scale, .eps = hp->norm_eps,
-                      .at = th_cu_attn_view(g), .kv = th_cu_kv_view(g), .tok = d, .pos = d + g->n_batch,
-                      .seq = d + 2 * g->n_batch, .x = g->x, .qkv = g->qkv, .att = g->att, .ff = g->ff,
-                      .logits = g->logits, .barrier = g->barrier, .E = g->E, .q_w = g->q_w, .k_w = g->k_w,
-                      .att_w = g->att_w, .max_k = g->max_k };
+    th_cu_fused *f = g->fused_args = calloc(1, sizeof *f);
+    if (!f) return th_set_error(TH_ERR_NOMEM, "out of memory");
+    *f = (th_cu_fused){ .n_layer = hp->n_layer, .act = hp->act_fn, .embd = g->embd,
+                        .out = g->out, .out_norm = g->out_norm, .embd_scale = hp->embd_scale, .eps = hp->norm_eps,
+                        .at = th_cu_attn_view(g), .kv = th_cu_kv_view(g), .tok = d, .pos = d + g->n_batch,
+                        .seq = d + 2 * g->n_batch, .x = g->x, .qkv = g->qkv, .att = g->att, .ff = g->ff,
+                        .logits = g->logits, .barrier = g->barrier, .E = g->E, .q_w = g->q_w, .k_w = g->k_w,
+                        .att_w = g->att_w, .max_k = g->max_k };
+    const char *ov = getenv("TH_GPU_FUSED_OPT");
+    f->opt = ov && *ov ? (uint32_t)strtoul(ov, NULL, 0) : TH_CU_FUSED_DEFAULT;
     const char *pv = getenv("TH_GPU_FUSED_PROF");
     if (pv && *pv == '1') {
         th_status ps = th_cu_alloc(g, (void **)&g->fused_prof, (size_t)(10 * hp->n_layer + 2) * 8, "fused decode profile");
         if (ps) return ps;
-        f.prof = g->fused_prof;
+        f->prof = g->fused_prof;
     }
-    f.at.n_split = th_cu_fused_splits(g->fused_blocks, hp->n_head, (int64_t)g->n_blocks * g->block, g->partial_cap,
-                                      hp->head_dim_v);
-    th_status s = th_cu_alloc(g, (void **)&g->d_fused_args, sizeof f, "fused decode arguments");
-    cudaError_t e = s ? cudaSuccess : cudaMemcpy(g->d_fused_args, &f, sizeof f, cudaMemcpyHostToDevice);
-    return s ? s : e ? th_cu_fail(e, "fused decode arguments") : TH_OK;
+    f->at.n_split = th_cu_fused_splits(g->fused_blocks, hp->n_head, (int64_t)g->n_blocks * g->block, g->partial_cap,
+                                       hp->head_dim_v);
+    return build_layers(g, f->layers);
 }
 
 th_status th_cu_fused_init(th_gpu *g) {
@@ -125,9 +123,8 @@ th_status th_cu_fused_init(th_gpu *g) {
             return th_set_error(TH_ERR_UNSUPPORTED, "TH_GPU_FUSED=2: the fused decode kernel does not support %s", why);
         return TH_OK;
     }
-    th_status s = build_layers(g);
-    if (!s) s = th_cu_alloc(g, (void **)&g->barrier, sizeof(unsigned), "fused decode barrier");
-    if (!s) s = upload_args(g);
+    th_status s = th_cu_alloc(g, (void **)&g->barrier, sizeof(unsigned), "fused decode barrier");
+    if (!s) s = build_args(g);
     if (s) return s;
     g->fused = true;
     if (g->verbose)
@@ -137,7 +134,7 @@ th_status th_cu_fused_init(th_gpu *g) {
 }
 
 void th_cu_fused_run(th_gpu *g, int n_out) {
-    th_cu_fused_decode(&g->L[0].qkv.part[0], g->d_fused_args, g->barrier, n_out, g->fused_blocks, g->fused_smem, g->st);
+    th_cu_fused_decode(&g->L[0].qkv.part[0], g->fused_args, n_out, g->fused_blocks, g->fused_smem, g->st);
 }
 
 void th_cu_fused_prof_add(th_gpu *g) {

@@ -88,7 +88,7 @@ struct th_gpu {
      * tokens | pos | seq | gather | block table (n_seq × n_blocks) */
     int32_t *h_meta, *d_meta;
     size_t meta_count;
-    float *h_logits;            /* pinned: graph_max × V */
+    float *h_logits;            /* pinned: graph_max × V, made on first use (th_gpu_forward) */
     int32_t *d_argmax, *h_argmax; /* the output rows' argmax ids (th_gpu_batch.argmax): device and pinned, n_batch */
     int graph_mode;             /* what the cached graphs copy back: bit 0 logits, bit 1 argmax ids */
     int graph_max;
@@ -99,8 +99,7 @@ struct th_gpu {
     bool fused;
     int fused_blocks;
     size_t fused_smem;
-    th_cu_fused_layer *d_fused;
-    th_cu_fused *d_fused_args;
+    th_cu_fused *fused_args;         /* host copy of the kernel's arguments (~31 KB, passed by value) */
     unsigned long long *fused_prof;  /* TH_GPU_FUSED_PROF=1: phase times of the last step (device) */
     double prof_ns[6];               /* summed per phase kind (A-E, output head) over prof_steps steps */
     double prof_work_ns[5];          /* the part until block 0 finished its own work of the phase */
