@@ -2,7 +2,7 @@
 # gpu-check.sh — on a machine with an NVIDIA GPU: build with CUDA=1, run the GPU
 # tests (tests/test_cuda: kernels vs the CPU reference, tiny goldens on the GPU),
 # optionally compute-sanitizer memcheck, then the benchmarks (bench/gpu/bench_gpu
-# on synthetic 8B and 135M Llama shapes) and print a table.
+# on synthetic 8B and 135M Llama shapes and a Qwen3-30B-A3B-like MoE) and print a table.
 #   scripts/gpu-check.sh [tests] [memcheck] [bench] [quick]   (default: tests bench)
 # Environment: BUILD (default build/cuda), SHARED (fixtures root), NO_BUILD=1 to
 # use binaries already built, OUT (a folder for logs; default /tmp/gpu-check).
@@ -15,7 +15,8 @@
 # TH_GPU_ATTN_CHUNK=N (shortest attention split in graph mode; default: one step of
 # the kernel, 32 or 64 positions), TH_GPU_FUSED=1 (the experimental fused single-token
 # decode kernel where the model fits it; 2: required; 0: off, the default) with
-# TH_GPU_FUSED_PROF=1 (its phase times, printed when the context is freed).
+# TH_GPU_FUSED_PROF=1 (its phase times, printed when the context is freed),
+# TH_GPU_MOE_GEMV=1 (MoE experts as per-pair GEMVs in prefill too, not the grouped GEMM).
 set -u
 BUILD=${BUILD:-build/cuda}
 OUT=${OUT:-/tmp/gpu-check}
@@ -44,11 +45,13 @@ if has bench; then
     echo "== benchmarks"
     B="$BUILD/bench/gpu/bench_gpu"
     "$B" ceilings | tee "$OUT/bench.txt"
-    if has quick; then runs="135m:q4_0:all 8b:q4_0:all"; else
-        runs="135m:q4_0:all 135m:q8_0:tg 135m:f16:tg 8b:q4_0:all 8b:q8_0:all 8b:f16:all 8b:q4_k:all 8b:q5_k:all 8b:q6_k:all"; fi
+    # shape:type:mode[:VAR=VALUE] (an environment setting for that run)
+    if has quick; then runs="135m:q4_0:all 8b:q4_0:all moe:q4_0:pp moe:q4_0:pp:TH_GPU_MOE_GEMV=1"; else
+        runs="135m:q4_0:all 135m:q8_0:tg 135m:f16:tg 8b:q4_0:all 8b:q8_0:all 8b:f16:all 8b:q4_k:all 8b:q5_k:all 8b:q6_k:all
+              moe:q4_0:all moe:q4_0:pp:TH_GPU_MOE_GEMV=1 moe:q4_k:pp moe:q4_k:pp:TH_GPU_MOE_GEMV=1"; fi
     for r in $runs; do
-        IFS=: read -r shape type mode <<<"$r"
-        "$B" "$shape" "$type" "$mode" 2>>"$OUT/bench.err" | tee -a "$OUT/bench.txt"
+        IFS=: read -r shape type mode var <<<"$r"
+        env ${var:+"$var"} "$B" "$shape" "$type" "$mode" 2>>"$OUT/bench.err" | tee -a "$OUT/bench.txt"
     done
     echo "== table"
     grep -E "tg128|pp512|b16|copy|gemm" "$OUT/bench.txt" | column -t -s '|' 2>/dev/null || grep -E "tg128|pp512|b16|copy|gemm" "$OUT/bench.txt"

@@ -3,9 +3,10 @@
  * instead (a clear error from a --gpu context; the CPU still works).
  * With a GPU:
  *   - each matrix kernel (every weight type; GEMV and MoE GEMV at 1..11 tokens,
- *     GEMM) against the CPU reference on random inputs of awkward sizes (rows not
- *     a multiple of the tile, K not a multiple of the vector width where the type
- *     allows); the int8 kernels also against float64 on the same q8_0 activations;
+ *     GEMM, the grouped expert GEMM of MoE prefill) against the CPU reference
+ *     on random inputs of awkward sizes (rows not a multiple of the tile, K not
+ *     a multiple of the vector width where the type allows); the int8 kernels
+ *     also against float64 on the same q8_0 activations;
  *     the fp32 dequantization (embedding lookup) bit for bit against the reference's;
  *   - attention over a paged cache (blocks in reverse order) against a float64
  *     reference, with GQA, sliding window, softcap, sinks, F16/F32 KV, forced splits;
@@ -17,7 +18,10 @@
  *   - every per-architecture fixture (arch/, incl. the MoE ones, the MLA ones
  *     (deepseek2*) and the Q8_0 copies) against its golden with test_arch.c's
  *     tolerances, in the same three modes (test_gpu_arch_N; a refusal fails);
- *   - MoE token independence: a ragged 3-sequence batch equals each sequence alone;
+ *     in GEMM mode the MoE experts take the grouped expert GEMM, and the MoE
+ *     fixtures run a fourth mode, GEMM with TH_GPU_MOE_GEMV=1 (per-pair GEMV experts);
+ *   - MoE token independence: a ragged 3-sequence batch equals each sequence
+ *     alone, on the GEMV path, on the grouped GEMM path and with the two mixed;
  *   - the device argmax kernel on rows of awkward lengths and alignments (ties,
  *     NaN, ±inf) against the documented rule, and logits_argmax_only contexts
  *     against full-logits GPU contexts (prompt, greedy decode, ragged batches,
@@ -183,6 +187,20 @@ static void check_matmul_type(uint32_t type, int64_t rows, int64_t K) {
     CHECK(!e, "%s gemm: %s", th_type_name(type), e);
     double rg = e ? INFINITY : rel_l2_ref(y, ref, (size_t)max_n * rows);
     CHECK(rg <= tol_gemm, "%s gemm: rel-L2 %.3e > %.1e", th_type_name(type), rg, tol_gemm);
+    /* the grouped expert GEMM (MoE prefill): one expert in tiles of 5 rows (path 3),
+     * every row its own expert, 16 a tile (path 4); both layouts */
+    double rx = 0;
+    for (int path = 3; path <= 4; path++)
+        for (int gg = 0; gg < (q8 ? 2 : 1); gg++)
+            for (int i = 0; i < 2; i++) {
+                int nn = i ? max_n : 3;
+                const char *ex = th_cu_test_matmul(type, wq, rows, K, x, nn, y, path, gg == 1);
+                CHECK(!ex, "%s expert gemm (path %d): %s", th_type_name(type), path, ex);
+                double r = ex ? INFINITY : rel_l2_ref(y, ref, (size_t)nn * rows);
+                if (r > rx) rx = r;
+                CHECK(r <= tol_gemm, "%s expert gemm (path %d) n=%d %s: rel-L2 %.3e > %.1e", th_type_name(type), path, nn,
+                      gg ? "gguf" : "split", r, tol_gemm);
+            }
     if (q8) { /* the int8 kernels compute the product with q8_0-rounded activations: that in float64 */
         uint8_t *xq = malloc((size_t)(K / 32) * 34);
         float *xr = malloc((size_t)K * 4);
@@ -203,7 +221,8 @@ static void check_matmul_type(uint32_t type, int64_t rows, int64_t K) {
         free(xq);
         free(xr);
     }
-    printf("  %-7s %lldx%lld gemv worst %.2e  gemm %.2e\n", th_type_name(type), (long long)rows, (long long)K, worst, rg);
+    printf("  %-7s %lldx%lld gemv worst %.2e  gemm %.2e  expert gemm %.2e\n", th_type_name(type), (long long)rows,
+           (long long)K, worst, rg, rx);
     free(wf); free(wd); free(wq); free(x); free(y); free(ref);
 }
 
@@ -496,25 +515,26 @@ static void test_golden_quantized(void) {
 typedef struct {
     const char *name, *model, *golden;
     double max_rel, min_top1;
+    bool moe;     /* routed experts: also GEMM mode with the per-pair GEMV experts */
 } arch_fixture;
 
 static const arch_fixture arch_fixtures[] = {
-    { "llama", "model-F32.gguf", "golden.logits", 1e-4, 0.9 },      /* mainline goldens */
-    { "qwen2", "model-F32.gguf", "golden.logits", 1e-4, 0.9 },
-    { "gemma2", "model-F32.gguf", "golden.logits", 2e-3, 0.9 },
-    { "phi3", "model-F32.gguf", "golden.logits", 1e-4, 0.9 },
-    { "olmoe", "model-F32.gguf", "golden.logits", 1e-4, 0.9 },
-    { "deepseek2", "model-F32.gguf", "golden.logits", 1e-4, 0.9 },
-    { "deepseek2-qlora", "model-F32.gguf", "golden.logits", 1e-4, 0.9 },
-    { "qwen3", "model-F32.gguf", "golden.logits", 2e-3, 0.9 },      /* ik_llama.cpp goldens */
-    { "qwen3moe", "model-F32.gguf", "golden.logits", 2e-3, 0.9 },
-    { "gemma3", "model-F32.gguf", "golden.logits", 2e-3, 0.9 },
-    { "gpt-oss", "model-F32.gguf", "golden.logits", 2e-3, 0.9 },
-    { "qwen2", "model-Q8_0.gguf", "golden-Q8_0.logits", 6e-2, 0.9 }, /* Q8_0 copies */
-    { "phi3", "model-Q8_0.gguf", "golden-Q8_0.logits", 6e-2, 0.9 },
-    { "olmoe", "model-Q8_0.gguf", "golden-Q8_0.logits", 6e-2, 0.9 },
+    { "llama", "model-F32.gguf", "golden.logits", 1e-4, 0.9, true },      /* mainline goldens */
+    { "qwen2", "model-F32.gguf", "golden.logits", 1e-4, 0.9, false },
+    { "gemma2", "model-F32.gguf", "golden.logits", 2e-3, 0.9, false },
+    { "phi3", "model-F32.gguf", "golden.logits", 1e-4, 0.9, false },
+    { "olmoe", "model-F32.gguf", "golden.logits", 1e-4, 0.9, true },
+    { "deepseek2", "model-F32.gguf", "golden.logits", 1e-4, 0.9, true },
+    { "deepseek2-qlora", "model-F32.gguf", "golden.logits", 1e-4, 0.9, true },
+    { "qwen3", "model-F32.gguf", "golden.logits", 2e-3, 0.9, false },      /* ik_llama.cpp goldens */
+    { "qwen3moe", "model-F32.gguf", "golden.logits", 2e-3, 0.9, true },
+    { "gemma3", "model-F32.gguf", "golden.logits", 2e-3, 0.9, false },
+    { "gpt-oss", "model-F32.gguf", "golden.logits", 2e-3, 0.9, true },
+    { "qwen2", "model-Q8_0.gguf", "golden-Q8_0.logits", 6e-2, 0.9, false }, /* Q8_0 copies */
+    { "phi3", "model-Q8_0.gguf", "golden-Q8_0.logits", 6e-2, 0.9, false },
+    { "olmoe", "model-Q8_0.gguf", "golden-Q8_0.logits", 6e-2, 0.9, true },
     /* the CPU checks this one loosely (routing flips; test_arch.c): top-1 only */
-    { "gpt-oss", "model-Q8_0-MXFP4.gguf", "golden-Q8_0-MXFP4.logits", INFINITY, 0.8 },
+    { "gpt-oss", "model-Q8_0-MXFP4.gguf", "golden-Q8_0-MXFP4.logits", INFINITY, 0.8, true },
 };
 
 /* The context check_golden's modes will use; TH_OK, or the refusal. */
@@ -542,10 +562,12 @@ static void check_arch(const arch_fixture *fx) {
     s = gpu_context_probe(m, g.n);
     if (s == TH_ERR_UNSUPPORTED) printf("  %s: not supported on the GPU: %s\n", label, th_last_error());
     CHECK(s == TH_OK, "%s: GPU context: %s", label, th_last_error());
-    const char *modes[3] = { "batch", "gemm", "tokens" };
-    for (int mode = 0; s == TH_OK && mode < 3; mode++) {
-        setenv("TH_GPU_GEMM_MIN", mode == 1 ? "1" : "33", 1);
+    const char *modes[4] = { "batch", "gemm", "tokens", "gemm+moe-gemv" };
+    for (int mode = 0; s == TH_OK && mode < (fx->moe ? 4 : 3); mode++) {
+        setenv("TH_GPU_GEMM_MIN", mode == 1 || mode == 3 ? "1" : "33", 1);
+        if (mode == 3) setenv("TH_GPU_MOE_GEMV", "1", 1);
         float *lg = run_logits(m, g.tok, (int)g.n, mode == 2 ? 1 : (int)g.n, true, TH_KV_F32);
+        unsetenv("TH_GPU_MOE_GEMV");
         CHECK(lg != NULL, "%s %s: %s", label, modes[mode], th_last_error());
         if (!lg) continue;
         double worst, top1;
@@ -570,15 +592,19 @@ _Static_assert(sizeof arch_fixtures / sizeof arch_fixtures[0] == 15, "one ARCH_T
 /* MoE on the GPU, tokens independent of their batch: three sequences
  * interleaved in one ragged batch (then a second step) give the logits each
  * gets alone (GPU both; the CPU's check_moe_batch in test_arch.c, on the GPU).
- * Top-1 must match everywhere; rel-L2 within 1e-4 (attention splits differ
- * with the batch shape, so not bit-exact). */
-static void check_gpu_moe_batch(const char *name) {
+ * Top-1 must match everywhere; rel-L2 within `limit` (attention splits differ
+ * with the batch shape, so not bit-exact). gemm_min is TH_GPU_GEMM_MIN: 33, no
+ * batch here takes the GEMM path; 1, every batch does (the grouped expert GEMM);
+ * 13, the ragged batches (22 and 14 tokens) and the 18-token sequence do, the
+ * 12- and 6-token ones run the GEMV path. */
+static void check_gpu_moe_batch(const char *name, const char *model, const char *gemm_min, double limit) {
     char mp[256];
-    snprintf(mp, sizeof mp, "arch/%s/model-F32.gguf", name);
+    snprintf(mp, sizeof mp, "arch/%s/%s", name, model);
+    setenv("TH_GPU_GEMM_MIN", gemm_min, 1);
     th_model *m;
     th_status s = th_model_load(fixture(mp), NULL, &m);
     CHECK(s == TH_OK, "load %s: %s", mp, th_last_error());
-    if (s) return;
+    if (s) { unsetenv("TH_GPU_GEMM_MIN"); return; }
     static const int32_t toks[3][20] = {
         { 1, 450, 439, 860, 3347, 113, 1701, 123, 432, 398, 567, 975 },
         { 1, 903, 2501, 263, 931, 727 },
@@ -603,23 +629,28 @@ static void check_gpu_moe_batch(const char *name) {
             const float *l = th_get_logits(c, i), *r = alone[seq[i]] + (size_t)idx[i] * nv;
             double e = rel_l2(l, r, nv);
             if (e > worst) worst = e;
-            CHECK(argmax(l, nv) == argmax(r, nv), "%s: seq %d pos %d: top-1 differs", name, seq[i], idx[i]);
+            CHECK(argmax(l, nv) == argmax(r, nv), "%s (TH_GPU_GEMM_MIN=%s): seq %d pos %d: top-1 differs", mp, gemm_min,
+                  seq[i], idx[i]);
         }
     }
-    CHECK(ok, "%s: runs failed", name);
-    printf("  %-10s GPU ragged batch of 3 vs alone: worst rel-L2 %.2e (limit 1e-4)\n", name, worst);
-    CHECK(worst <= 1e-4, "%s: ragged batch differs from sequences alone by %.3e", name, worst);
+    CHECK(ok, "%s (TH_GPU_GEMM_MIN=%s): runs failed", mp, gemm_min);
+    printf("  %-26s TH_GPU_GEMM_MIN=%-2s GPU ragged batch of 3 vs alone: worst rel-L2 %.2e (limit %.0e)\n", mp,
+           gemm_min, worst, limit);
+    CHECK(worst <= limit, "%s (TH_GPU_GEMM_MIN=%s): ragged batch differs from sequences alone by %.3e", mp, gemm_min, worst);
     th_context_free(c);
     for (int q = 0; q < 3; q++) free(alone[q]);
     th_model_free(m);
+    unsetenv("TH_GPU_GEMM_MIN");
 }
 
 static void test_gpu_moe_batch(void) {
     NEED_GPU();
-    check_gpu_moe_batch("llama");
-    check_gpu_moe_batch("qwen3moe");
-    check_gpu_moe_batch("olmoe");
-    check_gpu_moe_batch("deepseek2-qlora");  /* MLA, dense first layer, shared experts */
+    const char *names[4] = { "llama", "qwen3moe", "olmoe", "deepseek2-qlora" };  /* the last: MLA, dense first layer, shared experts */
+    const char *gemm_min[3] = { "33", "1", "13" };  /* GEMV path; grouped GEMM path; both */
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 3; j++) check_gpu_moe_batch(names[i], "model-F32.gguf", gemm_min[j], 1e-4);
+    /* 16-bit GEMM inputs (Q8_0 experts dequantized to fp16), every batch on the grouped path */
+    check_gpu_moe_batch("olmoe", "model-Q8_0.gguf", "1", 1e-3);
 }
 
 /* The fused single-token decode kernel (fused.cu): 112 tokens one at a time on

@@ -2,6 +2,11 @@
  * file): random weights of a chosen type (valid blocks: random quants, small
  * positive scales) shared by every layer on the host (each layer still gets its
  * own copy on the device, so the bytes a decode step reads are the real ones).
+ * Shapes: 8b (Llama 3 8B), 135m (SmolLM2 135M), moe (Qwen3-30B-A3B's layer, 16
+ * of its 48 layers: dim 2048, 32 heads of 128, 4 KV heads, 128 experts of 768,
+ * 8 used, F32 router, vocab 151936; tok/s, GB/s and TFLOP/s count the weights a
+ * token uses). TH_GPU_MOE_GEMV=1 times the MoE experts on the per-pair GEMV
+ * at every batch size instead of the grouped GEMM of prefill (A/B).
  * Runs the real path (th_context_new with gpu = true, th_decode) and prints
  *   copy   device-to-device copy bandwidth (bytes read + written), the ceiling
  *   gemm   an fp16 cuBLAS GEMM 8192³ (TFLOP/s), the tensor-core ceiling
@@ -14,7 +19,7 @@
  *   pp512  one 512-token prompt: tok/s and matmul TFLOP/s
  *   b16    batched decode, 16 sequences a step: total tok/s; also greedy with
  *          host and with device argmax as for tg
- * usage: bench_gpu SHAPE TYPE [tg|pp|b16|all]   SHAPE: 8b | 135m   TYPE: q4_0 | q8_0 | f16 | ...
+ * usage: bench_gpu SHAPE TYPE [tg|pp|b16|all]   SHAPE: 8b | 135m | moe   TYPE: q4_0 | q8_0 | f16 | ...
  *        bench_gpu ceilings */
 #include "model.h"
 #include "cuda/backend.h"
@@ -93,25 +98,62 @@ static th_weight mk(const void *data, uint32_t type, int64_t ne0, int64_t ne1, s
     return (th_weight){ .data = data, .type = type, .ne0 = ne0, .ne1 = ne1, .ne2 = 1, .row_bytes = rb, .name = name };
 }
 
-typedef struct { int dim, layers, heads, kv, ffn, vocab; const char *name; } shape;
+/* hd 0: dim / heads. experts > 0: every FFN is a MoE of `experts` experts of
+ * width ffn, `used` a token (softmax router in F32, top-k weights renormalised). */
+typedef struct { int dim, layers, heads, kv, ffn, vocab; const char *name; int hd, experts, used; } shape;
 
+static th_weight mk3(const void *data, uint32_t type, int64_t ne0, int64_t ne1, int64_t ne2, size_t rb, const char *name) {
+    th_weight w = mk(data, type, ne0, ne1, rb, name);
+    w.ne2 = ne2;
+    return w;
+}
+
+/* The routed experts of every layer (one host copy): router, stacked gate/up/down. */
+static void synth_moe(th_model *m, const shape *sh, uint32_t type) {
+    int64_t E = sh->dim, F = sh->ffn, X = sh->experts;
+    size_t rbE, rbF, rbR;
+    void *rt = random_weights(TH_F32, E, X, &rbR), *g = random_weights(type, E, F * X, &rbE);
+    void *u = random_weights(type, E, F * X, &rbE), *d = random_weights(type, F, E * X, &rbF);
+    if (!rt || !g || !u || !d) { fprintf(stderr, "out of host memory\n"); exit(1); }
+    m->hp.n_expert = sh->experts;
+    m->hp.n_expert_used = sh->used;
+    m->hp.n_ff_exp = sh->ffn;
+    m->hp.gating = TH_GATING_SOFTMAX;
+    m->hp.expert_weights_norm = true;
+    m->hp.expert_weights_scale = 1.0f;
+    for (int il = 0; il < sh->layers; il++) {
+        th_layer *L = &m->layers[il];
+        L->w_gate = L->w_up = L->w_down = (th_weight){ 0 };
+        L->router = mk(rt, TH_F32, E, X, rbR, "ffn_gate_inp.weight");
+        L->gate_exps = mk3(g, type, E, F, X, rbE, "ffn_gate_exps.weight");
+        L->up_exps = mk3(u, type, E, F, X, rbE, "ffn_up_exps.weight");
+        L->down_exps = mk3(d, type, F, E, X, rbF, "ffn_down_exps.weight");
+    }
+}
+
+/* weight_bytes: what one decode token reads; matmul_params: the weights one
+ * token multiplies (a MoE layer: the router and `used` experts, not all of them). */
 static th_model *synth(const shape *sh, uint32_t type, double *weight_bytes, double *matmul_params) {
     th_model *m = calloc(1, sizeof *m);
     th_hparams *hp = &m->hp;
+    int hd0 = sh->hd ? sh->hd : sh->dim / sh->heads;
     *hp = (th_hparams){ .n_vocab = sh->vocab, .n_embd = sh->dim, .n_layer = sh->layers, .n_head = sh->heads,
-                        .n_head_kv = sh->kv, .head_dim = sh->dim / sh->heads, .head_dim_v = sh->dim / sh->heads,
-                        .n_ff = sh->ffn, .n_ctx_train = 8192, .n_rot = sh->dim / sh->heads, .rope_type = TH_ROPE_NORM,
+                        .n_head_kv = sh->kv, .head_dim = hd0, .head_dim_v = hd0,
+                        .n_ff = sh->ffn, .n_ctx_train = 8192, .n_rot = hd0, .rope_type = TH_ROPE_NORM,
                         .rope_base = 500000.0f, .rope_freq_scale = 1.0f, .rope_attn_factor = 1.0f, .norm_eps = 1e-5f, .embd_scale = 1.0f,
-                        .attn_scale = 1.0f / sqrtf((float)(sh->dim / sh->heads)), .act_fn = TH_ACT_SILU };
-    int64_t E = sh->dim, hd = E / sh->heads, q = E, kvw = (int64_t)sh->kv * hd, F = sh->ffn;
-    size_t rbE, rbF;
+                        .attn_scale = 1.0f / sqrtf((float)hd0), .act_fn = TH_ACT_SILU };
+    int64_t E = sh->dim, hd = hd0, q = (int64_t)sh->heads * hd, kvw = (int64_t)sh->kv * hd, F = sh->ffn;
+    bool moe = sh->experts > 0;
+    size_t rbE, rbF, rbQ;
     void *wq = random_weights(type, E, q, &rbE), *wk = random_weights(type, E, kvw, &rbE);
-    void *wo = random_weights(type, E, E, &rbE), *wg = random_weights(type, E, F, &rbE);
-    void *wu = random_weights(type, E, F, &rbE), *wd = random_weights(type, F, E, &rbF);
+    void *wo = random_weights(type, q, E, &rbQ), *wg = NULL, *wu = NULL, *wd = NULL;
+    if (!moe) { wg = random_weights(type, E, F, &rbE); wu = random_weights(type, E, F, &rbE); wd = random_weights(type, F, E, &rbF); }
+    uint64_t rb64 = 0;
+    if (moe && th_row_bytes(type, (uint64_t)F, &rb64)) rbF = (size_t)rb64;  /* the experts' down rows */
     void *emb = random_weights(type, E, sh->vocab, &rbE);
     float *ones = malloc((size_t)E * 4);
     for (int64_t i = 0; i < E; i++) ones[i] = 1.0f;
-    if (!wq || !wk || !wo || !wg || !wu || !wd || !emb) { fprintf(stderr, "out of host memory\n"); exit(1); }
+    if (!wq || !wk || !wo || (!moe && (!wg || !wu || !wd)) || !emb) { fprintf(stderr, "out of host memory\n"); exit(1); }
     m->tok_embd = mk(emb, type, E, sh->vocab, rbE, "token_embd.weight");
     m->output = m->tok_embd; /* tied: the head reads the same bytes as an untied one would */
     m->output_norm = mk(ones, TH_F32, E, 1, (size_t)E * 4, "output_norm.weight");
@@ -123,16 +165,19 @@ static th_model *synth(const shape *sh, uint32_t type, double *weight_bytes, dou
         L->wq = mk(wq, type, E, q, rbE, "attn_q.weight");
         L->wk = mk(wk, type, E, kvw, rbE, "attn_k.weight");
         L->wv = mk(wk, type, E, kvw, rbE, "attn_v.weight");
-        L->wo = mk(wo, type, E, E, rbE, "attn_output.weight");
+        L->wo = mk(wo, type, q, E, rbQ, "attn_output.weight");
         L->w_gate = mk(wg, type, E, F, rbE, "ffn_gate.weight");
         L->w_up = mk(wu, type, E, F, rbE, "ffn_up.weight");
         L->w_down = mk(wd, type, F, E, rbF, "ffn_down.weight");
         L->rope_base = hp->rope_base;
         L->rope_freq_scale = hp->rope_freq_scale;
     }
-    double per_layer_rows_E = (double)(q + 2 * kvw + E + 2 * F), per_layer_rows_F = (double)E;
-    *weight_bytes = sh->layers * (per_layer_rows_E * rbE + per_layer_rows_F * rbF) + (double)sh->vocab * rbE;
-    *matmul_params = sh->layers * (per_layer_rows_E * E + per_layer_rows_F * F) + (double)sh->vocab * E;
+    /* per layer: rows of E inputs (Q, K, V, gate, up), of q inputs (O), of F inputs (down), a token's experts' */
+    double ffn_sets = moe ? sh->used : 1, rows_E = (double)(q + 2 * kvw) + ffn_sets * 2 * F, rows_F = ffn_sets * E;
+    double rows_q = (double)E, router = moe ? (double)sh->experts * E : 0;
+    *weight_bytes = sh->layers * (rows_E * rbE + rows_q * rbQ + rows_F * rbF + router * 4) + (double)sh->vocab * rbE;
+    *matmul_params = sh->layers * (rows_E * E + rows_q * q + rows_F * F + router) + (double)sh->vocab * E;
+    if (moe) synth_moe(m, sh, type);
     return m;
 }
 
@@ -238,9 +283,10 @@ int main(int argc, char **argv) {
         printf("gemm  %.0f TFLOP/s (cuBLAS fp16 in, fp32 out, 8192^3, random data)\n", th_cu_gemm_tflops(8192));
         return 0;
     }
-    if (argc < 3) { fprintf(stderr, "usage: bench_gpu 8b|135m TYPE [tg|pp|b16|all] | bench_gpu ceilings\n"); return 2; }
-    static const shape s8b = { 4096, 32, 32, 8, 14336, 128256, "8B" }, s135 = { 576, 30, 9, 3, 1536, 49152, "135M" };
-    const shape *sh = !strcmp(argv[1], "8b") ? &s8b : &s135;
+    if (argc < 3) { fprintf(stderr, "usage: bench_gpu 8b|135m|moe TYPE [tg|pp|b16|all] | bench_gpu ceilings\n"); return 2; }
+    static const shape s8b = { 4096, 32, 32, 8, 14336, 128256, "8B", 0, 0, 0 }, s135 = { 576, 30, 9, 3, 1536, 49152, "135M", 0, 0, 0 };
+    static const shape smoe = { 2048, 16, 32, 4, 768, 151936, "MoE", 128, 128, 8 };
+    const shape *sh = !strcmp(argv[1], "8b") ? &s8b : !strcmp(argv[1], "moe") ? &smoe : &s135;
     uint32_t type = TH_TYPE_COUNT;
     for (uint32_t t = 0; t < TH_TYPE_COUNT; t++)
         if (th_type_info_get(t) && !strcasecmp(th_type_name(t), argv[2])) type = t;
@@ -273,8 +319,10 @@ int main(int argc, char **argv) {
     if (all || !strcmp(what, "pp")) {
         pp(c, 512, 1);
         double r = pp(c, 512, 3);
-        printf("%-5s %-5s pp512  %8.1f tok/s  %6.1f TFLOP/s (matmuls)\n", sh->name, th_type_name(type), r,
-               r * 2.0 * params / 1e12);
+        const char *gv = getenv("TH_GPU_MOE_GEMV");
+        bool gemv = sh->experts && gv && atoi(gv) != 0;
+        printf("%-5s %-5s pp512  %8.1f tok/s  %6.1f TFLOP/s (matmuls)%s\n", sh->name, th_type_name(type), r,
+               r * 2.0 * params / 1e12, !sh->experts ? "" : gemv ? "  experts: per-pair GEMV" : "  experts: grouped GEMM");
     }
     if (do_b16) {
         double r = batched(c, 16, 64, false);

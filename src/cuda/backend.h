@@ -57,6 +57,19 @@ bool th_cu_gemm(void *cublas, const th_cu_mat *w, const float *x, int64_t x_stri
                 int64_t y_stride, bool accumulate, void *wbuf, size_t wbuf_bytes, void *xbuf,
                 cudaStream_t st);
 
+/* ---- grouped expert products (gemm.cu): the MoE FFN for large batches ----
+ * w stacks experts of rpe rows (expert e: rows e·rpe .. e·rpe + rpe − 1). For each
+ * of the n_hit experts ex[i] (host arrays; ids increasing and distinct):
+ *   y[off[i] + j][o] = W row (ex[i]·rpe + o) · x[off[i] + j]   for j < cnt[i], o < rpe
+ * (x rows of xs, y rows of ys: the rows of all experts one after the other,
+ * segment order). x rows 0 .. n_rows − 1 are converted once into xh (n_rows × w.K
+ * 16-bit values; F32 weights read x as it is); weights other than F32/F16/BF16
+ * are dequantized to fp16 into wbuf, consecutive experts sharing one tile, then
+ * one cuBLAS GEMM per expert. Returns false on a cuBLAS error. */
+bool th_cu_gemm_experts(void *cublas, const th_cu_mat *w, int64_t rpe, int n_hit, const int32_t *ex,
+                        const int32_t *off, const int32_t *cnt, int n_rows, const float *x, int64_t xs, float *y,
+                        int64_t ys, void *wbuf, size_t wbuf_bytes, void *xh, cudaStream_t st);
+
 /* ---- dequantization (dequant.cu) ---- */
 /* Rows row[i] (or row0 + i when row == NULL) of w to fp32 (out_f16 false) or fp16,
  * out_stride elements apart, times `scale`. */
@@ -104,9 +117,17 @@ void th_cu_moe_route(float *logits, float *score, int n, const th_cu_router *r, 
  * int8 GEMV does), every other one fp32 x. */
 void th_cu_moe_gemv(const th_cu_mat *w0, const th_cu_mat *w1, const float *b0, const float *b1, int64_t rpe,
                     const int32_t *sel, int n_pairs, int x_div, const float *x, int64_t xs, const th_cu_q8 *xq, float *y, int64_t ys, cudaStream_t st);
-/* out[t][i] = Σ_{j<k} w[t·k+j] · y[t·k+j][i] for t < n, i < E, in order j = 0..k−1. */
-void th_cu_moe_sum(const float *y, int64_t ys, const float *w, int k, int n, int64_t E, float *out, int64_t os,
-                   cudaStream_t st);
+/* out[t][i] = Σ_{j<k} w[t·k+j] · y[r(t·k+j)][i] for t < n, i < E, in order j = 0..k−1,
+ * where pair p's row r(p) = row[p] (row NULL: r(p) = p). */
+void th_cu_moe_sum(const float *y, int64_t ys, const float *w, int k, int n, int64_t E, const int32_t *row,
+                   float *out, int64_t os, cudaStream_t st);
+/* The grouped path's pair rows (segment order: list[i] is the pair p = t·k + j of
+ * row i). gather: x[i] = h[list[i] / k] (E floats) for i < rows. bias: y[i][c] +=
+ * b[sel[list[i]]·rpe + c] for c < rpe, the expert bias where the GEMV adds it. */
+void th_cu_moe_gather(const float *h, int64_t hs, const int32_t *list, int k, int rows, int64_t E, float *x,
+                      int64_t xs, cudaStream_t st);
+void th_cu_moe_bias(float *y, int64_t ys, const float *b, int64_t rpe, const int32_t *list, const int32_t *sel,
+                    int rows, cudaStream_t st);
 
 /* ---- rope + KV store (rope.cu) ---- */
 typedef struct th_cu_kv {
@@ -232,8 +253,11 @@ void th_cu_fused_decode(const th_cu_mat *layer_type, const th_cu_fused *f, int n
 /* ---- test and benchmark entry points (testapi.c) ---- */
 /* Build a device matrix from host GGUF rows (repacked when force_gguf is false
  * and the type splits), y = W·x on the device through the GEMV (path 0), the
- * GEMM (path 1) or the MoE GEMV (path 2: one expert of all the rows, every token
- * selecting it). Host arrays in and out. Returns a CUDA/cuBLAS error text or NULL. */
+ * GEMM (path 1), the MoE GEMV (path 2: one expert of all the rows, every token
+ * selecting it) or the grouped expert GEMM (th_cu_gemm_experts; path 3: one
+ * expert of all the rows in weight tiles of 5 rows; path 4: every row its own
+ * expert, each expert's n tokens a segment of its own, tiles of 16 rows). Host
+ * arrays in and out. Returns a CUDA/cuBLAS error text or NULL. */
 const char *th_cu_test_matmul(uint32_t type, const void *w, int64_t rows, int64_t K, const float *x,
                               int n, float *y, int path, bool force_gguf);
 /* Attention over a one-sequence cache: q n×(n_head*hd), K/V host arrays

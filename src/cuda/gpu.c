@@ -3,8 +3,9 @@
  * sequence of kernel launches on one stream. Small batches (decode, batched
  * decode) run the matrix-vector kernels and are captured once per (tokens,
  * outputs) shape into a CUDA graph that is replayed for every later step;
- * large batches (prefill) run the GEMM path eagerly. Every CUDA call is checked;
- * an out-of-memory error names the buffer and the sizes. */
+ * large batches (prefill) run the GEMM path eagerly (where a MoE layer reads its
+ * expert choice back to group the experts' GEMMs, gpu_moe.c). Every CUDA call
+ * is checked; an out-of-memory error names the buffer and the sizes. */
 #include "cuda/gpu_internal.h"
 #include <cublas_v2.h>
 #include <math.h>
@@ -78,6 +79,7 @@ static th_status alloc_scratch(th_gpu *g) {
         for (int k = 0; k < D->qkv.n; k++) big = TH_MAX(big, mat_elems(&D->qkv.part[k]));
         for (int k = 0; k < D->gu.n; k++) big = TH_MAX(big, mat_elems(&D->gu.part[k]));
         big = TH_MAX(big, TH_MAX(mat_elems(&D->wo), mat_elems(&D->down)));
+        big = TH_MAX(big, TH_MAX(mat_elems(&D->moe.gate), TH_MAX(mat_elems(&D->moe.up), mat_elems(&D->moe.down))));
     }
     g->wbuf_bytes = TH_MIN((size_t)big * 2, (size_t)256 << 20);
     g->wbuf_bytes = TH_MAX(g->wbuf_bytes, (size_t)g->max_k * 2);
@@ -183,6 +185,7 @@ void th_gpu_free(th_gpu *g) {
     if (g->h_meta) cudaFreeHost(g->h_meta);
     if (g->h_logits) cudaFreeHost(g->h_logits);
     if (g->h_argmax) cudaFreeHost(g->h_argmax);
+    if (g->h_moe) cudaFreeHost(g->h_moe);
     free(g->fused_args);
     if (g->cublas) cublasDestroy((cublasHandle_t)g->cublas);
     if (g->st) cudaStreamDestroy(g->st);
@@ -278,7 +281,7 @@ static th_status moe_ffn(th_gpu *g, const fwd *f, const th_cu_layer *D, int n) {
     th_status s;
     bool q8 = D->gu.n && !f->gemm && proj_q8(&D->gu);
     th_cu_rmsnorm(g->x, E, NULL, D->ffn_norm, g->m->hp.norm_eps, n, E, g->h, E, q8 ? &g->q8 : NULL, g->st);
-    if ((s = th_cu_moe_ffn(g, &D->moe, n, g->h, g->tmp))) return s;
+    if ((s = th_cu_moe_ffn(g, &D->moe, n, g->h, g->tmp, f->gemm))) return s;
     if (D->gu.n && (s = dense_ffn(g, f, D, n, g->tmp, true))) return s;
     ffn_finish(g, D, n);
     return TH_OK;

@@ -82,6 +82,12 @@ struct th_gpu {
     float *moe_logits, *moe_score, *moe_w, *moe_gu, *moe_act, *moe_y;
     int32_t *moe_sel;
     th_cu_q8 moe_q8;
+    /* the grouped (GEMM) MoE path: the pairs' segment order on the device (list |
+     * row, n_batch·k each), the 16-bit copy of the GEMM inputs, and pinned host
+     * staging (sel | list | row, then four n_expert arrays: the counting sort) */
+    bool moe_gemv_only;         /* TH_GPU_MOE_GEMV=1: every batch through the per-pair GEMV */
+    int32_t *moe_idx, *h_moe;
+    void *moe_xh;
     /* latent attention scratch (gpu_mla.c), n_batch tokens: Wkv_a rows, latents, Wkv_b rows, q LoRA rows */
     float *mla_kva, *mla_lat, *mla_kvb, *mla_qa;
     /* per-batch metadata: pinned host staging and its device copy, one block:
@@ -134,7 +140,9 @@ th_status th_cu_upload_weights(th_gpu *g, const th_weight *rope_factors);
  * sum of the selected experts applied to h[t] (stride E). Shared experts, the
  * post-FFN norm and the residual add are the caller's. */
 th_status th_cu_moe_alloc(th_gpu *g);
-th_status th_cu_moe_ffn(th_gpu *g, const th_cu_moe *M, int n, const float *h, float *out);
+/* gemm: the batch is on the GEMM path (eager, never captured): the experts go
+ * through the grouped GEMM unless TH_GPU_MOE_GEMV=1; otherwise the per-pair GEMV. */
+th_status th_cu_moe_ffn(th_gpu *g, const th_cu_moe *M, int n, const float *h, float *out, bool gemm);
 /* gpu_mla.c: scratch for the latent-attention layers (nothing without MLA); the
  * Q/K/V rows (g->qkv, unroped) of n tokens from g->h for a layer with M->on. */
 th_status th_cu_mla_alloc(th_gpu *g);

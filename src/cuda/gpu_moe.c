@@ -1,13 +1,38 @@
 /* gpu_moe.c — the host side of the CUDA backend's mixture-of-experts FFN: its
- * scratch, and the launch sequence of one MoE layer (kernels in moe.cu):
- *   router GEMV (+ bias) → routing (sel[n][k], w[n][k] on the device) →
- *   gate|up of each token's selected experts (+ expert biases) → GLU → down
- *   (+ bias) → weighted sum in selection order.
- * Nothing is read back to the host, so the sequence runs inside CUDA graph
- * capture, for any batch size. Every expert product is a GEMV (no GEMM path):
- * correctness first. Split-layout (int8) experts read q8 activations as the
- * dense GEMV does; every other type reads fp32 activations. */
+ * scratch, and the launch sequence of one MoE layer (kernels in moe.cu, the
+ * grouped GEMMs in gemm.cu). Both paths start with the router GEMV (+ bias) and
+ * the routing on the device (sel[n][k], w[n][k]) and end with the weighted sum of
+ * the pairs' outputs in selection order (th_cu_moe_sum), so both add the same
+ * products in the same order:
+ *   per-pair GEMV (batches below gemm_min: decode, small batches): gate|up of each
+ *     pair p = t·k + j with expert sel[p] (+ expert biases) → GLU → down (+ bias).
+ *     Nothing is read back to the host, so this runs inside CUDA graph capture.
+ *     Split-layout (int8) experts read q8 activations as the dense GEMV does;
+ *     every other type reads fp32 activations.
+ *   grouped GEMM (batches on the GEMM path, i.e. prefill: eager, never captured):
+ *     sel comes back to the host, the pairs are sorted by expert (counting sort;
+ *     an expert's pairs in increasing order form its segment), their inputs are
+ *     gathered in segment order, and each hit expert's gate, up and down run as
+ *     one cuBLAS GEMM over its segment (th_cu_gemm_experts: 16-bit inputs, or fp32
+ *     for F32 weights, as the dense GEMM path), expert biases added after each
+ *     product as the GEMV does, one GLU over all rows; the sum reads each pair's
+ *     output at its segment row (no scatter pass). An expert's weights are read
+ *     once a layer instead of once a pair. TH_GPU_MOE_GEMV=1 keeps every batch on
+ *     the GEMV path (for A/B timing). */
 #include "cuda/gpu_internal.h"
+#include <stdlib.h>
+#include <string.h>
+
+/* The grouped path's buffers: device pair order and 16-bit inputs, pinned staging. */
+static th_status alloc_grouped(th_gpu *g, size_t P, int64_t X, int64_t qk) {
+    th_status s;
+    if ((s = th_cu_alloc(g, (void **)&g->moe_idx, 2 * P * 4, "mixture-of-experts pair order")) ||
+        (s = th_cu_alloc(g, &g->moe_xh, P * (size_t)qk * 2, "mixture-of-experts GEMM inputs")))
+        return s;
+    cudaError_t e = cudaMallocHost((void **)&g->h_moe, (3 * P + 4 * (size_t)X) * 4);
+    if (e) { g->h_moe = NULL; return th_cu_fail(e, "pinned mixture-of-experts staging"); }
+    return TH_OK;
+}
 
 th_status th_cu_moe_alloc(th_gpu *g) {
     const th_hparams *hp = &g->m->hp;
@@ -31,7 +56,10 @@ th_status th_cu_moe_alloc(th_gpu *g) {
     th_status s;
     for (size_t i = 0; i < sizeof a / sizeof a[0]; i++)
         if ((s = th_cu_alloc(g, a[i].p, a[i].bytes, "mixture-of-experts scratch"))) return s;
-    return TH_OK;
+    const char *v = getenv("TH_GPU_MOE_GEMV");
+    g->moe_gemv_only = v && *v && atoi(v) != 0;
+    if (g->moe_gemv_only || (uint32_t)g->gemm_min > g->n_batch) return TH_OK;  /* no batch takes the grouped path */
+    return alloc_grouped(g, P, X, qk);
 }
 
 /* The GLU over `rows` rows of gate|up, in slices that keep the grid's y size legal. */
@@ -44,26 +72,121 @@ static void glu_rows(th_gpu *g, int64_t F, int64_t rows, int act, bool q8) {
     }
 }
 
-th_status th_cu_moe_ffn(th_gpu *g, const th_cu_moe *M, int n, const float *h, float *out) {
+/* The per-pair GEMV path after the routing: gate|up, GLU, down, weighted sum. */
+static void moe_gemv_path(th_gpu *g, const th_cu_moe *M, int n, const float *h, float *out, bool eq) {
     cudaStream_t st = g->st;
     int64_t E = g->E, F = M->F;
-    int32_t X = M->n_expert, k = M->k;
-    int pairs = n * k;
-    if (n < 1 || (uint32_t)n > g->n_batch || X < 1 || k < 1 || k > X)
-        return th_set_error(TH_ERR_INTERNAL, "MoE FFN: %d tokens, %d of %d experts", n, k, X);
-    bool rq = th_cu_gemv_wants_q8(&M->router);
-    bool eq = th_cu_gemv_wants_q8(&M->gate) || th_cu_gemv_wants_q8(&M->up);
+    int k = M->k, pairs = n * k;
     bool dq = th_cu_gemv_wants_q8(&M->down);
-    if (rq || eq) th_cu_quantize_q8(h, E, n, E, &g->moe_q8, st);
-    /* router logits → sel, w */
-    th_cu_gemv(&M->router, h, E, rq ? &g->moe_q8 : NULL, n, g->moe_logits, X, false, st);
-    if (M->router_b) th_cu_add_bias(g->moe_logits, X, M->router_b, X, n, st);
-    th_cu_moe_route(g->moe_logits, g->moe_score, n, &M->route, g->moe_sel, g->moe_w, st);
     /* pair p = t·k + j: gate|up of expert sel[p] on h[t], GLU, down */
     th_cu_moe_gemv(&M->gate, &M->up, M->gate_b, M->up_b, F, g->moe_sel, pairs, k, h, E, eq ? &g->moe_q8 : NULL, g->moe_gu, 2 * F, st);
     glu_rows(g, F, pairs, g->m->hp.act_fn, dq);
     th_cu_moe_gemv(&M->down, NULL, M->down_b, NULL, E, g->moe_sel, pairs, 1, g->moe_act, F, dq ? &g->moe_q8 : NULL, g->moe_y, E, st);
     /* out[t] = Σ_j w[t][j] · y[t·k + j] */
-    th_cu_moe_sum(g->moe_y, E, g->moe_w, k, n, E, out, E, st);
+    th_cu_moe_sum(g->moe_y, E, g->moe_w, k, n, E, NULL, out, E, st);
+}
+
+/* The hit experts and their segments: rows off[i] .. off[i]+cnt[i]−1 belong to
+ * expert ex[i] (ids increasing); `rows` in all. */
+typedef struct {
+    int n_hit, rows;
+    const int32_t *ex, *off, *cnt;
+} moe_segs;
+
+/* Counting sort of the pairs by expert (sel: n_pairs host ids): list[i] = the
+ * pair at segment row i, row[p] = the segment row of pair p, start: X scratch.
+ * Returns the number of hit experts (ex/off/cnt filled), or −1 when an id is
+ * outside [0, X). */
+static int sort_pairs(const int32_t *sel, int n_pairs, int X, int32_t *list, int32_t *row, int32_t *start, int32_t *ex,
+                      int32_t *off, int32_t *cnt) {
+    memset(start, 0, (size_t)X * sizeof *start);
+    for (int p = 0; p < n_pairs; p++) {
+        if (sel[p] < 0 || sel[p] >= X) return -1;
+        start[sel[p]]++;
+    }
+    int n_hit = 0, at = 0;
+    for (int e = 0; e < X; e++) {
+        int c = start[e];
+        start[e] = at;
+        if (c) { ex[n_hit] = e; off[n_hit] = at; cnt[n_hit] = c; n_hit++; }
+        at += c;
+    }
+    for (int p = 0; p < n_pairs; p++) {
+        int i = start[sel[p]]++;
+        list[i] = p;
+        row[p] = i;
+    }
+    return n_hit;
+}
+
+/* y (segment rows, ys apart) = each hit expert of stacked w (rpe rows an expert) · its rows of x. */
+static th_status experts_mm(th_gpu *g, const th_cu_mat *w, int64_t rpe, const moe_segs *sg, const float *x, int64_t xs,
+                            float *y, int64_t ys) {
+    if (th_cu_gemm_experts(g->cublas, w, rpe, sg->n_hit, sg->ex, sg->off, sg->cnt, sg->rows, x, xs, y, ys, g->wbuf,
+                           g->wbuf_bytes, g->moe_xh, g->st))
+        return TH_OK;
+    return th_set_error(TH_ERR_INTERNAL, "cuBLAS grouped expert GEMM failed (%s, %d experts of %lld×%lld, %d rows)",
+                        th_type_name(w->type), sg->n_hit, (long long)rpe, (long long)w->K, sg->rows);
+}
+
+/* sel to the host, the pairs sorted by expert there, their order (list | row) back. */
+static th_status plan_segments(th_gpu *g, int n_pairs, int X, moe_segs *sg) {
+    cudaStream_t st = g->st;
+    int32_t *sel = g->h_moe, *list = sel + n_pairs, *row = list + n_pairs, *start = row + n_pairs;
+    int32_t *ex = start + X, *off = ex + X, *cnt = off + X;
+    enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    cudaError_t e = cudaStreamIsCapturing(st, &cs);
+    if (!e && cs != cudaStreamCaptureStatusNone)
+        return th_set_error(TH_ERR_INTERNAL, "MoE grouped GEMM path reached inside a CUDA graph capture");
+    if (!e) e = cudaMemcpyAsync(sel, g->moe_sel, (size_t)n_pairs * 4, cudaMemcpyDeviceToHost, st);
+    if (!e) e = cudaStreamSynchronize(st);
+    if (e) return th_cu_fail(e, "MoE expert choice download");
+    int n_hit = sort_pairs(sel, n_pairs, X, list, row, start, ex, off, cnt);
+    if (n_hit < 0) return th_set_error(TH_ERR_INTERNAL, "MoE routing chose an expert outside [0, %d)", X);
+    /* list and row stay untouched until the next layer's synchronize: the upload has finished by then */
+    if ((e = cudaMemcpyAsync(g->moe_idx, list, (size_t)n_pairs * 2 * 4, cudaMemcpyHostToDevice, st)))
+        return th_cu_fail(e, "MoE pair order upload");
+    *sg = (moe_segs){ .n_hit = n_hit, .rows = n_pairs, .ex = ex, .off = off, .cnt = cnt };
+    return TH_OK;
+}
+
+/* The grouped path after the routing: per hit expert one GEMM for gate, up and down. */
+static th_status moe_grouped_path(th_gpu *g, const th_cu_moe *M, int n, const float *h, float *out) {
+    cudaStream_t st = g->st;
+    int64_t E = g->E, F = M->F;
+    int k = M->k, pairs = n * k;
+    moe_segs sg;
+    th_status s;
+    if ((s = plan_segments(g, pairs, M->n_expert, &sg))) return s;
+    const int32_t *list = g->moe_idx, *row = g->moe_idx + pairs;
+    th_cu_moe_gather(h, E, list, k, pairs, E, g->moe_y, E, st);  /* moe_y: the inputs until down writes it */
+    if ((s = experts_mm(g, &M->gate, F, &sg, g->moe_y, E, g->moe_gu, 2 * F)) ||
+        (s = experts_mm(g, &M->up, F, &sg, g->moe_y, E, g->moe_gu + F, 2 * F)))
+        return s;
+    if (M->gate_b) th_cu_moe_bias(g->moe_gu, 2 * F, M->gate_b, F, list, g->moe_sel, pairs, st);
+    if (M->up_b) th_cu_moe_bias(g->moe_gu + F, 2 * F, M->up_b, F, list, g->moe_sel, pairs, st);
+    glu_rows(g, F, pairs, g->m->hp.act_fn, false);
+    if ((s = experts_mm(g, &M->down, E, &sg, g->moe_act, F, g->moe_y, E))) return s;
+    if (M->down_b) th_cu_moe_bias(g->moe_y, E, M->down_b, E, list, g->moe_sel, pairs, st);
+    th_cu_moe_sum(g->moe_y, E, g->moe_w, k, n, E, row, out, E, st);
+    return TH_OK;
+}
+
+th_status th_cu_moe_ffn(th_gpu *g, const th_cu_moe *M, int n, const float *h, float *out, bool gemm) {
+    cudaStream_t st = g->st;
+    int64_t E = g->E;
+    int32_t X = M->n_expert, k = M->k;
+    if (n < 1 || (uint32_t)n > g->n_batch || X < 1 || k < 1 || k > X)
+        return th_set_error(TH_ERR_INTERNAL, "MoE FFN: %d tokens, %d of %d experts", n, k, X);
+    bool grouped = gemm && g->h_moe;
+    bool rq = th_cu_gemv_wants_q8(&M->router);
+    bool eq = !grouped && (th_cu_gemv_wants_q8(&M->gate) || th_cu_gemv_wants_q8(&M->up));
+    if (rq || eq) th_cu_quantize_q8(h, E, n, E, &g->moe_q8, st);
+    /* router logits → sel, w (the router stays a GEMV on both paths: the same choice) */
+    th_cu_gemv(&M->router, h, E, rq ? &g->moe_q8 : NULL, n, g->moe_logits, X, false, st);
+    if (M->router_b) th_cu_add_bias(g->moe_logits, X, M->router_b, X, n, st);
+    th_cu_moe_route(g->moe_logits, g->moe_score, n, &M->route, g->moe_sel, g->moe_w, st);
+    if (grouped) return moe_grouped_path(g, M, n, h, out);
+    moe_gemv_path(g, M, n, h, out, eq);
     return TH_OK;
 }

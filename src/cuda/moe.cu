@@ -1,6 +1,7 @@
 // moe.cu — the kernels of the mixture-of-experts FFN (host side: gpu_moe.c).
-// Owns three steps, all reading the expert choice from device memory so that the
-// whole FFN can be captured in a CUDA graph:
+// Owns the routing, the per-pair GEMV and the weighted sum, all reading the expert
+// choice from device memory, so that the GEMV path (decode, small batches) can be
+// captured in a CUDA graph whole:
 //   moe_route   one thread per token: router logits → probabilities → top-k
 //               (selection bias, group limit) → weights; the same arithmetic and
 //               order as th_moe_route (src/moe.c), written out serially.
@@ -12,7 +13,12 @@
 //               bias when there is one (added after the dot product, as the
 //               CPU's th_fwd_add_bias).
 //   moe_sum     out[t] = Σ_j w[t][j] · y[t·k+j] in selection order, each product
-//               rounded before the add (as the CPU: dst = src·w, then o += dst).
+//               rounded before the add (as the CPU: dst = src·w, then o += dst);
+//               on the grouped path pair p's y row is row[p] (segment order).
+// and, for the grouped (GEMM) path of large batches (host side gpu_moe.c, the
+// expert GEMMs th_cu_gemm_experts in gemm.cu), the pair rows in segment order:
+//   moe_gather  each row's token activations into a contiguous buffer;
+//   moe_bias    each row's expert bias, added to its GEMM output.
 #include "cuda/split.cuh"
 
 namespace {
@@ -173,13 +179,35 @@ __global__ void __launch_bounds__(MOE_WARPS * 32) moe_gemv(th_cu_mat w0, th_cu_m
     }
 }
 
-__global__ void moe_sum(const float *y, int64_t ys, const float *w, int k, int64_t E, float *out, int64_t os) {
+// The y row of pair p: row[p] on the grouped path, p on the GEMV path.
+__device__ __forceinline__ int64_t pair_row(const int32_t *row, int64_t p) { return row ? (int64_t)row[p] : p; }
+
+__global__ void moe_sum(const float *y, int64_t ys, const float *w, int k, int64_t E, const int32_t *row, float *out,
+                        int64_t os) {
     pdl_begin();
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, t = blockIdx.y;
     if (i >= E) return;
-    float acc = __fmul_rn(y[(t * k) * ys + i], w[t * k]);
-    for (int j = 1; j < k; j++) acc = __fadd_rn(acc, __fmul_rn(y[(t * k + j) * ys + i], w[t * k + j]));
+    float acc = __fmul_rn(y[pair_row(row, t * k) * ys + i], w[t * k]);
+    for (int j = 1; j < k; j++) acc = __fadd_rn(acc, __fmul_rn(y[pair_row(row, t * k + j) * ys + i], w[t * k + j]));
     out[t * os + i] = acc;
+}
+
+// x[i] = h[token of pair list[i]], one thread per column, rows strided over grid.y.
+__global__ void moe_gather(const float *h, int64_t hs, const int32_t *list, int k, int rows, int64_t E, float *x,
+                           int64_t xs) {
+    pdl_begin();
+    const int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= E) return;
+    for (int i = blockIdx.y; i < rows; i += gridDim.y) x[(int64_t)i * xs + c] = h[(int64_t)(list[i] / k) * hs + c];
+}
+
+// y[i][c] += the bias of row i's expert (sel of its pair), c < rpe.
+__global__ void moe_bias(float *y, int64_t ys, const float *b, int64_t rpe, const int32_t *list, const int32_t *sel,
+                         int rows) {
+    pdl_begin();
+    const int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= rpe) return;
+    for (int i = blockIdx.y; i < rows; i += gridDim.y) y[(int64_t)i * ys + c] += b[(int64_t)sel[list[i]] * rpe + c];
 }
 
 }  // namespace
@@ -202,8 +230,24 @@ extern "C" void th_cu_moe_gemv(const th_cu_mat *w0, const th_cu_mat *w1, const f
              xq ? *xq : th_cu_q8{}, q8_0, q8_1, y, ys);
 }
 
-extern "C" void th_cu_moe_sum(const float *y, int64_t ys, const float *w, int k, int n, int64_t E, float *out,
-                              int64_t os, cudaStream_t st) {
+extern "C" void th_cu_moe_sum(const float *y, int64_t ys, const float *w, int k, int n, int64_t E, const int32_t *row,
+                              float *out, int64_t os, cudaStream_t st) {
     if (n <= 0) return;
-    launch_k(moe_sum, dim3((unsigned)((E + 127) / 128), (unsigned)n), dim3(128), st, y, ys, w, k, E, out, os);
+    launch_k(moe_sum, dim3((unsigned)((E + 127) / 128), (unsigned)n), dim3(128), st, y, ys, w, k, E, row, out, os);
+}
+
+static dim3 rows_grid(int64_t width, int rows) {
+    return dim3((unsigned)((width + 127) / 128), (unsigned)(rows < 65535 ? rows : 65535));
+}
+
+extern "C" void th_cu_moe_gather(const float *h, int64_t hs, const int32_t *list, int k, int rows, int64_t E, float *x,
+                                 int64_t xs, cudaStream_t st) {
+    if (rows <= 0 || E <= 0) return;
+    launch_k(moe_gather, rows_grid(E, rows), dim3(128), st, h, hs, list, k, rows, E, x, xs);
+}
+
+extern "C" void th_cu_moe_bias(float *y, int64_t ys, const float *b, int64_t rpe, const int32_t *list,
+                               const int32_t *sel, int rows, cudaStream_t st) {
+    if (rows <= 0 || rpe <= 0) return;
+    launch_k(moe_bias, rows_grid(rpe, rows), dim3(128), st, y, ys, b, rpe, list, sel, rows);
 }

@@ -1,6 +1,7 @@
 /* testapi.c — host-array entry points that run one CUDA kernel family on its own
- * (matrix products, dequantization, attention, row argmax) and the copy-bandwidth probe, for
- * tests/test_cuda.c and bench/gpu/. Not used by the forward pass. */
+ * (matrix products incl. the grouped expert GEMM, dequantization, attention, row
+ * argmax) and the copy-bandwidth probe, for tests/test_cuda.c and bench/gpu/.
+ * Not used by the forward pass. */
 #include "cuda/backend.h"
 #include "core/core.h"
 #include "quant/quant.h"
@@ -43,8 +44,44 @@ done:
     return err;
 }
 
-/* y = W·x for n tokens by the GEMV (path 0), the GEMM (1) or the MoE GEMV (2:
- * one expert holding every row, selected by all n pairs, pair p reading x[p]). */
+/* The grouped expert GEMM of th_cu_test_matmul's paths 3 and 4 (backend.h) on
+ * device x (n rows of K) into device y (n rows of w->rows). */
+static const char *test_experts(cublasHandle_t h, const th_cu_mat *w, const float *dx, int n, float *dy, int path) {
+    const char *err = NULL;
+    int64_t K = w->K, rows = w->rows, X = path == 3 ? 1 : rows, rpe = rows / X;
+    int nr = (int)(X * n);  /* segment rows: every expert's n tokens */
+    int32_t *ex = malloc((size_t)X * 4), *off = malloc((size_t)X * 4), *cnt = malloc((size_t)X * 4);
+    float *xs = NULL, *ys = NULL, *hs = malloc((size_t)nr * rpe * 4), *hy = malloc((size_t)n * rows * 4);
+    void *wbuf = NULL, *xh = NULL;
+    size_t wb = (size_t)(path == 3 ? 5 : 16) * (size_t)K * 2;  /* small tiles: several experts a tile, or several tiles an expert */
+    if (!ex || !off || !cnt || !hs || !hy) { err = "out of memory"; goto done; }
+    for (int64_t e = 0; e < X; e++) { ex[e] = (int32_t)e; off[e] = (int32_t)(e * n); cnt[e] = n; }
+    TRY(cudaMalloc((void **)&xs, (size_t)nr * K * 4));
+    TRY(cudaMalloc((void **)&ys, (size_t)nr * rpe * 4));
+    TRY(cudaMalloc(&wbuf, wb));
+    TRY(cudaMalloc(&xh, (size_t)nr * K * 2));
+    for (int64_t e = 0; e < X; e++)
+        TRY(cudaMemcpy(xs + e * n * K, dx, (size_t)n * K * 4, cudaMemcpyDeviceToDevice));
+    TRY(cudaMemset(ys, 0xff, (size_t)nr * rpe * 4)); /* NaN poison */
+    if (!th_cu_gemm_experts(h, w, rpe, (int)X, ex, off, cnt, nr, xs, K, ys, rpe, wbuf, wb, xh, 0)) {
+        err = "cuBLAS grouped expert GEMM failed";
+        goto done;
+    }
+    TRY(cudaGetLastError());
+    TRY(cudaMemcpy(hs, ys, (size_t)nr * rpe * 4, cudaMemcpyDeviceToHost));
+    for (int64_t e = 0; e < X; e++)  /* segment row e·n + t, column o: y[t][e·rpe + o] */
+        for (int t = 0; t < n; t++)
+            for (int64_t o = 0; o < rpe; o++) hy[t * rows + e * rpe + o] = hs[(e * n + t) * rpe + o];
+    TRY(cudaMemcpy(dy, hy, (size_t)n * rows * 4, cudaMemcpyHostToDevice));
+done:
+    free(ex); free(off); free(cnt); free(hs); free(hy);
+    cudaFree(xs); cudaFree(ys); cudaFree(wbuf); cudaFree(xh);
+    return err;
+}
+
+/* y = W·x for n tokens by the GEMV (path 0), the GEMM (1), the MoE GEMV (2:
+ * one expert holding every row, selected by all n pairs, pair p reading x[p])
+ * or the grouped expert GEMM (3, 4: see backend.h). */
 const char *th_cu_test_matmul(uint32_t type, const void *w, int64_t rows, int64_t K, const float *x, int n, float *y,
                               int path, bool force_gguf) {
     th_cu_mat m;
@@ -74,6 +111,9 @@ const char *th_cu_test_matmul(uint32_t type, const void *w, int64_t rows, int64_
             TRY(cudaMemset(sel, 0, (size_t)n * 4));
             th_cu_moe_gemv(&m, NULL, NULL, NULL, rows, sel, n, 1, dx, K, q ? &q8 : NULL, dy, rows, 0);
         }
+    } else if (path >= 3) {
+        if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) { err = "cublasCreate failed"; goto done; }
+        if ((err = test_experts(h, &m, dx, n, dy, path))) goto done;
     } else {
         if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) { err = "cublasCreate failed"; goto done; }
         size_t wb = (size_t)TH_MAX(K * 2, TH_MIN(rows, 1000) * K * 2); /* small tiles: exercise the chunk loop */
