@@ -423,58 +423,9 @@ __device__ __noinline__ void head_matvec(const th_cu_mat *w, Stage sm, float *y)
 // The split count follows the sequence's length (known on the device, so a
 // replayed graph still fits it): about a block each for the heads' splits, at
 // least 32 positions a split, at most the plan's n_split (partial storage).
-__device__ __forceinline__ float round_kv(float v, bool f16) { return f16 ? __half2float(__float2half_rn(v)) : v; }
 
 __device__ __forceinline__ float ld_cache(const char *row, int d, bool f16) {
     return f16 ? __half2float(__ushort_as_half(__ldcg((const unsigned short *)row + d))) : __ldcg((const float *)row + d);
-}
-
-// `n` (≤ 32·PL) floats from src into a warp's buffer, all loads in flight at once.
-template <int PL>
-__device__ __forceinline__ void warp_fetch(const float *src, int n, float *dst, int lane) {
-    float v[PL];
-#pragma unroll
-    for (int i = 0; i < PL; i++) v[i] = lane + 32 * i < n ? __ldcg(src + lane + 32 * i) : 0.0f;
-#pragma unroll
-    for (int i = 0; i < PL; i++) if (lane + 32 * i < n) dst[lane + 32 * i] = v[i];
-    __syncwarp();
-}
-
-// This token's q (warp 0) and, for the split holding its own position, k
-// (warp 1) of head h: normed and roped in the block's buffers; the KV group's
-// leader stores K (warp 1) and V (warp 2), the three chains side by side (each
-// looks its cache slot up first, so that load overlaps its activation loads);
-// k is left rounded to the cache's type, as the cache holds it.
-template <int PL>
-__device__ __forceinline__ void new_token_qk(const th_cu_fused &f, const th_cu_fused_layer &L, const th_cu_kv &kv,
-                                             int il, int h, int kvh, bool with_k, bool leader, int32_t p, int32_t sq,
-                                             float *qb, float *kb, int warp, int lane) {
-    const int hd = f.at.head_dim, hdv = f.at.head_dim_v;
-    const size_t esz = kv.f16 ? 2 : 4;
-    if (warp == 0) {
-        warp_fetch<PL>(f.qkv + (int64_t)h * hd, hd, qb, lane);
-        norm_rope_head(qb, L.rope.q_norm, L.rope, p, lane);
-    } else if (warp == 1 && with_k) {
-        char *ks = leader ? kv_slot(kv, il, sq, p, false) + (int64_t)kvh * hd * esz : nullptr;
-        warp_fetch<PL>(f.qkv + f.q_w + (int64_t)kvh * hd, hd, kb, lane);
-        norm_rope_head(kb, L.rope.k_norm, L.rope, p, lane);
-        if (leader) store_vec(ks, kb, hd, kv.f16, lane);
-        for (int i = lane; i < hd; i += 32) kb[i] = round_kv(kb[i], kv.f16);
-        __syncwarp();
-    } else if (warp == 2 && with_k && leader) {
-        char *vs = kv_slot(kv, il, sq, p, true) + (int64_t)kvh * hdv * esz;
-        const float *v = f.qkv + f.q_w + f.k_w + (int64_t)kvh * hdv;
-        float x[PL];
-#pragma unroll
-        for (int i = 0; i < PL; i++) x[i] = lane + 32 * i < hdv ? __ldcg(v + lane + 32 * i) : 0.0f;
-#pragma unroll
-        for (int i = 0; i < PL; i++) {
-            const int d = lane + 32 * i;
-            if (d >= hdv) continue;
-            if (kv.f16) ((__half *)vs)[d] = __float2half_rn(x[i]);
-            else ((float *)vs)[d] = x[i];
-        }
-    }
 }
 
 // Positions [j0, j0 + ng) into a warp's state: K and V of cached positions from
@@ -576,7 +527,7 @@ __device__ __forceinline__ void attention_unit(const th_cu_fused &f, const th_cu
     const int32_t len = p + 1, first = sp * chunk, end = min(len, first + chunk);
     const int grp = a.n_head / a.n_head_kv, kvh = h / grp;
     AttnBuf buf(sm.head);
-    new_token_qk<PL>(f, L, kv, il, h, kvh, end == len, h % grp == 0, p, sq, buf.q, buf.k, warp, lane);
+    rope_new_token<PL>(f.qkv, L.rope, kv, il, sq, p, h, kvh, end == len, h % grp == 0, buf.q, buf.k, warp, lane);
     __syncthreads();
     float q[PL];
 #pragma unroll

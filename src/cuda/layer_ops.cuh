@@ -1,7 +1,8 @@
 // layer_ops.cuh — device pieces of a layer's small ops, shared by the op
-// kernels (rope.cu, glu.cu) and the fused single-token decode kernel
-// (fused.cu): the paged-cache slot of a token, per-head Q/K RMSNorm + rotary
-// embedding of one head (a warp, in place), the K/V store, a warp's
+// kernels (rope.cu, attention.cu, glu.cu) and the fused single-token decode
+// kernel (fused.cu): the paged-cache slot of a token, per-head Q/K RMSNorm +
+// rotary embedding of one head (a warp, in place), the K/V store, the new
+// token's q/k/v roped inside an attention phase (fused.cu), a warp's
 // online-softmax step over a few positions, and the gated activations of the FFN.
 #ifndef TH_CUDA_LAYER_OPS_CUH
 #define TH_CUDA_LAYER_OPS_CUH
@@ -55,6 +56,59 @@ static __device__ __forceinline__ void norm_rope_head(float *x, const float *nw,
 static __device__ void store_vec(char *dst, const float *src, int n, bool f16, int lane) {
     if (f16) for (int i = lane; i < n; i += 32) ((__half *)dst)[i] = __float2half_rn(src[i]);
     else for (int i = lane; i < n; i += 32) ((float *)dst)[i] = src[i];
+}
+
+// v as the cache holds it (rounded to f16 for an f16 cache).
+static __device__ __forceinline__ float round_kv(float v, bool f16) { return f16 ? __half2float(__float2half_rn(v)) : v; }
+
+// `n` (≤ 32·PL) floats from src into a warp's buffer, all loads in flight at once.
+template <int PL>
+static __device__ __forceinline__ void warp_fetch(const float *src, int n, float *dst, int lane) {
+    float v[PL];
+#pragma unroll
+    for (int i = 0; i < PL; i++) v[i] = lane + 32 * i < n ? __ldcg(src + lane + 32 * i) : 0.0f;
+#pragma unroll
+    for (int i = 0; i < PL; i++) if (lane + 32 * i < n) dst[lane + 32 * i] = v[i];
+    __syncwarp();
+}
+
+// A kernel that ropes the new token itself (the fused decode's attention
+// phase; tried in attention.cu's decode kernel too, slower: NOTES.md): from the token's raw Q/K/V row, head h's q (warp 0) and, when with_k
+// (the block covers the token's own position), its KV head's k (warp 1), normed
+// and roped into the block's buffers qb, kb; the KV group's leader stores K
+// (warp 1) and V (warp 2) into the token's cache slot. The three chains run side
+// by side, each looking its slot up first. kb is left rounded to the cache's type.
+template <int PL>
+static __device__ __forceinline__ void rope_new_token(const float *row, const th_cu_rope &r, const th_cu_kv &kv,
+                                                      int32_t layer, int32_t seq, int32_t p, int h, int kvh, bool with_k,
+                                                      bool leader, float *qb, float *kb, int warp, int lane) {
+    const int hd = r.head_dim, hdv = r.head_dim_v;
+    const int64_t q_w = (int64_t)r.n_head * hd, k_w = (int64_t)r.n_head_kv * hd;
+    const size_t esz = kv.f16 ? 2 : 4;
+    if (warp == 0) {
+        warp_fetch<PL>(row + (int64_t)h * hd, hd, qb, lane);
+        norm_rope_head(qb, r.q_norm, r, p, lane);
+    } else if (warp == 1 && with_k) {
+        char *ks = leader ? kv_slot(kv, layer, seq, p, false) + (int64_t)kvh * hd * esz : nullptr;
+        warp_fetch<PL>(row + q_w + (int64_t)kvh * hd, hd, kb, lane);
+        norm_rope_head(kb, r.k_norm, r, p, lane);
+        if (leader) store_vec(ks, kb, hd, kv.f16, lane);
+        for (int i = lane; i < hd; i += 32) kb[i] = round_kv(kb[i], kv.f16);
+        __syncwarp();
+    } else if (warp == 2 && with_k && leader) {
+        char *vs = kv_slot(kv, layer, seq, p, true) + (int64_t)kvh * hdv * esz;
+        const float *v = row + q_w + k_w + (int64_t)kvh * hdv;
+        float x[PL];
+#pragma unroll
+        for (int i = 0; i < PL; i++) x[i] = lane + 32 * i < hdv ? __ldcg(v + lane + 32 * i) : 0.0f;
+#pragma unroll
+        for (int i = 0; i < PL; i++) {
+            const int d = lane + 32 * i;
+            if (d >= hdv) continue;
+            if (kv.f16) ((__half *)vs)[d] = __float2half_rn(x[i]);
+            else ((float *)vs)[d] = x[i];
+        }
+    }
 }
 
 static __device__ __forceinline__ float act_fn(float g, int act) {
