@@ -105,9 +105,11 @@ typedef struct th_cu_router {
     const float *sel_bias;          /* n_expert, or NULL */
     int32_t n_group, topk_group;    /* n_group <= 1: no group limit; n_group <= 256 */
 } th_cu_router;
-/* Per token t < n: logits[t] (n_expert, overwritten with the probabilities) →
- * sel[t][k] expert ids best first and w[t][k] weights, as th_moe_route. score: n × n_expert scratch. */
-void th_cu_moe_route(float *logits, float *score, int n, const th_cu_router *r, int32_t *sel, float *w,
+/* Per token t < n: logits[t] (n_expert ≤ TH_CU_MAX_EXPERTS) → sel[t][k] expert ids
+ * best first and w[t][k] weights, as th_moe_route (one warp a token, the token's
+ * probabilities and scores in shared memory). */
+#define TH_CU_MAX_EXPERTS 4096
+void th_cu_moe_route(const float *logits, int n, const th_cu_router *r, int32_t *sel, float *w,
                      cudaStream_t st);
 /* For each pair p < n_pairs with expert e = sel[p] and input row x[p / x_div]:
  * y[p][o] = w0 row (e·rpe + o) · x (+ b0[e·rpe + o])  for o < rpe, and with w1

@@ -79,7 +79,7 @@ struct th_gpu {
     void *wbuf, *xbuf;
     size_t wbuf_bytes;
     /* mixture-of-experts scratch (gpu_moe.c), sized for n_batch tokens × the widest MoE layer */
-    float *moe_logits, *moe_score, *moe_w, *moe_gu, *moe_act, *moe_y;
+    float *moe_logits, *moe_w, *moe_gu, *moe_act, *moe_y;
     int32_t *moe_sel;
     th_cu_q8 moe_q8;
     /* the grouped (GEMM) MoE path: the pairs' segment order on the device (list |

@@ -47,7 +47,7 @@ th_status th_cu_moe_alloc(th_gpu *g) {
     size_t B = g->n_batch, P = B * (size_t)k;
     int64_t qk = TH_MAX(g->E, F);
     struct { void **p; size_t bytes; } a[] = {
-        { (void **)&g->moe_logits, B * X * 4 }, { (void **)&g->moe_score, B * X * 4 },
+        { (void **)&g->moe_logits, B * X * 4 },
         { (void **)&g->moe_sel, P * 4 }, { (void **)&g->moe_w, P * 4 },
         { (void **)&g->moe_gu, P * 2 * F * 4 }, { (void **)&g->moe_act, P * F * 4 },
         { (void **)&g->moe_y, P * g->E * 4 }, { (void **)&g->moe_q8.q, P * qk },
@@ -185,7 +185,7 @@ th_status th_cu_moe_ffn(th_gpu *g, const th_cu_moe *M, int n, const float *h, fl
     /* router logits → sel, w (the router stays a GEMV on both paths: the same choice) */
     th_cu_gemv(&M->router, h, E, rq ? &g->moe_q8 : NULL, n, g->moe_logits, X, false, st);
     if (M->router_b) th_cu_add_bias(g->moe_logits, X, M->router_b, X, n, st);
-    th_cu_moe_route(g->moe_logits, g->moe_score, n, &M->route, g->moe_sel, g->moe_w, st);
+    th_cu_moe_route(g->moe_logits, n, &M->route, g->moe_sel, g->moe_w, st);
     if (grouped) return moe_grouped_path(g, M, n, h, out);
     moe_gemv_path(g, M, n, h, out, eq);
     return TH_OK;

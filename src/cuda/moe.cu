@@ -2,9 +2,10 @@
 // Owns the routing, the per-pair GEMV and the weighted sum, all reading the expert
 // choice from device memory, so that the GEMV path (decode, small batches) can be
 // captured in a CUDA graph whole:
-//   moe_route   one thread per token: router logits → probabilities → top-k
-//               (selection bias, group limit) → weights; the same arithmetic and
-//               order as th_moe_route (src/moe.c), written out serially.
+//   moe_route   one warp per token: router logits → probabilities → top-k
+//               (selection bias, group limit) → weights; the arithmetic and
+//               choice of th_moe_route (src/moe.c): the softmax's sum over the
+//               warp, top-k by k warp-wide argmax rounds (ties to the lower id).
 //   moe_gemv    one warp per (output row, token-slot pair): the selected expert's
 //               row (rows e·R .. e·R+R−1 of a stacked matrix) · the pair's input:
 //               a split-layout matrix on q8 activations by the int8 products of
@@ -23,7 +24,27 @@
 
 namespace {
 
-// th_op_softmax (src/cpu/ops.c): max, exp(x − max) (−inf → 0), double sum, × 1/sum.
+// th_op_softmax (src/cpu/ops.c) by one warp over shared memory: max, exp(x − max)
+// (−inf → 0), the sum in double, × 1/sum (the sum's order differs from the serial
+// one only below float precision).
+__device__ void softmax_warp(float *x, int n, int lane) {
+    float mx = -INFINITY;
+    for (int i = lane; i < n; i += 32) mx = x[i] > mx ? x[i] : mx;
+    mx = warp_max(mx);
+    double sum = 0.0;
+    for (int i = lane; i < n; i += 32) {
+        const float e = x[i] == -INFINITY ? 0.0f : expf(x[i] - mx);
+        x[i] = e;
+        sum += e;
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    const float inv = sum > 0 ? (float)(1.0 / sum) : 0.0f;
+    for (int i = lane; i < n; i += 32) x[i] *= inv;
+    __syncwarp();
+}
+
+// th_op_softmax over a few values, serially (one thread).
 __device__ void softmax_serial(float *x, int n) {
     float mx = -INFINITY;
     for (int i = 0; i < n; i++) mx = x[i] > mx ? x[i] : mx;
@@ -61,28 +82,49 @@ __device__ void limit_groups_serial(const th_cu_router &r, float *score) {
             for (int e = g * per; e < (g + 1) * per; e++) score[e] = -INFINITY;
 }
 
-__global__ void moe_route(float *logits, float *score, int n, th_cu_router r, int32_t *sel, float *w) {
+// The best untaken expert of the scores (the larger score; ties, -inf ones too,
+// to the lower id — th_moe_route's partial selection sort), over one warp.
+__device__ int best_untaken(const float *sc, const unsigned char *taken, int X, int lane) {
+    float bv = -INFINITY;
+    int bi = -1;
+    for (int e = lane; e < X; e += 32)
+        if (!taken[e] && (bi < 0 || sc[e] > bv)) { bv = sc[e]; bi = e; }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+        const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+        if (oi >= 0 && (bi < 0 || ov > bv || (ov == bv && oi < bi))) { bv = ov; bi = oi; }
+    }
+    return bi;
+}
+
+// One warp (a block) per token: probabilities p and selection scores sc in shared
+// memory, top-k by k warp-wide argmax rounds, then lane 0 finishes the k weights
+// exactly as th_moe_route does (softmax over the picked logits, renormalisation, scale).
+__global__ void __launch_bounds__(32) moe_route(const float *logits, int n, th_cu_router r, int32_t *sel, float *w) {
     pdl_begin();
-    int t = blockIdx.x * blockDim.x + threadIdx.x;
-    if (t >= n) return;
-    const int X = r.n_expert, k = r.k;
-    float *p = logits + (int64_t)t * X, *sc = score + (int64_t)t * X;
+    __shared__ float p[TH_CU_MAX_EXPERTS], sc[TH_CU_MAX_EXPERTS];
+    __shared__ unsigned char taken[TH_CU_MAX_EXPERTS];
+    const int t = blockIdx.x, lane = threadIdx.x, X = r.n_expert, k = r.k;
+    const float *lg = logits + (int64_t)t * X;
+    for (int e = lane; e < X; e += 32) { p[e] = lg[e]; taken[e] = 0; }
+    __syncwarp();
+    if (r.gating == 0) softmax_warp(p, X, lane);
+    else if (r.gating == 1) for (int e = lane; e < X; e += 32) p[e] = 1.0f / (1.0f + expf(-p[e]));
+    for (int e = lane; e < X; e += 32) sc[e] = p[e] + (r.sel_bias ? r.sel_bias[e] : 0.0f);
+    __syncwarp();
+    if (r.n_group > 1) {
+        if (lane == 0) limit_groups_serial(r, sc);
+        __syncwarp();
+    }
     int32_t *s = sel + (int64_t)t * k;
     float *wt = w + (int64_t)t * k;
-    if (r.gating == 0) softmax_serial(p, X);
-    else if (r.gating == 1) for (int e = 0; e < X; e++) p[e] = 1.0f / (1.0f + expf(-p[e]));
-    for (int e = 0; e < X; e++) sc[e] = p[e] + (r.sel_bias ? r.sel_bias[e] : 0.0f);
-    if (r.n_group > 1) limit_groups_serial(r, sc);
-    for (int j = 0; j < k; j++) {  // partial selection sort; ties: lower id
-        int best = -1;
-        for (int e = 0; e < X; e++) {
-            bool taken = false;
-            for (int i = 0; i < j; i++) taken |= s[i] == e;
-            if (!taken && (best < 0 || sc[e] > sc[best])) best = e;
-        }
-        s[j] = best;
-        wt[j] = p[best];
+    for (int j = 0; j < k; j++) {
+        const int b = best_untaken(sc, taken, X, lane);
+        if (lane == 0) { s[j] = b; wt[j] = p[b]; taken[b] = 1; }
+        __syncwarp();
     }
+    if (lane) return;
     if (r.gating == 2) softmax_serial(wt, k);
     if (r.norm) {
         double sum = 0;
@@ -212,10 +254,10 @@ __global__ void moe_bias(float *y, int64_t ys, const float *b, int64_t rpe, cons
 
 }  // namespace
 
-extern "C" void th_cu_moe_route(float *logits, float *score, int n, const th_cu_router *r, int32_t *sel, float *w,
+extern "C" void th_cu_moe_route(const float *logits, int n, const th_cu_router *r, int32_t *sel, float *w,
                                 cudaStream_t st) {
-    if (n <= 0) return;
-    launch_k(moe_route, dim3((unsigned)((n + 63) / 64)), dim3(64), st, logits, score, n, *r, sel, w);
+    if (n <= 0 || r->n_expert > TH_CU_MAX_EXPERTS) return;  // the upload refuses more experts
+    launch_k(moe_route, dim3((unsigned)n), dim3(32), st, logits, n, *r, sel, w);
 }
 
 extern "C" void th_cu_moe_gemv(const th_cu_mat *w0, const th_cu_mat *w1, const float *b0, const float *b1,
