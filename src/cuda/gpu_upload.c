@@ -197,9 +197,9 @@ static th_status upload_moe(th_gpu *g, int il, const th_layer *L, th_cu_moe *M) 
         !shape_is(&L->gate_exps, E, F, X) || !shape_is(&L->up_exps, E, F, X) || !shape_is(&L->down_exps, F, E, X))
         return th_set_error(TH_ERR_FORMAT, "layer %d: expert weights do not have the shapes [%lld,F,%lld] / [F,%lld,%lld] (%lld of %lld experts used)",
                             il, (long long)E, (long long)X, (long long)E, (long long)X, (long long)hp->n_expert_used, (long long)X);
-    if (X > TH_CU_MAX_EXPERTS)
-        return th_set_error(TH_ERR_UNSUPPORTED, "layer %d: %lld experts; the CUDA backend routes at most %d", il,
-                            (long long)X, TH_CU_MAX_EXPERTS);
+    if (X > TH_CU_MAX_EXPERTS || hp->n_expert_used > 64)
+        return th_set_error(TH_ERR_UNSUPPORTED, "layer %d: %lld experts, %d used; the CUDA backend routes at most %d, %d used",
+                            il, (long long)X, hp->n_expert_used, TH_CU_MAX_EXPERTS, 64);
     if (hp->gating < TH_GATING_SOFTMAX || hp->gating > TH_GATING_SOFTMAX_SELECTED)
         return th_set_error(TH_ERR_UNSUPPORTED, "layer %d: expert gating function %d is not supported by the CUDA backend", il, hp->gating);
     int32_t ng = hp->n_expert_groups > 1 ? hp->n_expert_groups : 0;

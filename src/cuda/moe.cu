@@ -82,6 +82,8 @@ __device__ void limit_groups_serial(const th_cu_router &r, float *score) {
             for (int e = g * per; e < (g + 1) * per; e++) score[e] = -INFINITY;
 }
 
+constexpr int MAX_K = 64;  // experts a token uses (gpu_upload.c refuses more)
+
 // The best untaken expert of the scores (the larger score; ties, -inf ones too,
 // to the lower id — th_moe_route's partial selection sort), over one warp.
 __device__ int best_untaken(const float *sc, const unsigned char *taken, int X, int lane) {
@@ -117,23 +119,31 @@ __global__ void __launch_bounds__(32) moe_route(const float *logits, int n, th_c
         if (lane == 0) limit_groups_serial(r, sc);
         __syncwarp();
     }
-    int32_t *s = sel + (int64_t)t * k;
-    float *wt = w + (int64_t)t * k;
+    // the picks in shared memory (lane 0's serial tail would otherwise be a chain
+    // of global read-modify-writes), written out at the end by the lanes
+    __shared__ int32_t s_sel[MAX_K];
+    __shared__ float s_w[MAX_K];
     for (int j = 0; j < k; j++) {
         const int b = best_untaken(sc, taken, X, lane);
-        if (lane == 0) { s[j] = b; wt[j] = p[b]; taken[b] = 1; }
+        if (lane == 0) { s_sel[j] = b; s_w[j] = p[b]; taken[b] = 1; }
         __syncwarp();
     }
-    if (lane) return;
-    if (r.gating == 2) softmax_serial(wt, k);
-    if (r.norm) {
-        double sum = 0;
-        for (int j = 0; j < k; j++) sum += wt[j];
-        float d = (float)sum;
-        for (int j = 0; j < k; j++) wt[j] /= d;
+    if (lane == 0) {
+        if (r.gating == 2) softmax_serial(s_w, k);
+        if (r.norm) {
+            double sum = 0;
+            for (int j = 0; j < k; j++) sum += s_w[j];
+            float d = (float)sum;
+            for (int j = 0; j < k; j++) s_w[j] /= d;
+        }
+        if (r.scale != 1.0f)
+            for (int j = 0; j < k; j++) s_w[j] *= r.scale;
     }
-    if (r.scale != 1.0f)
-        for (int j = 0; j < k; j++) wt[j] *= r.scale;
+    __syncwarp();
+    for (int j = lane; j < k; j += 32) {
+        sel[(int64_t)t * k + j] = s_sel[j];
+        w[(int64_t)t * k + j] = s_w[j];
+    }
 }
 
 // Row r of w · fp32 input row `row`, summed over the warp (every lane gets the sum).
