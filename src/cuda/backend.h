@@ -228,13 +228,11 @@ typedef struct th_cu_fused {
     uint32_t opt;                    /* TH_CU_FUSED_* bits: which latency measures are on (TH_GPU_FUSED_OPT) */
 } th_cu_fused;
 
-/* The fused kernel's latency measures (th_cu_fused.opt, an A/B aid; the
- * default is TH_CU_FUSED_DEFAULT): the next phase's weight rows and K/V rows
- * prefetched before each barrier (into L2, or the weights of the block's first
- * rows into its L1 with PREFETCH_L1); attention in steps of 4 positions a warp;
- * a release-add barrier; the residual's old value loaded with the weights. */
-enum { TH_CU_FUSED_PREFETCH = 1, TH_CU_FUSED_ATTN4 = 2, TH_CU_FUSED_RED_BARRIER = 4, TH_CU_FUSED_EARLY_RESID = 8,
-       TH_CU_FUSED_PREFETCH_L1 = 16, TH_CU_FUSED_DEFAULT = 15 };
+/* The fused kernel's latency measures (th_cu_fused.opt, an A/B aid; all on
+ * by default): the next phase's weight rows and K/V rows prefetched into L2
+ * before each barrier; attention in steps of 4 positions a warp; a release-add
+ * barrier with relaxed polling. */
+enum { TH_CU_FUSED_PREFETCH = 1, TH_CU_FUSED_ATTN4 = 2, TH_CU_FUSED_RED_BARRIER = 4, TH_CU_FUSED_DEFAULT = 7 };
 
 /* Whether the fused kernel takes this matrix as a layer weight (one kernel is
  * built per layer weight type: Q4_0, Q8_0, Q4_K, F16, F32; every layer matrix

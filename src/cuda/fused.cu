@@ -109,16 +109,14 @@ __device__ __forceinline__ void grid_sync(const th_cu_fused &f, unsigned &target
 
 // ---- L2 prefetch (TH_CU_FUSED_PREFETCH): weights never depend on the step,
 // so a block asks for its next phase's first rows before it waits at a barrier ----
-__device__ __forceinline__ void prefetch_span(const void *p, int64_t bytes, bool l1) {
+__device__ __forceinline__ void prefetch_span(const void *p, int64_t bytes) {
     const uintptr_t end = (uintptr_t)p + (uintptr_t)bytes;
-    for (uintptr_t a = ((uintptr_t)p & ~(uintptr_t)127) + 128 * (uintptr_t)threadIdx.x; a < end; a += 128 * FT) {
-        if (l1) asm volatile("prefetch.global.L1 [%0];" : : "l"(a));
-        else asm volatile("prefetch.global.L2 [%0];" : : "l"(a));
-    }
+    for (uintptr_t a = ((uintptr_t)p & ~(uintptr_t)127) + 128 * (uintptr_t)threadIdx.x; a < end; a += 128 * FT)
+        asm volatile("prefetch.global.L2 [%0];" : : "l"(a));
 }
 
 // Rows [r0, r0 + n) of w (clipped), quants and scales, for the layouts fused.cu multiplies.
-__device__ void prefetch_rows(const th_cu_mat &w, int64_t r0, int64_t n, bool l1) {
+__device__ void prefetch_rows(const th_cu_mat &w, int64_t r0, int64_t n) {
     if (r0 >= w.rows) return;
     n = min(n, w.rows - r0);
     int64_t qb = (int64_t)w.row_bytes, sb = 0;
@@ -127,8 +125,8 @@ __device__ void prefetch_rows(const th_cu_mat &w, int64_t r0, int64_t n, bool l1
         qb = w.type == TH_Q8_0 ? w.K : w.K / 2;
         sb = w.type == TH_Q4_K ? w.K / 256 * 20 : w.K / 32 * 2;
     }
-    prefetch_span((const char *)w.data + r0 * qb, n * qb, l1);
-    if (sb) prefetch_span((const char *)w.scales + r0 * sb, n * sb, l1);
+    prefetch_span((const char *)w.data + r0 * qb, n * qb);
+    if (sb) prefetch_span((const char *)w.scales + r0 * sb, n * sb);
 }
 
 __device__ __forceinline__ float block_sum(float v, float *red) {
@@ -332,11 +330,11 @@ template <typename D> struct ReadsQ8 { static constexpr bool value = false; };
 template <typename KS> struct ReadsQ8<DotQ8<KS>> { static constexpr bool value = true; };
 
 // y[r] = W[r]·stage (+ bias[r]) (+ y[r] when acc); RW consecutive rows a warp, spread over the grid.
+// y's old value is loaded with the weights (in flight at once).
 template <typename D>
 __device__ __forceinline__ void matvec_t(const th_cu_mat *__restrict__ wp, const float *bias, Stage sm, float *y,
-                                         bool acc, uint32_t opt) {
+                                         bool acc) {
     const int lane = threadIdx.x & 31;
-    const bool early = acc && (opt & TH_CU_FUSED_EARLY_RESID);
     const int64_t nrows = wp->rows;
     const th_cu_mat *m[RW];
 #pragma unroll
@@ -346,7 +344,7 @@ __device__ __forceinline__ void matvec_t(const th_cu_mat *__restrict__ wp, const
 #pragma unroll
         for (int k = 0; k < RW; k++) rows[k] = r0 + k;
         const int nr = (int)min((int64_t)RW, nrows - r0);
-        const float old = early && lane < nr ? __ldcg(y + r0 + lane) : 0.0f;  // in flight with the weights
+        const float old = acc && lane < nr ? __ldcg(y + r0 + lane) : 0.0f;
         float d[RW];
         D::template rows<RW>(m, rows, nr, sm, lane, d);
         if (lane < nr) {
@@ -355,7 +353,7 @@ __device__ __forceinline__ void matvec_t(const th_cu_mat *__restrict__ wp, const
             for (int k = 1; k < RW; k++) if (lane == k) v = d[k];
             const int64_t r = r0 + lane;
             if (bias) v += bias[r];
-            y[r] = acc ? (early ? old : __ldcg(y + r)) + v : v;
+            y[r] = acc ? old + v : v;
         }
     }
 }
@@ -364,16 +362,14 @@ __device__ __forceinline__ void matvec_t(const th_cu_mat *__restrict__ wp, const
 // gate/up rows of gate_up_t in the first sweep, into L2.
 __device__ void prefetch_matvec(const th_cu_fused &f, const th_cu_mat &w, int sweeps) {
     if (!(f.opt & TH_CU_FUSED_PREFETCH)) return;
-    const bool l1 = f.opt & TH_CU_FUSED_PREFETCH_L1;
-    for (int k = 0; k < sweeps; k++) prefetch_rows(w, ((int64_t)k * gridDim.x + blockIdx.x) * FW * RW, FW * RW, l1 && k == 0);
+    for (int k = 0; k < sweeps; k++) prefetch_rows(w, ((int64_t)k * gridDim.x + blockIdx.x) * FW * RW, FW * RW);
 }
 
 __device__ void prefetch_gate_up(const th_cu_fused &f, const th_cu_fused_layer &L) {
     if (!(f.opt & TH_CU_FUSED_PREFETCH)) return;
-    const bool l1 = f.opt & TH_CU_FUSED_PREFETCH_L1;
     const int64_t i0 = (int64_t)blockIdx.x * FW * (RW / 2);
-    prefetch_rows(L.gate, i0, FW * (RW / 2), l1);
-    prefetch_rows(L.up, L.up_row0 + i0, FW * (RW / 2), l1);
+    prefetch_rows(L.gate, i0, FW * (RW / 2));
+    prefetch_rows(L.up, L.up_row0 + i0, FW * (RW / 2));
 }
 
 // ff[i] = act(gate row i · h) · (up row up_row0 + i · h) (gate and up of one type), RW/2 pairs a warp.
@@ -403,27 +399,23 @@ __device__ __forceinline__ void gate_up_t(const th_cu_fused_layer *__restrict__ 
 __device__ __noinline__ void head_matvec(const th_cu_mat *w, Stage sm, float *y) {
     if (w->layout == TH_CU_SPLIT) {
         switch (w->type) {
-        case TH_Q4_0: matvec_t<DotQ8<KSub<TH_Q4_0>>>(w, nullptr, sm, y, false, 0); return;
-        case TH_Q8_0: matvec_t<DotQ8<KSub<TH_Q8_0>>>(w, nullptr, sm, y, false, 0); return;
-        case TH_Q4_K: matvec_t<DotQ8<KSub<TH_Q4_K>>>(w, nullptr, sm, y, false, 0); return;
-        case TH_Q5_K: matvec_t<DotQ8<KSub<TH_Q5_K>>>(w, nullptr, sm, y, false, 0); return;
-        case TH_Q6_K: matvec_t<DotQ8<KSub<TH_Q6_K>>>(w, nullptr, sm, y, false, 0); return;
+        case TH_Q4_0: matvec_t<DotQ8<KSub<TH_Q4_0>>>(w, nullptr, sm, y, false); return;
+        case TH_Q8_0: matvec_t<DotQ8<KSub<TH_Q8_0>>>(w, nullptr, sm, y, false); return;
+        case TH_Q4_K: matvec_t<DotQ8<KSub<TH_Q4_K>>>(w, nullptr, sm, y, false); return;
+        case TH_Q5_K: matvec_t<DotQ8<KSub<TH_Q5_K>>>(w, nullptr, sm, y, false); return;
+        case TH_Q6_K: matvec_t<DotQ8<KSub<TH_Q6_K>>>(w, nullptr, sm, y, false); return;
         default: return;
         }
     }
     switch (w->type) {
-    case TH_F32: matvec_t<DotFloat<TH_F32>>(w, nullptr, sm, y, false, 0); return;
-    case TH_F16: matvec_t<DotFloat<TH_F16>>(w, nullptr, sm, y, false, 0); return;
-    case TH_BF16: matvec_t<DotFloat<TH_BF16>>(w, nullptr, sm, y, false, 0); return;
+    case TH_F32: matvec_t<DotFloat<TH_F32>>(w, nullptr, sm, y, false); return;
+    case TH_F16: matvec_t<DotFloat<TH_F16>>(w, nullptr, sm, y, false); return;
+    case TH_BF16: matvec_t<DotFloat<TH_BF16>>(w, nullptr, sm, y, false); return;
     default: return;
     }
 }
 
 // ---- attention of this token: one block per (head, split) ----
-// The split count follows the sequence's length (known on the device, so a
-// replayed graph still fits it): about a block each for the heads' splits, at
-// least 32 positions a split, at most the plan's n_split (partial storage).
-
 __device__ __forceinline__ float ld_cache(const char *row, int d, bool f16) {
     return f16 ? __half2float(__ushort_as_half(__ldcg((const unsigned short *)row + d))) : __ldcg((const float *)row + d);
 }
@@ -555,7 +547,10 @@ __device__ __forceinline__ void attention_unit(const th_cu_fused &f, const th_cu
     __syncthreads();  // the buffers are reused by the block's next unit
 }
 
-// This step's splits a head (ns) and positions a split (chunk).
+// This step's splits a head (ns) and positions a split (chunk): they follow the
+// sequence's length (known on the device, so a replayed graph still fits it):
+// about a block each for the heads' splits, at least 32 positions a split, at
+// most the plan's n_split (partial storage).
 __device__ __forceinline__ void attn_splits(const th_cu_fused &f, int32_t p, int &ns, int32_t &chunk) {
     const int n_head = f.at.n_head;
     const int32_t len = p + 1;
@@ -615,10 +610,8 @@ __device__ __forceinline__ void kv_prefetch(const th_cu_fused &f, const KvAhead 
     if (a.blk < 0) return;
     const th_cu_kv &kv = f.kv;
     const bool v = threadIdx.x & 1;
-    const int64_t esz = kv.f16 ? 2 : 4, w = v ? f.at.head_dim_v : f.at.head_dim, slot = a.j % kv.block;
-    const int64_t e = (int64_t)il * kv.block * (kv.k_dim + kv.v_dim) +
-                      (v ? (int64_t)kv.block * kv.k_dim + slot * kv.v_dim : slot * kv.k_dim) + a.kvh * w;
-    const uintptr_t row = (uintptr_t)((const char *)kv.pool + (int64_t)a.blk * kv.block_bytes + e * esz);
+    const int64_t esz = kv.f16 ? 2 : 4, w = v ? f.at.head_dim_v : f.at.head_dim;
+    const uintptr_t row = (uintptr_t)(kv_row_in(kv, a.blk, il, a.j, v) + a.kvh * w * esz);
     for (uintptr_t l = row & ~(uintptr_t)127; l < row + (uintptr_t)(w * esz); l += 128)
         asm volatile("prefetch.global.L2 [%0];" : : "l"(l));
 }
@@ -633,7 +626,7 @@ __device__ __forceinline__ void layer(const th_cu_fused &f, int il, int32_t tok,
     else stage_load(f.x, f.E, sm);
     stage_finish(f.E, L.attn_norm, f.eps, ReadsQ8<D>::value, sm);
     for (int k = 0; k < L.n_qkv; k++)
-        matvec_t<D>(&L.qkv[k], L.qkv_bias ? L.qkv_bias + L.qkv_off[k] : nullptr, sm, f.qkv + L.qkv_off[k], false, f.opt);
+        matvec_t<D>(&L.qkv[k], L.qkv_bias ? L.qkv_bias + L.qkv_off[k] : nullptr, sm, f.qkv + L.qkv_off[k], false);
     kv_prefetch(f, ahead, il);
     grid_sync(f, target);
     // B: rope, KV store, attention
@@ -643,7 +636,7 @@ __device__ __forceinline__ void layer(const th_cu_fused &f, int il, int32_t tok,
     // C: output projection + residual
     stage_load(f.att, f.att_w, sm);
     stage_finish(f.att_w, nullptr, 0.0f, ReadsQ8<D>::value, sm);
-    matvec_t<D>(&L.wo, L.bo, sm, f.x, true, f.opt);
+    matvec_t<D>(&L.wo, L.bo, sm, f.x, true);
     prefetch_gate_up(f, L);
     grid_sync(f, target);
     // D: norm + gate/up + activation
@@ -655,7 +648,7 @@ __device__ __forceinline__ void layer(const th_cu_fused &f, int il, int32_t tok,
     // E: down + residual
     stage_load(f.ff, L.F, sm);
     stage_finish(L.F, nullptr, 0.0f, ReadsQ8<D>::value, sm);
-    matvec_t<D>(&L.down, nullptr, sm, f.x, true, f.opt);
+    matvec_t<D>(&L.down, nullptr, sm, f.x, true);
     if (il + 1 < f.n_layer)
         for (int k = 0; k < f.layers[il + 1].n_qkv; k++) prefetch_matvec(f, f.layers[il + 1].qkv[k], 1);
     else
@@ -663,7 +656,7 @@ __device__ __forceinline__ void layer(const th_cu_fused &f, int il, int32_t tok,
     grid_sync(f, target);
 }
 
-// f: device memory (set up once per context); n_out: 0 or 1 logits rows. D:
+// f: the arguments, by value (read through the constant cache); n_out: 0 or 1 logits rows. D:
 // the row product of every layer matrix (one instantiation per weight type,
 // so each is register-allocated for its own loop).
 template <typename D>

@@ -459,7 +459,8 @@ th_status th_gpu_forward(th_gpu *g, const th_gpu_batch *b) {
     if (g->fused_mode == 2 && n == 1 && !fused)
         return th_set_error(TH_ERR_UNSUPPORTED, "TH_GPU_FUSED=2: a single-token step (%d outputs) cannot take the fused kernel", b->n_out);
     /* the graphs' pinned logits buffer is made when a graph first copies logits
-     * back (a logits_argmax_only context never does: ~32 MB saved for 8B) */
+     * back (a logits_argmax_only context never does: graph_max × n_vocab floats,
+     * 16 MiB at 32 rows of a 128,256-token vocabulary) */
     cudaError_t e;
     if (graph && b->logits && !g->h_logits &&
         (e = cudaMallocHost((void **)&g->h_logits, (size_t)g->graph_max * g->V * 4)))

@@ -9,12 +9,17 @@
 #include "cuda/common.cuh"
 #include <math.h>
 
-static __device__ __forceinline__ char *kv_slot(const th_cu_kv &kv, int32_t layer, int32_t seq, int32_t pos, bool v) {
-    int64_t blk = kv.table[(int64_t)seq * kv.max_blocks + pos / kv.block];
+// Position pos's K (v false) or V row, all KV heads, in cache block blk.
+static __device__ __forceinline__ char *kv_row_in(const th_cu_kv &kv, int64_t blk, int32_t layer, int32_t pos, bool v) {
     int64_t slot = pos % kv.block;
     int64_t e = (int64_t)layer * kv.block * (kv.k_dim + kv.v_dim) +
                 (v ? (int64_t)kv.block * kv.k_dim + slot * kv.v_dim : slot * kv.k_dim);
     return (char *)kv.pool + blk * kv.block_bytes + e * (kv.f16 ? 2 : 4);
+}
+
+// The same of sequence seq (its block looked up in the table).
+static __device__ __forceinline__ char *kv_slot(const th_cu_kv &kv, int32_t layer, int32_t seq, int32_t pos, bool v) {
+    return kv_row_in(kv, kv.table[(int64_t)seq * kv.max_blocks + pos / kv.block], layer, pos, v);
 }
 
 // yarn_ramp of src/cpu/ops.c: 1 below dim lo, 0 above hi, linear between.
