@@ -234,6 +234,10 @@ static void test_matmul_kernels(void) {
         check_matmul_type(t, 37, kq ? 768 : 96);     /* short rows: lanes idle, rows not a multiple of 4 */
         check_matmul_type(t, 67, kq ? 2816 : 1312);  /* longer rows: several steps per lane */
     }
+    /* many rows (at least 16 a SM on GPUs of up to 200 SMs): Q4_0 and Q8_0 take
+     * the two-rows-a-warp GEMV there; 3205 rows leave a partial last block */
+    check_matmul_type(TH_Q4_0, 3205, 320);
+    check_matmul_type(TH_Q8_0, 3205, 320);
     check_matmul_type(TH_F32, 29, 100);   /* K not a multiple of 8: the scalar paths */
     check_matmul_type(TH_F16, 29, 36);
     check_matmul_type(TH_BF16, 29, 52);

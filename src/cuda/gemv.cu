@@ -293,10 +293,15 @@ int sm_count() {
     return n;
 }
 
-// TH_GPU_GEMV (measurement aid): 0 = warp per row, 4 loads in flight (default),
-// 1 = + software prefetch, 2 = 8 warps × 2 rows a block, 3 = 8 loads in flight on
-// rows of >= 8192 weights, 4 = 4 warps × 2 rows, 5 = 8 warps × 1 row. Measured on
-// the H200, 8B Q4_0 tg128: 415, 382, 381 and 381 tok/s for 0-3.
+// TH_GPU_GEMV (measurement aid): 0 = the default: a warp per row, 4 loads in
+// flight, except many-row Q4_0 / Q8_0 matrices: 4 warps × 2 rows a block (one
+// run of the H200, tg128, 6 = every type a warp per row against 0: 8B Q4_0
+// 462 -> 466 tok/s, Q8_0 336 -> 341, 135M Q4_0 1400 -> 1527; F16 and Q4_K were
+// 2 % slower with 2 rows, so they keep 1); 1 = + software prefetch, 2 = 8 warps
+// × 2 rows, 3 = 8 loads in flight on rows of >= 8192 weights, 4 = 4 warps × 2
+// rows (every type), 5 = 8 warps × 1 row, 6 = a warp per row (every type), 7 =
+// 4 warps × 2 rows on every matrix of every size. Measured on the H200, 8B Q4_0
+// tg128 (first session): 415, 382, 381 and 381 tok/s for 0-3.
 int gemv_variant() {
     static int v = -1;
     if (v < 0) { const char *e = getenv("TH_GPU_GEMV"); v = e ? atoi(e) : 0; }
@@ -349,11 +354,12 @@ void launch(const th_cu_mat *w, const float *x, int64_t xs, const th_cu_q8 *xq, 
         launch_k(gemv_generic<NT>, grid, block, st, *w, x, xs, y, ys, accum);
         return;
     }
-    // many rows: 8 warps × 2 rows a block; few rows (small models): a warp per row, 4 a block
+    // the block shape: TH_GPU_GEMV above (default: 4 warps a block, 2 rows a warp on many-row Q4_0/Q8_0)
     int v = gemv_variant();
     bool many = w->rows >= 16LL * sm_count() && NT <= 4;
+    bool two_rows = v == 0 && many && xq && (w->type == TH_Q4_0 || w->type == TH_Q8_0);
     if (v == 2 && many) launch_w<NT, 8, 2>(w, x, xs, xq, y, ys, accum, st);
-    else if (v == 4 && many) launch_w<NT, 4, 2>(w, x, xs, xq, y, ys, accum, st);
+    else if ((v == 4 && many) || two_rows || (v == 7 && NT <= 4)) launch_w<NT, 4, 2>(w, x, xs, xq, y, ys, accum, st);
     else if (v == 5 && many) launch_w<NT, 8, 1>(w, x, xs, xq, y, ys, accum, st);
     else launch_w<NT, 4, 1>(w, x, xs, xq, y, ys, accum, st);
 }
