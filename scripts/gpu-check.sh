@@ -10,7 +10,7 @@
 # GPU machine lacks them, build here with `make CUDA=1 lib tests build/cuda/theseus
 # build/cuda/bench/gpu/bench_gpu`, carry the binaries plus libpcre2-8.so.0,
 # libcjson.so.1, libutf8proc.so.2 and run with NO_BUILD=1 LD_LIBRARY_PATH=<their dir>.
-# GPU variants for measurements: TH_GPU_NO_GRAPH=1, TH_GPU_NO_PDL=1, TH_GPU_GEMV=0..5,
+# GPU variants for measurements: TH_GPU_NO_GRAPH=1, TH_GPU_NO_PDL=1, TH_GPU_GEMV=0..7,
 # TH_GPU_GEMM_MIN=N (batches of N+ tokens take the cuBLAS path; default 33),
 # TH_GPU_ATTN_CHUNK=N (shortest attention split in graph mode; default: one step of
 # the kernel, 32 or 64 positions), TH_GPU_FUSED=1 (the experimental fused single-token
