@@ -238,6 +238,11 @@ static void test_matmul_kernels(void) {
      * the two-rows-a-warp GEMV there; 3205 rows leave a partial last block */
     check_matmul_type(TH_Q4_0, 3205, 320);
     check_matmul_type(TH_Q8_0, 3205, 320);
+    /* rows a multiple of 4: the MoE GEMV's 4-rows-a-warp kernels, 1, 2 and 4 lane-steps in flight */
+    check_matmul_type(TH_Q4_0, 64, 320);
+    check_matmul_type(TH_Q8_0, 64, 1312);
+    check_matmul_type(TH_Q4_K, 64, 2816);
+    check_matmul_type(TH_MXFP4, 68, 4096);
     check_matmul_type(TH_F32, 29, 100);   /* K not a multiple of 8: the scalar paths */
     check_matmul_type(TH_F16, 29, 36);
     check_matmul_type(TH_BF16, 29, 52);

@@ -115,8 +115,8 @@ void th_cu_moe_route(const float *logits, int n, const th_cu_router *r, int32_t 
  * y[p][o] = w0 row (e·rpe + o) · x (+ b0[e·rpe + o])  for o < rpe, and with w1
  * (optional) y[p][rpe + o] = w1 row (e·rpe + o) · x (+ b1[e·rpe + o]). w0/w1 are
  * experts stacked by rows; b0/b1 (expert biases, stacked the same way) may be NULL.
- * With xq (rows of K = w.K) a split-layout matrix reads the q8 activations (as the
- * int8 GEMV does), every other one fp32 x. */
+ * With xq (rows of K = w.K) and every given matrix of a split layout, the int8
+ * products on the q8 activations (as the int8 GEMV); otherwise fp32 x. */
 void th_cu_moe_gemv(const th_cu_mat *w0, const th_cu_mat *w1, const float *b0, const float *b1, int64_t rpe,
                     const int32_t *sel, int n_pairs, int x_div, const float *x, int64_t xs, const th_cu_q8 *xq, float *y, int64_t ys, cudaStream_t st);
 /* out[t][i] = Σ_{j<k} w[t·k+j] · y[r(t·k+j)][i] for t < n, i < E, in order j = 0..k−1,

@@ -6,12 +6,14 @@
 //               (selection bias, group limit) → weights; the arithmetic and
 //               choice of th_moe_route (src/moe.c): the softmax's sum over the
 //               warp, top-k by k warp-wide argmax rounds (ties to the lower id).
-//   moe_gemv    one warp per (output row, token-slot pair): the selected expert's
-//               row (rows e·R .. e·R+R−1 of a stacked matrix) · the pair's input:
-//               a split-layout matrix on q8 activations by the int8 products of
-//               split.cuh's KSub (as the dense GEMV), any other one on fp32
-//               activations with weights decoded by dq32_mat; plus the expert's
-//               bias when there is one (added after the dot product, as the
+//   moe_gemv_q8 a split-layout expert matrix on q8 activations, one kernel per
+//               type: a warp owns 4 consecutive rows of the selected expert (rows
+//               e·R .. e·R+R−1 of a stacked matrix) for one (token-slot) pair and
+//               loads all of its lane's sub-blocks of them before the first
+//               int8 product (split.cuh's KSub, as the dense GEMV);
+//   moe_gemv    any other matrix, one warp per (output row, pair), on fp32
+//               activations with weights decoded by dq32_mat; both add the
+//               expert's bias when there is one (after the dot product, as the
 //               CPU's th_fwd_add_bias).
 //   moe_sum     out[t] = Σ_j w[t][j] · y[t·k+j] in selection order, each product
 //               rounded before the add (as the CPU: dst = src·w, then o += dst);
@@ -171,49 +173,14 @@ __device__ float row_dot(const th_cu_mat &w, int64_t r, const float *x, int64_t 
     return warp_sum(acc);
 }
 
-// Row r of a split-layout w · q8 input row `row` (K = w.K): a 32-weight
-// sub-block per lane-step, its int8 product as the GEMV's; summed over the warp.
-template <uint32_t TYPE>
-__device__ float row_dot_q8_as(const th_cu_mat &w, int64_t r, const th_cu_q8 &xq, int64_t row, int lane) {
-    const int64_t nb = w.K / 32;
-    float acc = 0.0f;
-    for (int64_t b = lane; b < nb; b += 32) {
-        KSub<TYPE> s;
-        s.load(w, r, b);
-        const int4 *xa = (const int4 *)(xq.q + row * w.K + b * 32);
-        int xs = KSub<TYPE>::uses_sum ? __ldg(xq.s + row * nb + b) : 0;
-        acc += s.dot(__ldg(xa), __ldg(xa + 1), __ldg(xq.d + row * nb + b), xs);
-    }
-    return warp_sum(acc);
-}
-
-__device__ float row_dot_q8(const th_cu_mat &w, int64_t r, const th_cu_q8 &xq, int64_t row, int lane) {
-    switch (w.type) {
-    case TH_Q4_0: return row_dot_q8_as<TH_Q4_0>(w, r, xq, row, lane);
-    case TH_Q4_1: return row_dot_q8_as<TH_Q4_1>(w, r, xq, row, lane);
-    case TH_Q5_0: return row_dot_q8_as<TH_Q5_0>(w, r, xq, row, lane);
-    case TH_Q5_1: return row_dot_q8_as<TH_Q5_1>(w, r, xq, row, lane);
-    case TH_Q8_0: return row_dot_q8_as<TH_Q8_0>(w, r, xq, row, lane);
-    case TH_Q2_K: return row_dot_q8_as<TH_Q2_K>(w, r, xq, row, lane);
-    case TH_Q3_K: return row_dot_q8_as<TH_Q3_K>(w, r, xq, row, lane);
-    case TH_Q4_K: return row_dot_q8_as<TH_Q4_K>(w, r, xq, row, lane);
-    case TH_Q5_K: return row_dot_q8_as<TH_Q5_K>(w, r, xq, row, lane);
-    case TH_Q6_K: return row_dot_q8_as<TH_Q6_K>(w, r, xq, row, lane);
-    case TH_IQ4_NL: return row_dot_q8_as<TH_IQ4_NL>(w, r, xq, row, lane);
-    case TH_IQ4_XS: return row_dot_q8_as<TH_IQ4_XS>(w, r, xq, row, lane);
-    case TH_MXFP4: return row_dot_q8_as<TH_MXFP4>(w, r, xq, row, lane);
-    default: return 0.0f;  // no split form: never given q8 (th_cu_gemv_wants_q8)
-    }
-}
-
 constexpr int MOE_WARPS = 4;
 
-// y[p][o] = W(o) of expert sel[p] · x[p / x_div] (+ its bias), o < rpe: w0/b0, o >= rpe: w1/b1.
+// y[p][o] = W(o) of expert sel[p] · x[p / x_div] (+ its bias), o < rpe: w0/b0, o >= rpe: w1/b1;
+// fp32 activations (weights without a split layout, or no q8 input).
 __global__ void __launch_bounds__(MOE_WARPS * 32) moe_gemv(th_cu_mat w0, th_cu_mat w1, const float *b0,
                                                            const float *b1, bool two, int64_t rpe,
                                                            const int32_t *sel, int n_pairs, int x_div, const float *x,
-                                                           int64_t xs, th_cu_q8 xq, bool q8_0, bool q8_1, float *y,
-                                                           int64_t ys) {
+                                                           int64_t xs, float *y, int64_t ys) {
     pdl_begin();
     const int lane = threadIdx.x & 31;
     const int64_t out_rows = two ? 2 * rpe : rpe;
@@ -224,10 +191,65 @@ __global__ void __launch_bounds__(MOE_WARPS * 32) moe_gemv(th_cu_mat w0, th_cu_m
         const bool second = o >= rpe;
         const th_cu_mat &w = second ? w1 : w0;
         const int64_t r = e * rpe + (second ? o - rpe : o);
-        float v = (second ? q8_1 : q8_0) ? row_dot_q8(w, r, xq, p / x_div, lane) : row_dot(w, r, x, p / x_div, xs, lane);
+        float v = row_dot(w, r, x, p / x_div, xs, lane);
         const float *b = second ? b1 : b0;
         if (b) v += b[r];
         if (lane == 0) y[(int64_t)p * ys + o] = v;
+    }
+}
+
+// The int8 expert GEMV, one kernel per split type (moe_gemv holds every type's
+// loop, and with several sub-blocks in flight there it ran slower: NOTES.md).
+// A warp owns RPW consecutive rows of one matrix and loads UU lane-steps of
+// all of them before the first product, so that a row of up to UU·32
+// sub-blocks is one round trip and the grid is a few warps an SM, not waves
+// of one-row warps each waiting on its own chain.
+template <uint32_t TYPE, int RPW, int UU>
+__global__ void __launch_bounds__(MOE_WARPS * 32) moe_gemv_q8(th_cu_mat w0, th_cu_mat w1, const float *b0,
+                                                              const float *b1, bool two, int64_t rpe,
+                                                              const int32_t *sel, int n_pairs, int x_div,
+                                                              th_cu_q8 xq, float *y, int64_t ys) {
+    pdl_begin();
+    const int lane = threadIdx.x & 31;
+    const int64_t out_rows = two ? 2 * rpe : rpe;
+    const int64_t o0 = ((int64_t)blockIdx.x * MOE_WARPS + (threadIdx.x >> 5)) * RPW;
+    if (o0 >= out_rows) return;
+    const bool second = o0 >= rpe;  // rpe % RPW == 0: a warp's rows are in one matrix
+    const th_cu_mat &w = second ? w1 : w0;
+    const float *bias = second ? b1 : b0;
+    const int nr = (int)min((int64_t)RPW, out_rows - o0);
+    const int64_t nb = w.K / 32;
+    for (int p = blockIdx.y; p < n_pairs; p += gridDim.y) {
+        const int64_t r0 = (int64_t)sel[p] * rpe + (second ? o0 - rpe : o0), row = p / x_div;
+        float acc[RPW];
+#pragma unroll
+        for (int i = 0; i < RPW; i++) acc[i] = 0.0f;
+        for (int64_t b0 = lane; b0 < nb; b0 += 32 * UU) {
+            KSub<TYPE> s[RPW][UU];
+#pragma unroll
+            for (int u = 0; u < UU; u++)
+#pragma unroll
+                for (int i = 0; i < RPW; i++)
+                    if (b0 + 32 * u < nb && i < nr) s[i][u].load(w, r0 + i, b0 + 32 * u);
+#pragma unroll
+            for (int u = 0; u < UU; u++) {
+                const int64_t b = b0 + 32 * u;
+                if (b >= nb) break;
+                const int4 *xa = (const int4 *)(xq.q + row * w.K + b * 32);
+                const int4 a0 = __ldg(xa), a1 = __ldg(xa + 1);
+                const float xd = __ldg(xq.d + row * nb + b);
+                const int xs = KSub<TYPE>::uses_sum ? __ldg(xq.s + row * nb + b) : 0;
+#pragma unroll
+                for (int i = 0; i < RPW; i++)
+                    if (i < nr) acc[i] += s[i][u].dot(a0, a1, xd, xs);
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < RPW; i++) acc[i] = warp_sum(acc[i]);
+        if (lane == 0)
+#pragma unroll
+            for (int i = 0; i < RPW; i++)
+                if (i < nr) y[(int64_t)p * ys + o0 + i] = acc[i] + (bias ? bias[r0 + i] : 0.0f);
     }
 }
 
@@ -270,16 +292,66 @@ extern "C" void th_cu_moe_route(const float *logits, int n, const th_cu_router *
     launch_k(moe_route, dim3((unsigned)n), dim3(32), st, logits, n, *r, sel, w);
 }
 
+static unsigned pair_blocks(int n_pairs) { return (unsigned)(n_pairs < 65535 ? n_pairs : 65535); }
+
+// moe_gemv_q8 of w0's type over w0 (and w1, of the same type, when not NULL):
+// 4 rows a warp (1 when rpe is not a multiple of 4), lane-steps for the row length.
+template <int RPW, int UU>
+static void launch_moe_q8_as(const th_cu_mat *w0, const th_cu_mat *w1, const float *b0, const float *b1, int64_t rpe,
+                             const int32_t *sel, int n_pairs, int x_div, const th_cu_q8 *xq, float *y, int64_t ys,
+                             cudaStream_t st) {
+    const bool two = w1 != nullptr;
+    const int64_t per_block = MOE_WARPS * RPW;
+    dim3 grid((unsigned)(((two ? 2 : 1) * rpe + per_block - 1) / per_block), pair_blocks(n_pairs));
+    auto go = [&](auto kernel) {
+        launch_k(kernel, grid, dim3(MOE_WARPS * 32), st, *w0, two ? *w1 : *w0, b0, two ? b1 : nullptr, two, rpe, sel,
+                 n_pairs, x_div, *xq, y, ys);
+    };
+    switch (w0->type) {
+    case TH_Q4_0: go(moe_gemv_q8<TH_Q4_0, RPW, UU>); break;
+    case TH_Q4_1: go(moe_gemv_q8<TH_Q4_1, RPW, UU>); break;
+    case TH_Q5_0: go(moe_gemv_q8<TH_Q5_0, RPW, UU>); break;
+    case TH_Q5_1: go(moe_gemv_q8<TH_Q5_1, RPW, UU>); break;
+    case TH_Q8_0: go(moe_gemv_q8<TH_Q8_0, RPW, UU>); break;
+    case TH_Q2_K: go(moe_gemv_q8<TH_Q2_K, RPW, UU>); break;
+    case TH_Q3_K: go(moe_gemv_q8<TH_Q3_K, RPW, UU>); break;
+    case TH_Q4_K: go(moe_gemv_q8<TH_Q4_K, RPW, UU>); break;
+    case TH_Q5_K: go(moe_gemv_q8<TH_Q5_K, RPW, UU>); break;
+    case TH_Q6_K: go(moe_gemv_q8<TH_Q6_K, RPW, UU>); break;
+    case TH_IQ4_NL: go(moe_gemv_q8<TH_IQ4_NL, RPW, UU>); break;
+    case TH_IQ4_XS: go(moe_gemv_q8<TH_IQ4_XS, RPW, UU>); break;
+    case TH_MXFP4: go(moe_gemv_q8<TH_MXFP4, RPW, UU>); break;
+    default: break;  // every split type is above (th_cu_gemv_wants_q8)
+    }
+}
+
+static void launch_moe_q8(const th_cu_mat *w0, const th_cu_mat *w1, const float *b0, const float *b1, int64_t rpe,
+                          const int32_t *sel, int n_pairs, int x_div, const th_cu_q8 *xq, float *y, int64_t ys,
+                          cudaStream_t st) {
+    const int64_t steps = (w0->K / 32 + 31) / 32;  // lane-steps a row
+    if (rpe % 4) launch_moe_q8_as<1, 4>(w0, w1, b0, b1, rpe, sel, n_pairs, x_div, xq, y, ys, st);
+    else if (steps <= 1) launch_moe_q8_as<4, 1>(w0, w1, b0, b1, rpe, sel, n_pairs, x_div, xq, y, ys, st);
+    else if (steps <= 2) launch_moe_q8_as<4, 2>(w0, w1, b0, b1, rpe, sel, n_pairs, x_div, xq, y, ys, st);
+    else launch_moe_q8_as<4, 4>(w0, w1, b0, b1, rpe, sel, n_pairs, x_div, xq, y, ys, st);
+}
+
 extern "C" void th_cu_moe_gemv(const th_cu_mat *w0, const th_cu_mat *w1, const float *b0, const float *b1,
                                int64_t rpe, const int32_t *sel, int n_pairs, int x_div, const float *x, int64_t xs, const th_cu_q8 *xq, float *y, int64_t ys,
                                cudaStream_t st) {
     if (n_pairs <= 0 || rpe <= 0) return;
     bool two = w1 != nullptr;
     int64_t out_rows = two ? 2 * rpe : rpe;
-    bool q8_0 = xq && th_cu_gemv_wants_q8(w0), q8_1 = xq && two && th_cu_gemv_wants_q8(w1);
-    dim3 grid((unsigned)((out_rows + MOE_WARPS - 1) / MOE_WARPS), (unsigned)(n_pairs < 65535 ? n_pairs : 65535));
-    launch_k(moe_gemv, grid, dim3(MOE_WARPS * 32), st, *w0, two ? *w1 : *w0, b0, two ? b1 : nullptr, two, rpe, sel, n_pairs, x_div, x, xs,
-             xq ? *xq : th_cu_q8{}, q8_0, q8_1, y, ys);
+    dim3 block(MOE_WARPS * 32);
+    if (!xq || !th_cu_gemv_wants_q8(w0) || (two && !th_cu_gemv_wants_q8(w1))) {
+        dim3 grid((unsigned)((out_rows + MOE_WARPS - 1) / MOE_WARPS), pair_blocks(n_pairs));
+        launch_k(moe_gemv, grid, block, st, *w0, two ? *w1 : *w0, b0, two ? b1 : nullptr, two, rpe, sel, n_pairs, x_div,
+                 x, xs, y, ys);
+        return;
+    }
+    // int8 products: one launch for both matrices when they share a type, else one each
+    bool both = two && w1->type == w0->type;
+    launch_moe_q8(w0, both ? w1 : nullptr, b0, both ? b1 : nullptr, rpe, sel, n_pairs, x_div, xq, y, ys, st);
+    if (two && !both) launch_moe_q8(w1, nullptr, b1, nullptr, rpe, sel, n_pairs, x_div, xq, y + rpe, ys, st);
 }
 
 extern "C" void th_cu_moe_sum(const float *y, int64_t ys, const float *w, int k, int n, int64_t E, const int32_t *row,
