@@ -320,22 +320,12 @@ void launch_w(const th_cu_mat *w, const float *x, int64_t xs, const th_cu_q8 *xq
             else launch_k(gemv_q4_0<NT, NW, RPW, false, 4>, grid, block, st, *w, *xq, y, ys, accum);
             return;
         }
-        auto ks = [&](auto kernel) { launch_k(kernel, grid, block, st, *w, *xq, y, ys, accum); };
-        switch (w->type) {
-        case TH_Q8_0: ks(gemv_ksplit<TH_Q8_0, NT, NW, RPW>); return;
-        case TH_Q4_1: ks(gemv_ksplit<TH_Q4_1, NT, NW, RPW>); return;
-        case TH_Q5_0: ks(gemv_ksplit<TH_Q5_0, NT, NW, RPW>); return;
-        case TH_Q5_1: ks(gemv_ksplit<TH_Q5_1, NT, NW, RPW>); return;
-        case TH_IQ4_NL: ks(gemv_ksplit<TH_IQ4_NL, NT, NW, RPW>); return;
-        case TH_IQ4_XS: ks(gemv_ksplit<TH_IQ4_XS, NT, NW, RPW>); return;
-        case TH_MXFP4: ks(gemv_ksplit<TH_MXFP4, NT, NW, RPW>); return;
-        case TH_Q2_K: ks(gemv_ksplit<TH_Q2_K, NT, NW, RPW>); return;
-        case TH_Q3_K: ks(gemv_ksplit<TH_Q3_K, NT, NW, RPW>); return;
-        case TH_Q4_K: ks(gemv_ksplit<TH_Q4_K, NT, NW, RPW>); return;
-        case TH_Q5_K: ks(gemv_ksplit<TH_Q5_K, NT, NW, RPW>); return;
-        case TH_Q6_K: ks(gemv_ksplit<TH_Q6_K, NT, NW, RPW>); return;
-        default: break;
-        }
+        // the other split types: the shared int8 loop (gemv_q4_0 above is Q4_0's own)
+        if (with_split_type(w->type, [&](auto t) {
+                constexpr uint32_t T = decltype(t)::value;
+                if constexpr (T != TH_Q4_0) launch_k(gemv_ksplit<T, NT, NW, RPW>, grid, block, st, *w, *xq, y, ys, accum);
+            }))
+            return;
     }
     switch (w->type) {
     case TH_F32: launch_k(gemv_float<TH_F32, NT, NW, RPW>, grid, block, st, *w, x, xs, y, ys, accum); return;

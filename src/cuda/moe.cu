@@ -292,7 +292,8 @@ extern "C" void th_cu_moe_route(const float *logits, int n, const th_cu_router *
     launch_k(moe_route, dim3((unsigned)n), dim3(32), st, logits, n, *r, sel, w);
 }
 
-static unsigned pair_blocks(int n_pairs) { return (unsigned)(n_pairs < 65535 ? n_pairs : 65535); }
+// A grid's y size for `rows` rows (pairs) of a kernel that strides over gridDim.y.
+static unsigned grid_rows(int rows) { return (unsigned)(rows < 65535 ? rows : 65535); }
 
 // moe_gemv_q8 of w0's type over w0 (and w1, of the same type, when not NULL):
 // 4 rows a warp (1 when rpe is not a multiple of 4), lane-steps for the row length.
@@ -302,27 +303,11 @@ static void launch_moe_q8_as(const th_cu_mat *w0, const th_cu_mat *w1, const flo
                              cudaStream_t st) {
     const bool two = w1 != nullptr;
     const int64_t per_block = MOE_WARPS * RPW;
-    dim3 grid((unsigned)(((two ? 2 : 1) * rpe + per_block - 1) / per_block), pair_blocks(n_pairs));
-    auto go = [&](auto kernel) {
-        launch_k(kernel, grid, dim3(MOE_WARPS * 32), st, *w0, two ? *w1 : *w0, b0, two ? b1 : nullptr, two, rpe, sel,
-                 n_pairs, x_div, *xq, y, ys);
-    };
-    switch (w0->type) {
-    case TH_Q4_0: go(moe_gemv_q8<TH_Q4_0, RPW, UU>); break;
-    case TH_Q4_1: go(moe_gemv_q8<TH_Q4_1, RPW, UU>); break;
-    case TH_Q5_0: go(moe_gemv_q8<TH_Q5_0, RPW, UU>); break;
-    case TH_Q5_1: go(moe_gemv_q8<TH_Q5_1, RPW, UU>); break;
-    case TH_Q8_0: go(moe_gemv_q8<TH_Q8_0, RPW, UU>); break;
-    case TH_Q2_K: go(moe_gemv_q8<TH_Q2_K, RPW, UU>); break;
-    case TH_Q3_K: go(moe_gemv_q8<TH_Q3_K, RPW, UU>); break;
-    case TH_Q4_K: go(moe_gemv_q8<TH_Q4_K, RPW, UU>); break;
-    case TH_Q5_K: go(moe_gemv_q8<TH_Q5_K, RPW, UU>); break;
-    case TH_Q6_K: go(moe_gemv_q8<TH_Q6_K, RPW, UU>); break;
-    case TH_IQ4_NL: go(moe_gemv_q8<TH_IQ4_NL, RPW, UU>); break;
-    case TH_IQ4_XS: go(moe_gemv_q8<TH_IQ4_XS, RPW, UU>); break;
-    case TH_MXFP4: go(moe_gemv_q8<TH_MXFP4, RPW, UU>); break;
-    default: break;  // every split type is above (th_cu_gemv_wants_q8)
-    }
+    dim3 grid((unsigned)(((two ? 2 : 1) * rpe + per_block - 1) / per_block), grid_rows(n_pairs));
+    with_split_type(w0->type, [&](auto t) {  // every split type (th_cu_gemv_wants_q8)
+        launch_k(moe_gemv_q8<decltype(t)::value, RPW, UU>, grid, dim3(MOE_WARPS * 32), st, *w0, two ? *w1 : *w0, b0,
+                 two ? b1 : nullptr, two, rpe, sel, n_pairs, x_div, *xq, y, ys);
+    });
 }
 
 static void launch_moe_q8(const th_cu_mat *w0, const th_cu_mat *w1, const float *b0, const float *b1, int64_t rpe,
@@ -343,7 +328,7 @@ extern "C" void th_cu_moe_gemv(const th_cu_mat *w0, const th_cu_mat *w1, const f
     int64_t out_rows = two ? 2 * rpe : rpe;
     dim3 block(MOE_WARPS * 32);
     if (!xq || !th_cu_gemv_wants_q8(w0) || (two && !th_cu_gemv_wants_q8(w1))) {
-        dim3 grid((unsigned)((out_rows + MOE_WARPS - 1) / MOE_WARPS), pair_blocks(n_pairs));
+        dim3 grid((unsigned)((out_rows + MOE_WARPS - 1) / MOE_WARPS), grid_rows(n_pairs));
         launch_k(moe_gemv, grid, block, st, *w0, two ? *w1 : *w0, b0, two ? b1 : nullptr, two, rpe, sel, n_pairs, x_div,
                  x, xs, y, ys);
         return;
@@ -361,7 +346,7 @@ extern "C" void th_cu_moe_sum(const float *y, int64_t ys, const float *w, int k,
 }
 
 static dim3 rows_grid(int64_t width, int rows) {
-    return dim3((unsigned)((width + 127) / 128), (unsigned)(rows < 65535 ? rows : 65535));
+    return dim3((unsigned)((width + 127) / 128), grid_rows(rows));
 }
 
 extern "C" void th_cu_moe_gather(const float *h, int64_t hs, const int32_t *list, int k, int rows, int64_t E, float *x,

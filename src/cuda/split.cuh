@@ -10,6 +10,30 @@
 #ifndef TH_CUDA_SPLIT_CUH
 #define TH_CUDA_SPLIT_CUH
 #include "cuda/common.cuh"
+#include <type_traits>
+
+// Host side: f(std::integral_constant<uint32_t, TYPE>{}) for a split type TYPE
+// (the types split.c repacks), so that a launcher instantiates its kernel per
+// type from one list; false for any other type.
+template <typename F>
+static inline bool with_split_type(uint32_t type, F &&f) {
+    switch (type) {
+    case TH_Q4_0: f(std::integral_constant<uint32_t, TH_Q4_0>{}); return true;
+    case TH_Q4_1: f(std::integral_constant<uint32_t, TH_Q4_1>{}); return true;
+    case TH_Q5_0: f(std::integral_constant<uint32_t, TH_Q5_0>{}); return true;
+    case TH_Q5_1: f(std::integral_constant<uint32_t, TH_Q5_1>{}); return true;
+    case TH_Q8_0: f(std::integral_constant<uint32_t, TH_Q8_0>{}); return true;
+    case TH_Q2_K: f(std::integral_constant<uint32_t, TH_Q2_K>{}); return true;
+    case TH_Q3_K: f(std::integral_constant<uint32_t, TH_Q3_K>{}); return true;
+    case TH_Q4_K: f(std::integral_constant<uint32_t, TH_Q4_K>{}); return true;
+    case TH_Q5_K: f(std::integral_constant<uint32_t, TH_Q5_K>{}); return true;
+    case TH_Q6_K: f(std::integral_constant<uint32_t, TH_Q6_K>{}); return true;
+    case TH_IQ4_NL: f(std::integral_constant<uint32_t, TH_IQ4_NL>{}); return true;
+    case TH_IQ4_XS: f(std::integral_constant<uint32_t, TH_IQ4_XS>{}); return true;
+    case TH_MXFP4: f(std::integral_constant<uint32_t, TH_MXFP4>{}); return true;
+    default: return false;
+    }
+}
 
 // Byte j (0..15) of a 16-byte register.
 static __device__ __forceinline__ uint32_t byte_of(uint4 q, int j) {
