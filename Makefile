@@ -28,13 +28,15 @@ ARCH := $(shell uname -m)
 
 # Library sources: everything under src/ except the CUDA backend (but its
 # plain-C split layouts, src/cuda/split.c, which tests/test_split.c checks
-# without a GPU) and ISA-specific files that this host cannot build.
-LIB_SRC := $(filter-out src/cuda/%, $(wildcard src/*.c src/*/*.c)) src/cuda/split.c
+# without a GPU) and the CPU kernel levels (src/cpu/<level>/) this host cannot build.
+X86_LEVELS   := src/cpu/avx2/% src/cpu/avx512/%
+ARM64_LEVELS := src/cpu/neon/%
+LIB_SRC := $(filter-out src/cuda/%, $(wildcard src/*.c src/*/*.c src/cpu/*/*.c)) src/cuda/split.c
 ifneq ($(ARCH),x86_64)
-LIB_SRC := $(filter-out %_avx2.c %_avx512.c, $(LIB_SRC))
+LIB_SRC := $(filter-out $(X86_LEVELS), $(LIB_SRC))
 endif
 ifneq ($(ARCH),aarch64)
-LIB_SRC := $(filter-out %_neon.c, $(LIB_SRC))
+LIB_SRC := $(filter-out $(ARM64_LEVELS), $(LIB_SRC))
 endif
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 
@@ -75,11 +77,11 @@ $(BUILD)/theseus: $(TOOL_OBJ) $(BUILD)/libtheseus.a
 	$(CC) $(CFLAGS) -o $@ $(TOOL_OBJ) $(BUILD)/libtheseus.a $(LDLIBS) -lmicrohttpd
 	ln -sf $(BUILD)/theseus theseus 2>/dev/null || true
 
-# Per-ISA flags chosen by file name: foo_avx2.c, foo_avx512.c, foo_neon.c.
+# Per-level flags chosen by directory: src/cpu/avx2/, src/cpu/avx512/, src/cpu/neon/.
 ISA_FLAGS_avx2   := -mavx2 -mfma -mf16c -mbmi2
 ISA_FLAGS_avx512 := -mavx2 -mfma -mf16c -mbmi2 -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16
 ISA_FLAGS_neon   := -march=armv8.2-a+dotprod+fp16
-isa_flags = $(if $(findstring _avx512.c,$1),$(ISA_FLAGS_avx512),$(if $(findstring _avx2.c,$1),$(ISA_FLAGS_avx2),$(if $(findstring _neon.c,$1),$(ISA_FLAGS_neon))))
+isa_flags = $(if $(filter src/cpu/avx512/%,$1),$(ISA_FLAGS_avx512),$(if $(filter src/cpu/avx2/%,$1),$(ISA_FLAGS_avx2),$(if $(filter src/cpu/neon/%,$1),$(ISA_FLAGS_neon))))
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(@D)
@@ -96,6 +98,9 @@ $(BUILD)/tests/%: tests/%.c tests/check.h tests/logits.h tests/kernel_inputs.h $
 $(BUILD)/bench/%: bench/%.c $(BUILD)/libtheseus.a
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libtheseus.a $(LDLIBS)
+
+# test_harden also compiles the server's pure parts (request-head checks, key digest)
+$(BUILD)/tests/test_harden: tools/serve_frame.c tools/serve_frame.h tools/serve_auth.c tools/serve.h
 
 tests: $(TEST_BIN)
 bench: $(BENCH_BIN)
@@ -125,21 +130,28 @@ asan: deps
 	@BUILD=build/asan SHARED=$(SHARED) ASAN=1 tests/run.sh
 
 FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
+# Targets over server code link the tool sources they test (no libmicrohttpd).
+FUZZ_EXTRA_fuzz_request := tools/serve_req.c tools/serve_resp.c
+FUZZ_EXTRA_fuzz_http    := tools/serve_frame.c
+FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -Itools $(PKG_CFLAGS) -O1 -g \
+              -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
 fuzz: deps
 	@$(MAKE) --no-print-directory CC=clang BUILD=build/fuzz \
 	  OPT="-O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer" lib
 	@mkdir -p build/fuzz/bin
-	@for f in $(FUZZ_SRC); do n=$$(basename $$f .c); \
-	  echo "  fuzz target $$n"; \
-	  clang -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-	    -o build/fuzz/bin/$$n $$f build/fuzz/libtheseus.a $(LDLIBS) || exit 1; done
+	@$(foreach f,$(FUZZ_SRC),$(call fuzz_one,$(basename $(notdir $(f))),$(f)))
+define fuzz_one
+echo "  fuzz target $(1)" && clang $(FUZZ_FLAGS) -o build/fuzz/bin/$(1) $(2) $(FUZZ_EXTRA_$(1)) build/fuzz/libtheseus.a $(LDLIBS) || exit 1;
+endef
 
 # NEON kernels on an x86 host: cross-build what the kernel tests need (core, quant,
-# cpu minus the x86 files, gguf for the fixture weights; no PCRE2/cJSON/utf8proc) with the aarch64 cross compiler,
+# cpu with its neon level, gguf for the fixture weights; no PCRE2/cJSON/utf8proc) with the aarch64 cross compiler,
 # statically linked so that qemu-aarch64 runs it without a sysroot (tests/t_neon.sh).
 AARCH64_CC  ?= aarch64-linux-gnu-gcc
 NEON_BUILD  := build/aarch64
-NEON_SRC    := $(filter-out %_avx2.c %_avx512.c, $(wildcard src/core/*.c src/quant/*.c src/cpu/*.c src/gguf/*.c))
+# (the kernels only: not the CPU backend's forward pass, which needs the whole library)
+CPU_FORWARD := $(addprefix src/cpu/,backend.c matmul.c attention.c moe.c mla.c repack_model.c)
+NEON_SRC    := $(filter-out $(CPU_FORWARD), $(wildcard src/core/*.c src/quant/*.c src/cpu/*.c src/cpu/neon/*.c src/gguf/*.c))
 NEON_OBJ    := $(NEON_SRC:%.c=$(NEON_BUILD)/%.o)
 NEON_CFLAGS := $(filter-out -fPIC,$(CFLAGS_BASE))
 

@@ -2,7 +2,8 @@
  * shapes, matrix-vector throughput (GB/s of weight bytes read, vec_dot per row) and
  * the same through the packed gemm with one activation row (decode's path), and
  * gemm throughput with a batch of 128 activation rows (GOP/s, 2 ops per multiply-add),
- * for the generic (reference) level and the AVX2 level side by side; then a
+ * for the generic (reference) level and the level th_cpu_kernels() picks (the best this
+ * CPU has; TH_CPU=avx2 etc. forces one) side by side; then a
  * STREAM-like read pass over 1 GiB (1 and 2 threads) for the roofline.
  * Single thread, timed in thread CPU time, unless stated. Usage: bench_kernels [seconds per measurement] [type...] */
 #include "core/threadpool.h"
@@ -215,7 +216,7 @@ int main(int argc, char **argv) {
     printf("matvec: GB/s of weight bytes (matrix copies cycled past the caches; pk mv = one row through the\n"
            "packed gemm, as decode; 0 = not packed); gemm: nb=128, GOP/s\n");
     printf("gemm columns: generic vec_dot loop | %s vec_dot loop | %s gemm | gemm speed-up over its loop | gemm on\n"
-           "the 8-row packed layout (cpu/repack.c; 0 = none for this type)\n\n",
+           "the 8-row packed layout (quant/repack.c; 0 = none for this type)\n\n",
            table->level, table->level);
     printf("%-7s %11s %8s | %7s %7s %6s %7s | %7s %7s %7s %6s %7s\n", "type", "rows x n", "MiB", "gen",
            fast ? fast->level : "-", "x", "pk mv", "gen", "loop", "gemm", "x", "packed");

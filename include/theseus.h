@@ -26,7 +26,9 @@ typedef enum th_status {
     TH_ERR_NOMEM,       /* allocation failed                               */
     TH_ERR_ARG,         /* invalid argument from the caller                */
     TH_ERR_CAPACITY,    /* context / KV cache / batch full                 */
-    TH_ERR_INTERNAL     /* broken invariant (a bug)                        */
+    TH_ERR_INTERNAL,    /* broken invariant (a bug)                        */
+    TH_ERR_BUSY,        /* runtime: the request queue is full, or the runtime is stopping */
+    TH_ERR_CANCELLED    /* runtime: the request was cancelled (or the runtime stopped)   */
 } th_status;
 
 typedef int32_t th_token;
@@ -104,7 +106,11 @@ bool th_model_add_bos(const th_model *model);   /* tokenizer adds BOS by default
 /* Tokenize text[0..len). add_special: BOS/EOS as the vocab's metadata says.
  * parse_special: control-token text (e.g. "<|im_start|>") becomes the control token.
  * Writes up to cap ids to out; *n_out gets the full count (even if > cap, in which
- * case TH_ERR_CAPACITY is returned and out holds the first cap ids). */
+ * case TH_ERR_CAPACITY is returned and out holds the first cap ids).
+ * The count is not bounded by len: a SentencePiece vocabulary without a piece
+ * for '▁' spends three byte tokens on every space, so size the buffer from the
+ * answer: call with a guess (or out = NULL, cap = 0), and on TH_ERR_CAPACITY
+ * call again with cap = *n_out. */
 th_status th_tokenize(const th_model *model, const char *text, size_t len,
                       bool add_special, bool parse_special,
                       th_token *out, size_t cap, size_t *n_out);
@@ -154,6 +160,27 @@ th_context_params th_context_default_params(void);
 th_status th_context_new(th_model *model, const th_context_params *params, th_context **out);
 void th_context_free(th_context *ctx);
 uint32_t th_context_n_ctx(const th_context *ctx);
+
+/* Observing the forward passes of a context (evaluation: importance matrices,
+ * router agreement). The callbacks run on the thread that called th_decode,
+ * during it; the pointers they get are valid only during the call.
+ *   matmul_input: the F32 input rows of a product with weight `weight_name`
+ *     (expert: the index of a routed expert of a 3-D expert weight, else -1):
+ *     n_rows rows of row_len values, `stride` floats apart, in batch order
+ *     (a routed expert sees the rows of the tokens that chose it).
+ *   routing: MoE layer `layer` chose, for the batch's token `token`, the k
+ *     expert ids best first; scores: the n_expert selection scores it ranked
+ *     (probabilities plus any selection bias; excluded groups -inf).
+ * Either callback may be NULL. CPU contexts only (a GPU context answers
+ * TH_ERR_UNSUPPORTED). obs NULL removes the observer; obs is copied. */
+typedef struct th_observer {
+    void *ud;
+    void (*matmul_input)(void *ud, const char *weight_name, int32_t expert, const float *rows, int64_t n_rows,
+                         int64_t row_len, int64_t stride);
+    void (*routing)(void *ud, int32_t layer, int32_t token, int32_t k, const int32_t *expert_ids,
+                    const float *scores, int32_t n_expert);
+} th_observer;
+th_status th_context_set_observer(th_context *ctx, const th_observer *obs);
 
 /* A ragged batch: token i belongs to sequence seq_id[i] at position pos[i];
  * logits[i] != 0 asks for its logits. Positions of a sequence must continue
@@ -244,6 +271,101 @@ typedef struct th_token_logprob {
 int32_t th_sampler_last_logprobs(th_sampler *s, th_token_logprob *top, int32_t n_top,
                                  float *chosen_logprob);
 
+/* ---------------------------------------------------------------- grammar */
+
+/* Grammar-constrained generation (src/sample/grammar_*.c, json_schema*.c).
+ *
+ * th_grammar: a parsed GBNF grammar (llama.cpp's syntax; start rule "root"), immutable.
+ * th_grammar_vocab: a model's token pieces as a byte trie, built once per model and
+ *   shared by any number of constraints (read-only, so threads may share it too).
+ * th_constraint: one generation under a grammar: the parser state, the masks it has
+ *   computed, and the partial UTF-8 character a token may have left pending.
+ *
+ * Use in a sampling loop (the runtime, `run`, `serve`):
+ *
+ *   th_grammar *g;  th_grammar_from_json_schema(schema, strlen(schema), &g);  // or th_grammar_parse
+ *   th_grammar_vocab *v;  th_grammar_vocab_new(model, &v);                   // once per model
+ *   th_constraint *c;  th_constraint_new(g, v, &c);  th_grammar_free(g);     // c keeps a copy
+ *   for (;;) {
+ *       th_token t = th_constraint_sample(c, sampler, th_get_logits(ctx, i)); // -1: error / stuck
+ *       th_constraint_accept(c, t);  th_sampler_accept(sampler, t);
+ *       if (th_token_is_eog(model, t)) break;   // EOG is only allowed once the grammar is complete
+ *       ... decode t ...
+ *   }
+ *
+ * th_constraint_sample samples the unconstrained logits first and returns that token when
+ * the grammar allows it; only otherwise does it mask the whole vocabulary (a copy of the
+ * row) and sample again. For temperature-only sampling this draws from exactly the masked
+ * distribution; with top-k/top-p the truncation sees the unmasked row first, as in
+ * llama.cpp. A caller that needs the masked distribution itself (logprobs) calls
+ * th_constraint_apply on its own copy of the row and then th_sampler_sample. Greedy
+ * decoding with th_get_argmax / logits_argmax_only cannot be constrained: keep full logits. */
+typedef struct th_grammar th_grammar;
+typedef struct th_grammar_vocab th_grammar_vocab;
+typedef struct th_constraint th_constraint;
+
+/* Parse GBNF text[0..len). Errors (TH_ERR_FORMAT) name line and column: syntax, undefined
+ * rule, left recursion, missing root, limits on size (16 MiB of text, 4M elements after
+ * expanding repetitions) and nesting (1024 parentheses). */
+th_status th_grammar_parse(const char *gbnf, size_t len, th_grammar **out);
+/* Convert a JSON schema (JSON text) to GBNF: *gbnf is malloc'd (free with free()). The
+ * subset llama.cpp converts, with the same grammar shape; a keyword that would constrain
+ * the output but is not supported is an error naming it and its JSON pointer
+ * (TH_ERR_UNSUPPORTED), never a silently looser grammar. The schema `true` means any JSON
+ * value. Limits: 4 MiB of schema, nesting 128, counts (minItems, maxLength ...) 100000. */
+th_status th_json_schema_to_gbnf(const char *schema, size_t len, char **gbnf);
+/* th_json_schema_to_gbnf, then th_grammar_parse. */
+th_status th_grammar_from_json_schema(const char *schema, size_t len, th_grammar **out);
+/* The grammar written back as GBNF (every rule, the generated ones for groups and
+ * repetitions included); parses to the same language. *out is malloc'd. */
+th_status th_grammar_to_gbnf(const th_grammar *g, char **out);
+int32_t th_grammar_n_rules(const th_grammar *g);
+void th_grammar_free(th_grammar *g);
+
+th_status th_grammar_vocab_new(const th_model *model, th_grammar_vocab **out);
+int32_t th_grammar_vocab_n_vocab(const th_grammar_vocab *v);
+void th_grammar_vocab_free(th_grammar_vocab *v);
+
+/* A constraint at the grammar's start. g may be freed afterwards (the rules are copied);
+ * v must outlive the constraint. v may be NULL for text-only matching
+ * (th_constraint_accept_text, is_complete) — the token calls then fail. A grammar whose
+ * start already breaks a limit (too many parse stacks) is an error here. */
+th_status th_constraint_new(const th_grammar *g, const th_grammar_vocab *v, th_constraint **out);
+void th_constraint_free(th_constraint *c);
+/* Back to the start of the grammar (the masks computed so far stay cached). */
+void th_constraint_reset(th_constraint *c);
+/* Set logits[t] = -INFINITY (n_vocab entries) for every token the grammar cannot take
+ * next; end-of-generation tokens stay only when the grammar is complete. *n_allowed (if
+ * not NULL) gets how many tokens are left: 0 means no token can continue (the grammar
+ * needs text no token provides). Errors: a limit on parse stacks (TH_ERR_CAPACITY). */
+th_status th_constraint_apply(th_constraint *c, float *logits, int32_t *n_allowed);
+/* Would the grammar take token t now? (One walk of t's bytes: cheap.) */
+bool th_constraint_allows(th_constraint *c, th_token t);
+/* Sample with s from logits (n_vocab, not modified) under the grammar, checking the
+ * unconstrained pick first (see above). Does not accept the token. -1 with an error set
+ * when no token is allowed or on a limit. */
+th_token th_constraint_sample(th_constraint *c, th_sampler *s, const float *logits);
+/* Advance by token t. A token the grammar does not allow (or EOG before completion) is
+ * TH_ERR_ARG and leaves the state unchanged. After an accepted EOG nothing more is taken. */
+th_status th_constraint_accept(th_constraint *c, th_token t);
+/* Advance by raw text (UTF-8; a character may be split across calls). On a mismatch
+ * TH_ERR_FORMAT, the state is unchanged and *n_matched (if not NULL) is the byte offset
+ * of the first character that does not fit (or of the invalid UTF-8 byte). */
+th_status th_constraint_accept_text(th_constraint *c, const char *text, size_t len, size_t *n_matched);
+/* The text so far is a complete match (no partial character pending). */
+bool th_constraint_is_complete(const th_constraint *c);
+/* Some further text could still match (false once only the end is possible: a runtime
+ * may stop without waiting for an EOG token). */
+bool th_constraint_can_continue(const th_constraint *c);
+/* Counters since creation (for metrics and benchmarks). */
+typedef struct th_constraint_stats {
+    uint64_t samples;        /* th_constraint_sample calls */
+    uint64_t rejected_first; /* ... whose unconstrained pick the grammar rejected (full mask taken) */
+    uint64_t masks;          /* masks needed (th_constraint_apply and rejected picks) */
+    uint64_t masks_computed; /* ... of which not in the cache: a walk of the token trie */
+} th_constraint_stats;
+void th_constraint_get_stats(const th_constraint *c, th_constraint_stats *out);
+
 /* ---------------------------------------------------------------- chat templates */
 
 /* A sandboxed Jinja2-subset renderer for chat templates (src/template/). */
@@ -292,6 +414,403 @@ th_quantize_params th_quantize_default_params(void);
 th_status th_quantize_file(const char *in_path, const char *out_path, const th_quantize_params *params);
 /* The accepted type names, space-separated ("F32 F16 BF16 Q4_0 ..."). */
 const char *th_quantize_type_names(void);
+
+/* ---------------------------------------------------------------- runtime
+ *
+ * The runtime (src/runtime/) is the one generation loop of the project: a
+ * continuous-batching scheduler over a th_context of its own. A request is a
+ * prompt (token ids) and how to continue it; the runtime admits requests from
+ * a bounded queue into sequence slots, feeds long prompts in chunks, builds one
+ * ragged batch a step (one token for every generating slot first, then prompt
+ * chunks up to n_batch), samples every slot with the sampler chain
+ * (th_sampler_*), turns tokens into text (UTF-8 never broken, stop strings
+ * held back until they cannot start), and reports it through events.
+ * `theseus serve` (many slots, a thread) and `run`/`chat` (one slot, stepped by
+ * the caller) are both clients of it.
+ *
+ * Threading model.
+ *   - One driver runs the scheduler: either the runtime's own thread
+ *     (th_runtime_start) or the caller, calling th_runtime_step in a loop.
+ *     Never both, never two threads stepping at once. The th_context is used
+ *     only by the driver.
+ *   - th_runtime_submit, th_runtime_stats_get, th_request_cancel, th_request_done,
+ *     th_request_wait, th_request_release and the th_request_* result calls:
+ *     any thread, any time (results once th_request_done is true).
+ *   - Event callbacks run on the driver (inside th_runtime_step, the runtime's
+ *     thread, or th_runtime_stop), one at a time, in order for each request,
+ *     with no runtime lock held. A callback may submit, cancel, release and read
+ *     stats; it must not step, start, stop or free the runtime, and should be
+ *     quick (every slot waits for it).
+ *   - th_request_wait blocks until the request ends; it needs a driver on
+ *     another thread (th_runtime_start).
+ *
+ * Seams for later work:
+ *   (a) constraints / logits processors: th_request_params.processor is called
+ *       with a copy of each logits row before the sampler and with every
+ *       chosen token (a grammar masks what it forbids and advances its state);
+ *       this one works today (a request with a processor never takes the
+ *       greedy argmax shortcut).
+ *   (b) speculative decoding: a drafter will propose tokens after a slot's
+ *       next token; the step already gathers each generating slot's tokens
+ *       through one function (all in the same ragged batch, logits for each)
+ *       and verifies the logits rows of a slot in one loop (sample row k,
+ *       accept while it equals draft token k, th_kv_seq_truncate the rest).
+ *       Not implemented: today a slot feeds exactly one token and verifies
+ *       one row, and no drafter type is declared yet.
+ */
+
+typedef struct th_runtime th_runtime;
+typedef struct th_request th_request;
+
+#define TH_MAX_TOP_LOGPROBS 20
+
+typedef struct th_runtime_params {
+    th_context_params context;  /* threads, gpu, kv_type, kv_block, logits_argmax_only; n_ctx,
+                                 * n_batch and n_seq_max are set by the runtime from the fields below */
+    int32_t n_slots;            /* sequences decoded together (0 = 1) */
+    int32_t slot_ctx;           /* tokens one sequence may hold, prompt and completion together
+                                 * (0 = min(training context, 4096)) */
+    int32_t n_batch;            /* tokens per forward pass (0 = 512); at least n_slots + 1 */
+    int32_t max_queue;          /* requests that may wait for free slots (0 = 64); beyond: TH_ERR_BUSY */
+    bool batch_invariant;       /* pad a one-token step with a throw-away token so that a
+                                 * sequence's logits do not depend on how many others share its
+                                 * steps (the CPU takes another matmul kernel for one row); for a
+                                 * server whose greedy text must not depend on concurrency */
+    bool keep_prefix;           /* a finished request's KV stays in its slot; a new request takes
+                                 * the free slot sharing the longest prefix with its prompt and
+                                 * decodes only the rest (chat turns). A request that ends by
+                                 * max_tokens then decodes its last token too, so the slot holds
+                                 * all of its text */
+} th_runtime_params;
+
+th_runtime_params th_runtime_default_params(void);
+/* Creates the context (n_slots sequences of slot_ctx tokens) and the queue.
+ * Nothing runs until th_runtime_start or th_runtime_step. */
+th_status th_runtime_new(th_model *model, const th_runtime_params *params, th_runtime **out);
+/* Starts the runtime's own driver thread (it sleeps while there is no work). */
+th_status th_runtime_start(th_runtime *rt);
+/* One scheduling step on the caller's thread: admission, cancellations, one
+ * th_decode, sampling, events. *did_work (may be NULL) is false when there was
+ * nothing to do. TH_ERR_ARG if the runtime's own thread runs. Request failures
+ * are reported through the requests' events, not here. */
+th_status th_runtime_step(th_runtime *rt, bool *did_work);
+/* Stops the driver thread (if started) and ends every queued and running
+ * request (status TH_ERR_CANCELLED, "the runtime stopped"); later submits get
+ * TH_ERR_BUSY. Idempotent. Not concurrently with th_runtime_step. */
+void th_runtime_stop(th_runtime *rt);
+/* th_runtime_stop, then frees the runtime and its context. Request handles the
+ * client still holds stay readable until released. */
+void th_runtime_free(th_runtime *rt);
+
+int32_t th_runtime_slot_ctx(const th_runtime *rt);
+int32_t th_runtime_n_slots(const th_runtime *rt);
+
+typedef struct th_runtime_stats {
+    int32_t queued;             /* requests waiting for slots */
+    int32_t active_slots;       /* slots holding a running request */
+    uint32_t kv_blocks_used, kv_blocks_total;
+    uint64_t steps;             /* th_decode calls so far */
+} th_runtime_stats;
+/* A snapshot, consistent as of the driver's last update (before every event). */
+void th_runtime_stats_get(const th_runtime *rt, th_runtime_stats *out);
+
+/* ---- requests */
+
+typedef enum th_finish {
+    TH_FINISH_NONE = 0,         /* still running (or the request failed) */
+    TH_FINISH_EOG,              /* the model ended its text (an end-of-generation token) */
+    TH_FINISH_STOP,             /* a stop string: the text ends before it */
+    TH_FINISH_LENGTH,           /* max_tokens reached */
+    TH_FINISH_CONTEXT           /* the slot's context is full */
+} th_finish;
+
+typedef struct th_token_info {  /* one generated token, as logprobs report it */
+    th_token token;
+    float logprob;              /* (with logprobs) see th_sampler_last_logprobs */
+    int32_t n_top;
+    th_token_logprob top[TH_MAX_TOP_LOGPROBS];
+    uint32_t text_offset;       /* byte offset in the choice's text where the token's bytes begin */
+} th_token_info;
+
+typedef enum th_event_kind {
+    TH_EVENT_START,             /* the request left the queue and holds its slots */
+    TH_EVENT_TOKEN,             /* choice sampled `token` (not an end-of-generation token) */
+    TH_EVENT_FINISH,            /* choice is complete (finish says why) */
+    TH_EVENT_END                /* the request is over: status says how; the last event */
+} th_event_kind;
+
+typedef struct th_event {
+    th_event_kind kind;
+    th_request *request;
+    int32_t choice;             /* TOKEN, FINISH */
+    th_token token;             /* TOKEN; FINISH by TH_FINISH_EOG: the EOG token; else -1 */
+    /* TOKEN, FINISH: text released by this event, to append to the choice's
+     * text: whole UTF-8 characters, nothing that may still begin a stop string.
+     * Valid during the callback. */
+    const char *text;
+    size_t n_text;
+    /* TOKEN, FINISH (with logprobs): the entries released with it; together
+     * they cover exactly the choice's returned text (entries of tokens that
+     * carried a stop string are dropped), text_offset inside it. */
+    const th_token_info *tokens;
+    int32_t n_tokens;
+    th_finish finish;           /* FINISH */
+    th_status status;           /* END: TH_OK, TH_ERR_CANCELLED, or why it failed */
+    const char *message;        /* END with status != TH_OK: what happened */
+} th_event;
+
+typedef void (*th_event_fn)(const th_event *ev, void *user);
+
+/* Seam (a): a per-request logits processor / constraint. */
+typedef struct th_logits_processor {
+    /* Before each sample of a choice: logits[0..n_vocab) is a copy of the row
+     * that apply may change (e.g. -INFINITY for tokens a grammar forbids).
+     * Non-TH_OK fails the request with th_last_error(). */
+    th_status (*apply)(void *user, int32_t choice, float *logits, int32_t n_vocab);
+    /* After a token is chosen for a choice (EOG included). May be NULL. */
+    void (*accept)(void *user, int32_t choice, th_token token);
+    void *user;
+} th_logits_processor;
+
+typedef struct th_request_params {
+    th_sampler_params sampling; /* choice c samples with seed sampling.seed + c */
+    const th_token *bias_token; /* logit bias: n_bias (token, value) pairs (copied) */
+    const float *bias_value;
+    int32_t n_bias;
+    int32_t n_choices;          /* 0 = 1; at most n_slots. The choices share the prompt's KV
+                                 * blocks (th_kv_seq_copy): it is decoded once */
+    int32_t max_tokens;         /* per choice; < 0: until end of generation or a full context */
+    const char *const *stop;    /* n_stop stop strings (copied; empty ones ignored) */
+    int32_t n_stop;
+    bool logprobs;              /* report th_token_info entries */
+    int32_t top_logprobs;       /* 0..TH_MAX_TOP_LOGPROBS alternatives per token */
+    bool penalize_prompt;       /* the prompt's tokens enter the penalty history too (as `run` does) */
+    const th_logits_processor *processor;  /* seam (a); NULL: none (copied) */
+    th_event_fn on_event;       /* NULL: no events (poll th_request_done) */
+    void *user;                 /* passed to on_event and cancelled */
+    /* Polled by the driver every step while the request is queued or running
+     * (may be NULL): returning true cancels it as th_request_cancel does. */
+    bool (*cancelled)(void *user);
+} th_request_params;
+
+th_request_params th_request_default_params(void);   /* greedy, one choice, no limit */
+
+/* Queues a request; the prompt is copied. *out is the client's handle (release
+ * it with th_request_release; the request goes on without it). Errors:
+ * TH_ERR_BUSY (queue full or stopping), TH_ERR_ARG (bad parameters, n_choices
+ * above n_slots, logits needed from a logits_argmax_only context),
+ * TH_ERR_CAPACITY (the prompt does not fit a slot with room to generate). */
+th_status th_runtime_submit(th_runtime *rt, const th_request_params *params, const th_token *prompt,
+                            int32_t n_prompt, th_request **out);
+/* The request ends at the driver's next step (status TH_ERR_CANCELLED); its
+ * slots and KV blocks are freed then. No effect on a finished request. */
+void th_request_cancel(th_request *r);
+bool th_request_done(const th_request *r);
+void th_request_wait(th_request *r);
+void th_request_release(th_request *r);
+
+/* After th_request_done: */
+th_status th_request_status(const th_request *r);      /* TH_OK, TH_ERR_CANCELLED, or the failure */
+const char *th_request_message(const th_request *r);   /* "" when TH_OK */
+/* The choice's whole returned text (NUL-terminated; *len without it) and why it ended. */
+const char *th_request_text(const th_request *r, int32_t choice, size_t *len);
+th_finish th_request_finish(const th_request *r, int32_t choice);
+
+typedef struct th_request_stats {
+    int32_t n_prompt;           /* prompt tokens */
+    int32_t n_prompt_cached;    /* of them, reused from the slot's KV (keep_prefix) */
+    int32_t n_generated;        /* generated tokens over all choices (EOG not counted) */
+    double t_queue;             /* seconds from submit to admission */
+    double t_prompt;            /* admission to the prompt's last chunk decoded */
+    double t_generate;          /* from then to the last choice's finish */
+} th_request_stats;
+void th_request_stats_get(const th_request *r, th_request_stats *out);
+
+/* The ChatML rendering (<|im_start|>ROLE\nCONTENT<|im_end|>\n ..., then
+ * <|im_start|>assistant\n with add_generation_prompt) of the same context JSON
+ * th_chat_render takes ({"messages": [{"role", "content"}, ...]}; a null
+ * content is ""); for models without a chat template. *out is malloc'd. */
+th_status th_chat_render_chatml(const char *context_json, const th_chat_opts *opts, char **out);
+/* ---------------------------------------------------------------- evaluation */
+
+/* Perplexity and KL divergence exactly as llama.cpp's llama-perplexity computes them
+ * (src/eval/): the tokens are cut into chunks of n_ctx; each chunk is decoded from
+ * an empty KV cache with BOS in place of its first token (when the model adds BOS);
+ * the logits of positions n_ctx/2 .. n_ctx-2 are scored against the next token.
+ *
+ * Typical use (what `theseus perplexity` does):
+ *     th_eval_params ep = th_eval_default_params();         // n_ctx 512, n_batch 2048
+ *     th_context_params cp = th_context_default_params();
+ *     th_eval_context_params(&ep, &cp);                      // KV, batch, sequences for ep
+ *     cp.gpu = ...;  th_context_new(model, &cp, &ctx);
+ *     th_eval_result r;  th_eval_run(model, ctx, tokens, n_tokens, &ep, &r);
+ *     ... r.ppl, r.kld ...;  th_eval_write_json(&r, "out.json");  th_eval_result_free(&r);
+ *
+ * A base file (--kl-divergence-base) is llama.cpp's format, byte for byte, so
+ * either engine reads the other's: "_logits_", i32 n_ctx, i32 n_vocab, i32 n_chunk,
+ * i32 tokens[n_chunk * n_ctx], then for each chunk and each scored position
+ * (n_ctx - 1 - n_ctx/2 of them) a row of 2*((n_vocab+1)/2) + 4 uint16: f32 scale,
+ * f32 min_log_prob, then n_vocab log-probabilities as uint16 (log p = scale*v +
+ * min_log_prob, everything below max - 16 as 0), padded to even. */
+
+typedef struct th_kld_base th_kld_base;   /* a base file, mapped and validated */
+
+/* Open and validate a base file: magic, header, every token id inside the file's
+ * vocabulary, and the exact size the header implies (a truncated file names the
+ * chunk it ends in). Rows are checked when read. */
+th_status th_kld_base_open(const char *path, th_kld_base **out);
+void th_kld_base_close(th_kld_base *b);
+int32_t th_kld_base_n_ctx(const th_kld_base *b);
+int32_t th_kld_base_n_vocab(const th_kld_base *b);
+int32_t th_kld_base_n_chunks(const th_kld_base *b);
+/* The n_chunk * n_ctx tokens of the evaluated text, as the file stores them. */
+const th_token *th_kld_base_tokens(const th_kld_base *b);
+/* Decode the log-probabilities of scored position j (0 .. n_ctx-2-n_ctx/2, i.e.
+ * chunk position n_ctx/2 + j) of chunk `chunk` (0-based) into out[n_vocab].
+ * TH_ERR_FORMAT (naming the file, chunk and position) when the row's scale is not
+ * finite and >= 0 or its min_log_prob not finite and <= 0. */
+th_status th_kld_base_logprobs(const th_kld_base *b, int32_t chunk, int32_t j, float *out);
+
+/* KL-divergence statistics of a candidate against a base, with llama-perplexity's
+ * definitions (ln is the natural log; "p" is the probability of the scored token;
+ * fractions, not percent). The `_unc` fields are llama.cpp's uncertainties
+ * (0 with 10 values or fewer). */
+typedef struct th_kld_stats {
+    int64_t count;                          /* scored positions */
+    double ppl, ppl_unc;                    /* Mean PPL(Q) */
+    double ppl_base, ppl_base_unc;          /* Mean PPL(base) */
+    double cor_ln_ppl;                      /* Cor(ln(PPL(Q)), ln(PPL(base))) */
+    double ln_ppl_ratio, ln_ppl_ratio_unc;  /* Mean ln(PPL(Q)/PPL(base)) */
+    double ppl_ratio, ppl_ratio_unc;        /* Mean PPL(Q)/PPL(base) */
+    double ppl_diff, ppl_diff_unc;          /* Mean PPL(Q)-PPL(base) */
+    double kld, kld_unc;                    /* Mean KLD */
+    /* KLD distribution: maximum, 99.9, 99, 95, 90 %, median, 10, 5, 1, 0.1 %, minimum
+     * (llama.cpp's percentile: linear between the two nearest of the sorted values) */
+    double kld_max, kld_p999, kld_p99, kld_p95, kld_p90, kld_median, kld_p10, kld_p5, kld_p1, kld_p01, kld_min;
+    double dp, dp_unc;                      /* Mean Δp = p(Q) - p(base) */
+    /* Δp distribution: maximum, 99.9, 99, 95, 90, 75 %, median, 25, 10, 5, 1, 0.1 %, minimum */
+    double dp_max, dp_p999, dp_p99, dp_p95, dp_p90, dp_p75, dp_median, dp_p25, dp_p10, dp_p5, dp_p1, dp_p01, dp_min;
+    double dp_rms, dp_rms_unc;              /* RMS Δp */
+    double same_top, same_top_unc;          /* Same top p: share of positions with the same argmax */
+    double cor_p;                           /* Pearson correlation of p(Q) and p(base) (not in llama.cpp) */
+    bool has_distribution;                  /* the percentile fields are filled (final results only) */
+} th_kld_stats;
+
+/* A running accumulator of positions (for callers that score rows themselves). */
+typedef struct th_kld_acc th_kld_acc;
+th_status th_kld_acc_new(th_kld_acc **out);
+void th_kld_acc_free(th_kld_acc *a);
+/* One position: the candidate's n_vocab logits, the base's log-probabilities of the
+ * same position as th_kld_base_logprobs gives them (base_logprobs[n_vocab]) and the
+ * token that follows. Returns the position's KLD in *kld (may be NULL). */
+th_status th_kld_acc_add(th_kld_acc *a, const float *logits, const float *base_logprobs,
+                         int32_t n_vocab, th_token next, double *kld);
+/* The statistics so far; with_distribution also sorts for the percentiles. */
+th_kld_stats th_kld_acc_stats(const th_kld_acc *a, bool with_distribution);
+
+typedef struct th_eval_progress {
+    int32_t chunk, n_chunks;     /* chunks finished (1-based count), chunks in the run */
+    double seconds, eta_seconds; /* since the first pass; estimate for the rest */
+    double ppl;                  /* running estimate after this chunk */
+    const th_kld_stats *kld;     /* running KLD statistics (no distribution), NULL without a base */
+} th_eval_progress;
+
+/* The forward passes of a run, for observers that need to know which batch row is
+ * which chunk position (router agreement, imatrix). Passed before each th_decode. */
+typedef struct th_eval_pass {
+    int32_t n_tokens;
+    const th_token *token;
+    const int32_t *pos;          /* position inside its chunk */
+    const int32_t *seq_id;
+    const int32_t *chunk;        /* chunk index of each row */
+    const int8_t *logits;        /* rows that are scored */
+} th_eval_pass;
+
+typedef struct th_eval_params {
+    int32_t n_ctx;        /* tokens per chunk (default 512); with kld_base: 0 (take the file's) or
+                           * the file's n_ctx (another value is an error) */
+    int32_t n_batch;      /* tokens per forward pass (default 2048): below n_ctx a chunk takes several
+                           * passes, otherwise n_batch / n_ctx chunks share one pass */
+    int32_t n_chunks;     /* at most this many chunks (<= 0: all the text / base file has) */
+    int32_t n_threads;    /* threads for the statistics over the vocabulary (<= 0: all cores) */
+    const char *kld_base_out;        /* write a base file of this run here (llama.cpp's format) */
+    const th_kld_base *kld_base;     /* compare with this base: its tokens are evaluated, the
+                                      * tokens argument of th_eval_run is ignored */
+    void (*progress)(const th_eval_progress *p, void *ud);   /* after every chunk; NULL: silent */
+    th_status (*on_pass)(const th_eval_pass *p, void *ud);   /* before every pass; NULL: none */
+    void *ud;
+} th_eval_params;
+
+th_eval_params th_eval_default_params(void);
+/* Set cp's n_ctx (KV tokens), n_batch and n_seq_max to what a run with ep needs
+ * (for a comparison run, call after setting ep->kld_base). */
+void th_eval_context_params(const th_eval_params *ep, th_context_params *cp);
+
+typedef struct th_eval_result {
+    int32_t n_ctx, n_batch, n_seq;   /* chunk size, tokens a pass, chunks a pass */
+    int32_t n_chunks;                /* chunks evaluated */
+    int64_t n_tokens;                /* tokens of the text (or base file) */
+    int64_t count;                   /* scored positions */
+    double ppl, ppl_unc;             /* Final estimate: PPL = ppl +/- ppl_unc */
+    double *running_ppl;             /* [n_chunks]: the estimate after each chunk, as printed */
+    double *chunk_ppl;               /* [n_chunks]: each chunk on its own */
+    double seconds;                  /* wall time of the passes and statistics */
+    bool has_kld;
+    th_kld_stats kld;                /* with a base: the full statistics */
+    int32_t n_vocab;
+    uint64_t n_params, model_bytes;  /* of the model evaluated (th_model_n_params, th_model_size_bytes) */
+    char model_desc[96];
+} th_eval_result;
+
+/* Run the evaluation on ctx (created with th_eval_context_params' sizes; any other
+ * context settings, GPU included, are the caller's). tokens are the whole text,
+ * tokenized as llama.cpp does (th_tokenize with add_special, not parse_special).
+ * Errors: a text shorter than two chunks, a base file for another vocabulary or
+ * another n_ctx, a model whose tokenizer adds EOS, decode failures. On success
+ * free r with th_eval_result_free. */
+th_status th_eval_run(th_model *model, th_context *ctx, const th_token *tokens, size_t n_tokens,
+                      const th_eval_params *ep, th_eval_result *r);
+void th_eval_result_free(th_eval_result *r);
+/* Every figure of r as one JSON object (malloc'd string / a file). */
+th_status th_eval_json(const th_eval_result *r, char **out);
+th_status th_eval_write_json(const th_eval_result *r, const char *path);
+/* ---------------------------------------------------------------- hardening (issue 27) */
+
+/* A model file that changes on disk while it is mapped (use_mmap, the default)
+ * is a hazard: reading a page past the end of a truncated file raises SIGBUS.
+ * A model loaded with use_mmap = false holds a private copy and is immune.
+ *
+ * th_model_check_file: TH_OK if the file at the path the model was loaded from
+ * is still the one mapped (same device, inode, size and modification time);
+ * otherwise TH_ERR_IO with a message saying what changed. Always TH_OK for a
+ * model read into memory. Cheap (one stat): a server calls it before admitting
+ * each request.
+ *
+ * th_model_fault_recover: for a SIGBUS handler (async-signal-safe). If addr lies
+ * in the model's file mapping, the whole mapping is replaced by zero-filled
+ * memory at the same address and true is returned: the faulting read, when the
+ * handler returns, reads zeros, and so does every later one — the model's
+ * output is garbage from then on and the caller must treat the model as failed
+ * (fail what is in flight, refuse new work). false: not this model's mapping. */
+th_status th_model_check_file(const th_model *model);
+bool th_model_fault_recover(th_model *model, const void *addr);
+bool th_model_is_mapped(const th_model *model);   /* loaded with use_mmap (and not yet replaced) */
+
+/* A memory budget shared by many concurrent users (bytes in flight): a take that
+ * would pass the limit fails instead of allocating. Thread-safe. */
+typedef struct th_mem_budget th_mem_budget;
+th_status th_mem_budget_new(size_t limit, th_mem_budget **out);
+void th_mem_budget_free(th_mem_budget *b);
+bool th_mem_budget_take(th_mem_budget *b, size_t n);   /* false (nothing taken) if it would pass the limit */
+void th_mem_budget_give(th_mem_budget *b, size_t n);
+size_t th_mem_budget_used(const th_mem_budget *b);
+size_t th_mem_budget_limit(const th_mem_budget *b);
+/* th_chat_render with a shared budget: the render's memory is also taken from
+ * budget (the per-render limit stays). When the budget is exhausted the render
+ * fails with TH_ERR_CAPACITY ("memory budget exhausted ..."); any other
+ * template error is TH_ERR_FORMAT as for th_chat_render. budget may be NULL. */
+th_status th_chat_render_budget(const char *tmpl, const char *context_json, const th_chat_opts *opts,
+                                th_mem_budget *budget, char **out);
 
 /* ---------------------------------------------------------------- misc */
 

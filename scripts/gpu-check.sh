@@ -10,13 +10,12 @@
 # GPU machine lacks them, build here with `make CUDA=1 lib tests build/cuda/theseus
 # build/cuda/bench/gpu/bench_gpu`, carry the binaries plus libpcre2-8.so.0,
 # libcjson.so.1, libutf8proc.so.2 and run with NO_BUILD=1 LD_LIBRARY_PATH=<their dir>.
-# GPU variants for measurements: TH_GPU_NO_GRAPH=1, TH_GPU_NO_PDL=1, TH_GPU_GEMV=0..7,
+# GPU variants for measurements, read by bench_gpu (not by the library; it sets the
+# backend's th_cu_tuning from them): TH_GPU_NO_GRAPH=1, TH_GPU_NO_PDL=1,
 # TH_GPU_GEMM_MIN=N (batches of N+ tokens take the cuBLAS path; default 33),
 # TH_GPU_ATTN_CHUNK=N (shortest attention split in graph mode; default: one step of
-# the kernel, 32 or 64 positions), TH_GPU_FUSED=1 (the experimental fused single-token
-# decode kernel where the model fits it; 2: required; 0: off, the default) with
-# TH_GPU_FUSED_PROF=1 (its phase times, printed when the context is freed),
-# TH_GPU_MOE_GEMV=1 (MoE experts as per-pair GEMVs in prefill too, not the grouped GEMM).
+# the kernel, 32 or 64 positions), TH_GPU_MOE_GEMV=1 (MoE experts as per-pair GEMVs in
+# prefill too, not the grouped GEMM). TH_GPU_DEVICE=N picks the device (user-facing).
 set -u
 BUILD=${BUILD:-build/cuda}
 OUT=${OUT:-/tmp/gpu-check}

@@ -18,3 +18,10 @@ if ! python3 -c 'import openai' >/dev/null 2>&1; then
     echo "setup-deps: installing the Python package openai (server tests)"
     python3 -m pip install -q openai || python3 -m pip install -q --break-system-packages openai
 fi
+# The grammar tests check JSON-schema documents with jsonschema (rfc3339-validator enables its
+# date-time and time format checks).
+if ! python3 -c 'import jsonschema, rfc3339_validator' >/dev/null 2>&1; then
+    echo "setup-deps: installing the Python packages jsonschema rfc3339-validator (grammar tests)"
+    python3 -m pip install -q jsonschema rfc3339-validator || \
+        python3 -m pip install -q --break-system-packages jsonschema rfc3339-validator
+fi

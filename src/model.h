@@ -1,7 +1,7 @@
 /* model.h — the in-memory model: hyper-parameters and typed weight views into the
  * file map, plus the per-layer options an architecture descriptor sets. The
  * loader (model_load.c) fills it from GGUF through an arch descriptor
- * (src/arch/); the forward pass (model.c) only reads it. */
+ * (src/arch/); the forward pass (block.c and the backends) only reads it. */
 #ifndef TH_MODEL_H
 #define TH_MODEL_H
 
@@ -18,7 +18,9 @@ typedef struct th_weight {
     int64_t ne0, ne1, ne2;
     size_t row_bytes;
     const char *name;      /* points into the model's name storage */
+    /* backends' copies, made on first use and owned by the model */
     const void *packed;    /* CPU: 8-row interleaved copy (cpu/repack.h) in the model's packed_buf, or NULL */
+    void *dev;             /* CUDA: the device copy (struct th_cu_weight, src/cuda/gpu_upload.c), or NULL */
 } th_weight;
 
 enum th_rope_type { TH_ROPE_NORM = 0, TH_ROPE_NEOX = 1 };
@@ -29,20 +31,45 @@ enum th_act_fn { TH_ACT_SILU = 0, TH_ACT_GELU = 1, TH_ACT_SWIGLU_OAI = 2 };
  * raw logits, weights = softmax over the k selected logits (GPT-OSS). */
 enum th_gating { TH_GATING_SOFTMAX = 0, TH_GATING_SIGMOID = 1, TH_GATING_SOFTMAX_SELECTED = 2 };
 
+/* One decoder layer's weights and options. Shapes are GGUF's [ne0, ne1, ne2]: ne0
+ * is the input width (a row), ne1 the output rows, ne2 the experts. Letters:
+ * E n_embd, H n_head, Hk n_head_kv, D head_dim, Dv head_dim_v, F n_ff (or the
+ * shared experts' width), X n_expert, Fx n_ff_exp; MLA: R kv_lora_rank, Rq
+ * q_lora_rank, Dn n_embd_head_nope, Dr n_rot (D = Dn + Dr). Absent: data NULL. */
 typedef struct th_layer {
-    th_weight attn_norm, wq, wk, wv, wo, bq, bk, bv, bo;
-    th_weight wqkv, bqkv;                    /* fused QKV (phi3), split at run time */
-    th_weight q_norm, k_norm;                /* per-head (ne0 = head_dim) or whole-width Q/K RMSNorm */
-    th_weight post_attn_norm;                /* gemma2/3: norm of the attention output */
-    th_weight attn_sinks;                    /* gpt-oss: one sink logit per head */
-    /* multi-head latent attention (deepseek2); wq is used when there is no q LoRA */
-    th_weight wq_a, q_a_norm, wq_b, wkv_a_mqa, kv_a_norm, wkv_b;
-    th_weight ffn_norm, w_gate, w_up, w_down; /* dense FFN; w_gate absent: w_up is fused [gate; up] */
-    th_weight post_ffn_norm;
-    /* mixture of experts: router [E -> n_expert], experts stacked in ne2 */
-    th_weight router, router_b, exp_probs_b;
-    th_weight gate_exps, up_exps, down_exps, gate_exps_b, up_exps_b, down_exps_b;
-    th_weight gate_shexp, up_shexp, down_shexp; /* shared experts, a dense FFN added to the MoE output */
+    /* attention */
+    th_weight attn_norm;                     /* [E] */
+    th_weight wq;                            /* [E, H·D]  (MLA without q LoRA: [E, H·(Dn+Dr)]) */
+    th_weight wk;                            /* [E, Hk·D] */
+    th_weight wv;                            /* [E, Hk·Dv] */
+    th_weight wo;                            /* [H·Dv, E] */
+    th_weight bq, bk, bv, bo;                /* [H·D], [Hk·D], [Hk·Dv], [E] (qwen2) */
+    th_weight wqkv, bqkv;                    /* [E, H·D + Hk·(D+Dv)] and its bias: q|k|v fused (phi3) */
+    th_weight q_norm, k_norm;                /* [D] per head, or [H·D] / [Hk·D] whole width (olmoe) */
+    th_weight post_attn_norm;                /* [E] norm of the attention output (gemma2/3) */
+    th_weight attn_sinks;                    /* [H] one sink logit per head (gpt-oss) */
+    /* multi-head latent attention (deepseek2) */
+    th_weight wq_a;                          /* [E, Rq] q LoRA down */
+    th_weight q_a_norm;                      /* [Rq] */
+    th_weight wq_b;                          /* [Rq, H·(Dn+Dr)] q LoRA up */
+    th_weight wkv_a_mqa;                     /* [E, R + Dr] the latent and the shared rope head */
+    th_weight kv_a_norm;                     /* [R] */
+    th_weight wkv_b;                         /* [R, H·(Dn+Dv)] per head [k_nope; v] */
+    /* dense feed-forward */
+    th_weight ffn_norm;                      /* [E] */
+    th_weight w_gate, w_up;                  /* [E, F] each; w_gate absent: w_up is [E, 2F] = [gate; up] (phi3) */
+    th_weight w_down;                        /* [F, E] */
+    th_weight post_ffn_norm;                 /* [E] (gemma2/3) */
+    /* mixture of experts */
+    th_weight router;                        /* [E, X] */
+    th_weight router_b;                      /* [X] (gpt-oss) */
+    th_weight exp_probs_b;                   /* [X] selection-only bias (DeepSeek-V3) */
+    th_weight gate_exps, up_exps;            /* [E, Fx, X] */
+    th_weight down_exps;                     /* [Fx, E, X] */
+    th_weight gate_exps_b, up_exps_b;        /* [Fx, X] (gpt-oss) */
+    th_weight down_exps_b;                   /* [E, X] (gpt-oss) */
+    th_weight gate_shexp, up_shexp;          /* [E, F] shared experts: a dense FFN added to the routed sum */
+    th_weight down_shexp;                    /* [F, E] */
     /* per-layer options */
     int32_t window;                          /* sliding window (0 = full causal) */
     float rope_base;
@@ -92,9 +119,20 @@ struct th_model {
     uint64_t n_params, n_bytes;
     char **meta_cache;                       /* NUL-terminated copies returned by th_model_meta_str */
     size_t meta_cache_n;
-    void *packed_buf;                        /* one allocation: the repacked weights (model.c), or NULL */
+    void *packed_buf;                        /* one allocation: the repacked weights (cpu/repack_model.c), or NULL */
     bool repacked;                           /* repacking was done (or found nothing to do) */
+    void *dev_store;                         /* the CUDA backend's device weights (th_cu_store), or NULL */
+    void (*dev_free)(struct th_model *m);    /* frees dev_store (set by the backend that made it) */
 };
+
+/* The rope frequency factors a context of n_ctx positions uses (data NULL: none).
+ * LongRoPE (phi3): the long factors once n_ctx exceeds the original training
+ * context, else the short ones. */
+static inline const th_weight *th_model_rope_factors(const th_model *m, uint32_t n_ctx) {
+    if (m->rope_long.data && m->rope_short.data)
+        return n_ctx > (uint32_t)m->hp.rope_n_ctx_orig ? &m->rope_long : &m->rope_short;
+    return &m->rope_freqs;
+}
 
 /* ---- loader helpers for arch descriptors (model_load.c) ---- */
 

@@ -1,6 +1,8 @@
-/* model_load.c — th_model_load(): maps the GGUF file, picks the architecture
- * descriptor, loads the vocabulary and the weights (typed views into the map),
- * and the metadata/tensor helpers the descriptors use. */
+/* model_load.c — th_model_load(): maps (or, use_mmap = false, reads) the GGUF
+ * file, picks the architecture descriptor, loads the vocabulary and the weights
+ * (typed views into the file's bytes), and the metadata/tensor helpers the
+ * descriptors use; th_model_check_file / th_model_fault_recover (the file on
+ * disk changing under a loaded model). */
 #include "arch/arch.h"
 #include "model.h"
 #include <stdarg.h>
@@ -41,6 +43,27 @@ static const char *store_name(th_model *m, const char *name) {
     return dst;
 }
 
+/* "[576,49152]": the dimensions a tensor has (trailing 1s of unused dims dropped). */
+static const char *shape_text(const uint64_t *ne, int n, char *buf, size_t cap) {
+    while (n > 1 && ne[n - 1] == 1) n--;
+    size_t k = (size_t)snprintf(buf, cap, "[");
+    for (int d = 0; d < n && k < cap; d++)
+        k += (size_t)snprintf(buf + k, cap - k, "%s%llu", d ? "," : "", (unsigned long long)ne[d]);
+    if (k < cap) snprintf(buf + k, cap - k, "]");
+    return buf;
+}
+
+/* A needed shape: 0 (any size) as '*', trailing 1s dropped: "[512,*]". */
+static const char *want_text(const int64_t *want, int n, char *buf, size_t cap) {
+    while (n > 1 && want[n - 1] == 1) n--;
+    size_t k = (size_t)snprintf(buf, cap, "[");
+    for (int d = 0; d < n && k < cap; d++)
+        k += want[d] ? (size_t)snprintf(buf + k, cap - k, "%s%lld", d ? "," : "", (long long)want[d])
+                     : (size_t)snprintf(buf + k, cap - k, "%s*", d ? "," : "");
+    if (k < cap) snprintf(buf + k, cap - k, "]");
+    return buf;
+}
+
 th_status th_weight_get(th_model *m, th_weight *w, bool required, int64_t ne0, int64_t ne1,
                         int64_t ne2, const char *fmt, ...) {
     char name[256];
@@ -57,10 +80,11 @@ th_status th_weight_get(th_model *m, th_weight *w, bool required, int64_t ne0, i
     int64_t want[3] = { ne0, ne1, ne2 };
     for (int d = 0; d < 3; d++) {
         uint64_t have = d < (int)t->n_dims ? t->ne[d] : 1;
-        if (want[d] != 0 && (uint64_t)want[d] != have)
-            return th_set_error(TH_ERR_FORMAT, "tensor '%s': shape [%llu,%llu,%llu] but the hyper-parameters need [%lld,%lld,%lld]",
-                                name, (unsigned long long)t->ne[0], (unsigned long long)t->ne[1],
-                                (unsigned long long)t->ne[2], (long long)ne0, (long long)ne1, (long long)ne2);
+        if (want[d] != 0 && (uint64_t)want[d] != have) {
+            char got[96], need[96];
+            return th_set_error(TH_ERR_FORMAT, "tensor '%s': shape %s but the hyper-parameters need %s", name,
+                                shape_text(t->ne, (int)t->n_dims, got, sizeof got), want_text(want, 3, need, sizeof need));
+        }
     }
     if (t->n_dims > 3 && t->ne[3] != 1)
         return th_set_error(TH_ERR_FORMAT, "tensor '%s': 4-D tensors are not expected here", name);
@@ -123,6 +147,23 @@ static void make_desc(th_model *m) {
     snprintf(m->desc, sizeof m->desc, "%s %s %s", m->arch->name, size, quant_name(m));
 }
 
+/* The embedding and output matrices need a row per token of the vocabulary.
+ * Checked before the architecture reads its shapes (which take the vocabulary
+ * size from token_embd), so that the tensor that is short is the one named. */
+static th_status check_vocab_rows(th_model *m) {
+    const gguf_kv *toks = gguf_get_arr(m->file, "tokenizer.ggml.tokens", GGUF_STRING);
+    if (!toks) return TH_OK;   /* the vocabulary loader reports it */
+    static const char *const names[] = { "token_embd.weight", "output.weight" };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        const gguf_tensor *t = gguf_find_tensor(m->file, names[i]);
+        if (t && t->n_dims >= 2 && t->ne[1] < toks->arr_n)
+            return th_set_error(TH_ERR_FORMAT, "tensor '%s': %llu rows, but the vocabulary (tokenizer.ggml.tokens) has "
+                                "%llu tokens and needs one row each", names[i], (unsigned long long)t->ne[1],
+                                (unsigned long long)toks->arr_n);
+    }
+    return TH_OK;
+}
+
 /* Tokenizer only: any architecture, no weights (theseus tokenize on vocab files). */
 static const th_arch vocab_only_arch = { "vocab-only", NULL, NULL };
 
@@ -148,7 +189,7 @@ th_status th_model_load(const char *path, const th_model_params *params, th_mode
     if (!path) return th_set_error(TH_ERR_ARG, "th_model_load: no path");
     th_model *m = calloc(1, sizeof *m);
     if (!m) return th_set_error(TH_ERR_NOMEM, "out of memory");
-    th_status s = gguf_open(path, &m->file);
+    th_status s = gguf_open_ex(path, params->use_mmap, &m->file);
     if (s) { free(m); return s; }
     gguf_str arch;
     if (!gguf_get_str(m->file, "general.architecture", &arch)) {
@@ -167,7 +208,7 @@ th_status th_model_load(const char *path, const th_model_params *params, th_mode
     m->names_cap = 64 * (m->file->n_tensors + 8);
     m->names = malloc(m->names_cap);
     if (!m->names) { th_model_free(m); return th_set_error(TH_ERR_NOMEM, "out of memory"); }
-    if ((s = m->arch->load(m)) || (s = th_vocab_load(m->file, &m->vocab))) {
+    if ((s = check_vocab_rows(m)) || (s = m->arch->load(m)) || (s = th_vocab_load(m->file, &m->vocab))) {
         char msg[1024];
         snprintf(msg, sizeof msg, "%s", th_last_error());
         th_model_free(m);
@@ -195,6 +236,26 @@ void th_model_free(th_model *m) {
     free(m->layers);
     free(m->names);
     free(m->packed_buf);
+    if (m->dev_free) m->dev_free(m);
     gguf_close(m->file);
     free(m);
 }
+
+/* ---------------------------------------------------------------- the file under a loaded model */
+
+th_status th_model_check_file(const th_model *m) {
+    char why[1024];
+    if (!m) return th_set_error(TH_ERR_ARG, "th_model_check_file: NULL model");
+    if (!m->file->file_backed) return TH_OK;   /* read into memory: what is on disk no longer matters */
+    if (m->file->map_zeroed)
+        return th_set_error(TH_ERR_IO, "the mapping of '%s' faulted (the file shrank under it) and was replaced by zeros",
+                            m->file->path);
+    if (gguf_file_changed(m->file, why, sizeof why)) return th_set_error(TH_ERR_IO, "%s since it was loaded", why);
+    return TH_OK;
+}
+
+bool th_model_fault_recover(th_model *m, const void *addr) {
+    return m && gguf_map_fault_replace(m->file, addr);
+}
+
+bool th_model_is_mapped(const th_model *m) { return m && m->file->file_backed && !m->file->map_zeroed; }

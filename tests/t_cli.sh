@@ -45,7 +45,7 @@ done
 if ! $T run -m "$M" -p hi -n abc >/dev/null 2>"$tmp/e" && grep -q -- "-n needs an integer" "$tmp/e"; then ok bad_option
 else bad bad_option "$(cat "$tmp/e")"; fi
 
-if [ ! -s "$M" ]; then echo "SKIP smollm_paris (no default model at $M)"; echo "SKIP smollm_chat"; exit 0; fi
+if [ ! -s "$M" ]; then echo "SKIP smollm_paris (no default model at $M)"; echo "SKIP smollm_chat"; echo "SKIP run_chat_golden"; exit 0; fi
 
 # the default model answers the capital of France, greedy
 q='<|im_start|>user
@@ -68,3 +68,25 @@ b=$($T run -m "$M" -p "Once upon a time" -n 24 --seed 7 --temp 1.0 2>/dev/null)
 c=$($T run -m "$M" -p "Once upon a time" -n 24 --seed 8 --temp 1.0 2>/dev/null)
 if [ -n "$a" ] && [ "$a" = "$b" ] && [ "$a" != "$c" ]; then ok seed_reproducible
 else bad seed_reproducible "a=$a" "b=$b" "c=$c"; fi
+
+# run/chat through the runtime give the same text as the loop they replaced
+# (tools/generate.c): every case of tests/golden/run_chat/cases.txt (greedy,
+# seeded, penalties, a full context, chat turns reusing the KV prefix, a chat
+# reply cut by -n) against the output of the pre-runtime binary, under the
+# reference kernels (TH_CPU=generic) so the bytes are the same on any x86-64.
+G=tests/golden/run_chat
+if [ "$(uname -m)" != x86_64 ]; then echo "SKIP run_chat_golden (goldens made on x86-64)"
+else
+    good=0; total=0
+    while IFS='|' read -r name cmd args; do
+        case "$name" in ''|'#'*) continue;; esac
+        total=$((total + 1))
+        in=/dev/null; [ -f "$G/$name.stdin" ] && in="$G/$name.stdin"
+        eval "set -- $args"
+        a=(); for x in "$@"; do a+=("$(printf '%b' "$x")"); done
+        TH_CPU=generic $T "$cmd" -m "$M" -t 2 "${a[@]}" <"$in" >"$tmp/$name.out" 2>"$tmp/$name.err"
+        if cmp -s "$tmp/$name.out" "$G/$name.out"; then good=$((good + 1))
+        else bad "run_chat_golden_$name" "got:  $(head -c 300 "$tmp/$name.out")" "want: $(head -c 300 "$G/$name.out")" "$(tail -2 "$tmp/$name.err")"; fi
+    done <"$G/cases.txt"
+    [ "$good" = "$total" ] && ok "run_chat_golden ($good/$total cases byte-identical to the pre-runtime loop)"
+fi

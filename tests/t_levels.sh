@@ -1,13 +1,22 @@
 #!/usr/bin/env bash
 # t_levels.sh — the tiny-fixture goldens and batch/KV tests again with every CPU
 # kernel level this machine supports forced through TH_CPU (the default run of
-# test_model already covers the best level).
+# test_model already covers the best level): generic, avx2, avx512 on x86-64; generic,
+# neon on aarch64. The CPU flags are Linux's /proc/cpuinfo names (avx512_vnni, asimddp).
 set -u
 BUILD=${BUILD:-build}
-levels="generic"
-grep -qw avx2 /proc/cpuinfo 2>/dev/null && grep -qw fma /proc/cpuinfo && levels="$levels avx2"
-grep -qw avx512vnni /proc/cpuinfo 2>/dev/null && grep -qw avx512bw /proc/cpuinfo && levels="$levels avx512"
-for lv in generic avx2 avx512; do
+has() { grep -qw "$1" /proc/cpuinfo 2>/dev/null; }
+if [ "$(uname -m)" = aarch64 ]; then
+    all="generic neon"
+    levels="generic"
+    has asimddp && levels="$levels neon"
+else
+    all="generic avx2 avx512"
+    levels="generic"
+    has avx2 && has fma && has f16c && has bmi2 && levels="$levels avx2"
+    has avx2 && has avx512f && has avx512bw && has avx512vl && has avx512dq && has avx512_vnni && levels="$levels avx512"
+fi
+for lv in $all; do
     case " $levels " in *" $lv "*) ;; *) echo "SKIP test_model_$lv (CPU lacks $lv)"; continue ;; esac
     TH_CPU=$lv "$BUILD/tests/test_model" 2>&1 | sed -e "s/^ok \(.*\)/ok \1 [TH_CPU=$lv]/" -e "s/^FAIL \(.*\)/FAIL \1 [TH_CPU=$lv]/" -e "s/^SKIP \(.*\)/SKIP \1 [TH_CPU=$lv]/"
 done

@@ -8,7 +8,7 @@
 #include "logits.h"
 #include "theseus.h"
 #include "model.h"
-#include "moe.h"
+#include "cpu/moe.h"
 #include "quant/quant.h"
 #include "cpu/kernels.h"
 #include "cpu/ops.h"

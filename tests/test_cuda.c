@@ -19,7 +19,7 @@
  *     (deepseek2*) and the Q8_0 copies) against its golden with test_arch.c's
  *     tolerances, in the same three modes (test_gpu_arch_N; a refusal fails);
  *     in GEMM mode the MoE experts take the grouped expert GEMM, and the MoE
- *     fixtures run a fourth mode, GEMM with TH_GPU_MOE_GEMV=1 (per-pair GEMV experts);
+ *     fixtures run a fourth mode, GEMM with the tuning's moe_gemv_only (per-pair GEMV experts);
  *   - MoE token independence: a ragged 3-sequence batch equals each sequence
  *     alone, on the GEMV path, on the grouped GEMM path and with the two mixed;
  *   - the device argmax kernel on rows of awkward lengths and alignments (ties,
@@ -33,7 +33,7 @@
 #include <stdint.h>
 #include <unistd.h>
 #ifdef TH_CUDA
-#include "cuda/backend.h"
+#include "cuda/kernels.h"
 #include "quant/quant.h"
 #endif
 
@@ -45,6 +45,21 @@ static bool have_gpu(void) {
     return gpu_ok;
 }
 #define NEED_GPU() do { if (!have_gpu()) SKIP("no GPU (%s)", th_last_error()); } while (0)
+
+/* The CUDA backend's test settings (cuda/kernels.h, th_cu_tuning), read by each
+ * new context: batches of gemm_min tokens or more take the GEMM path; moe_gemv:
+ * MoE experts as per-pair GEMVs there too. No-ops in a build without CUDA. */
+static void tune(int gemm_min, bool moe_gemv) {
+#ifdef TH_CUDA
+    th_cu_tuning t = th_cu_tuning_default();
+    t.gemm_min = gemm_min;
+    t.moe_gemv_only = moe_gemv;
+    th_cu_tuning_set(&t);
+#else
+    (void)gemm_min; (void)moe_gemv;
+#endif
+}
+static void tune_reset(void) { tune(33, false); }
 
 /* ------------------------------------------------------------------ helpers */
 
@@ -353,7 +368,7 @@ static void check_golden(const char *type, double max_rel, double min_top1) {
     /* one batch (GEMV path), GEMM path for the batch, token by token (graphs) */
     const char *modes[3] = { "batch", "gemm", "tokens" };
     for (int mode = 0; mode < 3; mode++) {
-        setenv("TH_GPU_GEMM_MIN", mode == 1 ? "1" : "33", 1);
+        tune(mode == 1 ? 1 : 33, false);
         float *lg = run_logits(m, g.tok, (int)g.n, mode == 2 ? 1 : (int)g.n, true, TH_KV_F32);
         CHECK(lg != NULL, "%s %s: %s", type, modes[mode], th_last_error());
         if (!lg) continue;
@@ -364,7 +379,7 @@ static void check_golden(const char *type, double max_rel, double min_top1) {
         CHECK(top1 >= min_top1, "%s %s: top-1 %.3f < %.2f", type, modes[mode], top1, min_top1);
         free(lg);
     }
-    unsetenv("TH_GPU_GEMM_MIN");
+    tune_reset();
     th_model_free(m);
     free(g.tok); free(g.logits);
 }
@@ -573,10 +588,8 @@ static void check_arch(const arch_fixture *fx) {
     CHECK(s == TH_OK, "%s: GPU context: %s", label, th_last_error());
     const char *modes[4] = { "batch", "gemm", "tokens", "gemm+moe-gemv" };
     for (int mode = 0; s == TH_OK && mode < (fx->moe ? 4 : 3); mode++) {
-        setenv("TH_GPU_GEMM_MIN", mode == 1 || mode == 3 ? "1" : "33", 1);
-        if (mode == 3) setenv("TH_GPU_MOE_GEMV", "1", 1);
+        tune(mode == 1 || mode == 3 ? 1 : 33, mode == 3);
         float *lg = run_logits(m, g.tok, (int)g.n, mode == 2 ? 1 : (int)g.n, true, TH_KV_F32);
-        unsetenv("TH_GPU_MOE_GEMV");
         CHECK(lg != NULL, "%s %s: %s", label, modes[mode], th_last_error());
         if (!lg) continue;
         double worst, top1;
@@ -588,7 +601,7 @@ static void check_arch(const arch_fixture *fx) {
         CHECK(top1 >= fx->min_top1, "%s %s: top-1 %.3f < %.2f", label, modes[mode], top1, fx->min_top1);
         free(lg);
     }
-    unsetenv("TH_GPU_GEMM_MIN");
+    tune_reset();
     th_model_free(m);
     thlg_free(&g);
 }
@@ -602,18 +615,18 @@ _Static_assert(sizeof arch_fixtures / sizeof arch_fixtures[0] == 15, "one ARCH_T
  * interleaved in one ragged batch (then a second step) give the logits each
  * gets alone (GPU both; the CPU's check_moe_batch in test_arch.c, on the GPU).
  * Top-1 must match everywhere; rel-L2 within `limit` (attention splits differ
- * with the batch shape, so not bit-exact). gemm_min is TH_GPU_GEMM_MIN: 33, no
+ * with the batch shape, so not bit-exact). gemm_min is the tuning's gemm_min: 33, no
  * batch here takes the GEMM path; 1, every batch does (the grouped expert GEMM);
  * 13, the ragged batches (22 and 14 tokens) and the 18-token sequence do, the
  * 12- and 6-token ones run the GEMV path. */
 static void check_gpu_moe_batch(const char *name, const char *model, const char *gemm_min, double limit) {
     char mp[256];
     snprintf(mp, sizeof mp, "arch/%s/%s", name, model);
-    setenv("TH_GPU_GEMM_MIN", gemm_min, 1);
+    tune(atoi(gemm_min), false);
     th_model *m;
     th_status s = th_model_load(fixture(mp), NULL, &m);
     CHECK(s == TH_OK, "load %s: %s", mp, th_last_error());
-    if (s) { unsetenv("TH_GPU_GEMM_MIN"); return; }
+    if (s) { tune_reset(); return; }
     static const int32_t toks[3][20] = {
         { 1, 450, 439, 860, 3347, 113, 1701, 123, 432, 398, 567, 975 },
         { 1, 903, 2501, 263, 931, 727 },
@@ -638,18 +651,18 @@ static void check_gpu_moe_batch(const char *name, const char *model, const char 
             const float *l = th_get_logits(c, i), *r = alone[seq[i]] + (size_t)idx[i] * nv;
             double e = rel_l2(l, r, nv);
             if (e > worst) worst = e;
-            CHECK(argmax(l, nv) == argmax(r, nv), "%s (TH_GPU_GEMM_MIN=%s): seq %d pos %d: top-1 differs", mp, gemm_min,
+            CHECK(argmax(l, nv) == argmax(r, nv), "%s (gemm_min %s): seq %d pos %d: top-1 differs", mp, gemm_min,
                   seq[i], idx[i]);
         }
     }
-    CHECK(ok, "%s (TH_GPU_GEMM_MIN=%s): runs failed", mp, gemm_min);
-    printf("  %-26s TH_GPU_GEMM_MIN=%-2s GPU ragged batch of 3 vs alone: worst rel-L2 %.2e (limit %.0e)\n", mp,
+    CHECK(ok, "%s (gemm_min %s): runs failed", mp, gemm_min);
+    printf("  %-26s gemm_min %-2s GPU ragged batch of 3 vs alone: worst rel-L2 %.2e (limit %.0e)\n", mp,
            gemm_min, worst, limit);
-    CHECK(worst <= limit, "%s (TH_GPU_GEMM_MIN=%s): ragged batch differs from sequences alone by %.3e", mp, gemm_min, worst);
+    CHECK(worst <= limit, "%s (gemm_min %s): ragged batch differs from sequences alone by %.3e", mp, gemm_min, worst);
     th_context_free(c);
     for (int q = 0; q < 3; q++) free(alone[q]);
     th_model_free(m);
-    unsetenv("TH_GPU_GEMM_MIN");
+    tune_reset();
 }
 
 static void test_gpu_moe_batch(void) {
@@ -660,72 +673,6 @@ static void test_gpu_moe_batch(void) {
         for (int j = 0; j < 3; j++) check_gpu_moe_batch(names[i], "model-F32.gguf", gemm_min[j], 1e-4);
     /* 16-bit GEMM inputs (Q8_0 experts dequantized to fp16), every batch on the grouped path */
     check_gpu_moe_batch("olmoe", "model-Q8_0.gguf", "1", 1e-3);
-}
-
-/* The fused single-token decode kernel (fused.cu): 112 tokens one at a time on
- * the GPU with TH_GPU_FUSED=2 (every single-token step must take the fused
- * kernel, or it fails) and with TH_GPU_FUSED=0 (op by op), KV F32 and F16, in
- * a 128-position context: from position 64 on the attention takes two splits a
- * head and from 96 on three, which the last split to finish merges. Both against the
- * CPU's logits of the same tokens: the fused path within the tolerance the
- * goldens use for that weight type (`limit`, top-1 ≥ min_top1). Float weights
- * agree to ~1e-6; on the quantized tiny models (random weights) one q8 rounding
- * that flips moves the logits by ~1e-2, on either GPU path. With F16 K/V the CPU
- * and the GPU round different intermediate values to f16: both GPU paths then
- * sit ~6e-4 from the CPU on the F32 fixtures (measured), hence limit_f16kv. */
-static void check_fused(const char *path, double limit, double limit_f16kv, double min_top1) {
-    th_model *m;
-    if (th_model_load(fixture(path), NULL, &m)) { printf("  %-26s fixture not present, not checked\n", path); return; }
-    int nv = th_model_n_vocab(m);
-    enum { N = 112, CTX = 128 };
-    int32_t tok[N];
-    for (int i = 0; i < N; i++) tok[i] = i ? 2 + (i * 7919) % (nv - 2) : 1;
-    for (int kv = 0; kv < 2; kv++) {
-        int kt = kv ? TH_KV_F16 : TH_KV_F32;
-        float *cpu = run_logits_ctx(m, tok, N, N, false, kt, CTX);
-        setenv("TH_GPU_FUSED", "0", 1);
-        float *ops = run_logits_ctx(m, tok, N, 1, true, kt, CTX);
-        setenv("TH_GPU_FUSED", "2", 1);
-        float *fu = run_logits_ctx(m, tok, N, 1, true, kt, CTX);
-        CHECK(cpu && ops && fu, "%s: %s", path, th_last_error());
-        if (cpu && ops && fu) {
-            double wf, tf, wo, to;
-            int pf, po;
-            compare_logits(fu, cpu, N, nv, &wf, &pf, &tf);
-            compare_logits(ops, cpu, N, nv, &wo, &po, &to);
-            printf("  %-26s KV %s vs CPU: fused rel_l2_max=%.2e (pos %2d) top1=%.3f; op by op %.2e top1=%.3f (limits %.0e, %.2f)\n",
-                   path, kv ? "F16" : "F32", wf, pf, tf, wo, to, limit, min_top1);
-            CHECK(wf <= (kv ? limit_f16kv : limit), "%s: fused decode vs CPU %.3e (pos %d)", path, wf, pf);
-            CHECK(tf >= min_top1, "%s: fused top-1 %.3f", path, tf);
-        }
-        free(cpu);
-        free(ops);
-        free(fu);
-    }
-    unsetenv("TH_GPU_FUSED");
-    th_model_free(m);
-}
-
-static void test_fused_decode(void) {
-    NEED_GPU();
-    check_fused("tiny/tiny-F16.gguf", 3e-3, 3e-3, 0.9);    /* the goldens' limits per type (check_golden) */
-    check_fused("tiny/tiny-Q8_0.gguf", 5e-2, 5e-2, 0.9);
-    check_fused("tiny/tiny-Q4_0.gguf", 5e-2, 5e-2, 0.9);   /* its output head is Q6_K */
-    check_fused("arch/qwen2/model-F32.gguf", 1e-4, 2e-3, 0.9);  /* Q/K/V biases */
-    check_fused("arch/qwen3/model-F32.gguf", 1e-4, 2e-3, 0.9);  /* per-head Q/K norms */
-    /* what it does not take is refused by name when required */
-    /* post-norms; a sliding window; mixed layer weight types */
-    const char *refused[3] = { "arch/gemma2/model-F32.gguf", "arch/phi3/model-F32.gguf", "tiny/tiny-Q4_K_M.gguf" };
-    for (int i = 0; i < 3; i++) {
-        th_model *m;
-        if (th_model_load(fixture(refused[i]), NULL, &m) != TH_OK) continue;
-        setenv("TH_GPU_FUSED", "2", 1);
-        th_status s = gpu_context_probe(m, 8);
-        unsetenv("TH_GPU_FUSED");
-        printf("  %-26s under TH_GPU_FUSED=2: %s\n", refused[i], th_last_error());
-        CHECK(s == TH_ERR_UNSUPPORTED && strstr(th_last_error(), "fused"), "%s: %d %s", refused[i], s, th_last_error());
-        th_model_free(m);
-    }
 }
 
 /* Two sequences share a prefix (copy-on-write on the device), then decode
@@ -789,6 +736,5 @@ int main(void) {
     RUN(test_gpu_arch_5); RUN(test_gpu_arch_6); RUN(test_gpu_arch_7); RUN(test_gpu_arch_8); RUN(test_gpu_arch_9);
     RUN(test_gpu_arch_10); RUN(test_gpu_arch_11); RUN(test_gpu_arch_12); RUN(test_gpu_arch_13); RUN(test_gpu_arch_14);
     RUN(test_gpu_moe_batch);
-    RUN(test_fused_decode);
     return CHECK_DONE();
 }

@@ -1,5 +1,6 @@
-/* test_kernels.c — every SIMD kernel of the CPU kernel table against the reference
- * kernels of src/quant (th_ref_*), on random inputs of awkward sizes.
+/* test_kernels.c — every SIMD kernel of every CPU kernel level this machine has (not
+ * only the one th_cpu_kernels() picks) against the reference kernels of src/quant
+ * (th_ref_*), on random inputs of awkward sizes.
  *
  * - Activation quantizers (Q8_0, Q8_1, Q8_K, F16, BF16) must produce the reference's
  *   bytes exactly, including ties and all-zero blocks.
@@ -9,11 +10,16 @@
  *   (a bound on the magnitude of every partial sum, mins included). A float sum of k
  *   terms errs by at most ~k * 6e-8 * S; k <= 160 here, and any decoding bug moves the
  *   result by a sizeable fraction of S.
- * - gemm: the tiled kernel against the vec_dot loop of the same level (same tolerance),
- *   for odd row counts, odd batch sizes, a row sub-range, and no writes outside it.
+ * - gemm: every output against the reference dot product (same tolerance), for odd row
+ *   counts, odd batch sizes, a row sub-range, and no writes outside it; a batch of one
+ *   row must equal the level's own vec_dot bit for bit. The process-wide table is forced
+ *   to the generic level (TH_CPU=generic), so a level whose gemm reached the
+ *   process-wide table instead of its own kernels would fail that.
  * - attention: the chunk kernel (online softmax over chunks of keys) against a softmax
  *   in double, with windows, softcap and a sink, head dims 40..192 and dv != d.
- * Each test runs per SIMD level (avx2, avx512); a level the CPU lacks is skipped. */
+ * Each check runs once per SIMD level of this build's architecture (x86-64: avx2,
+ * avx512; aarch64: neon, which tests/test_kernels_neon.c also checks under qemu), as
+ * test_<name>_<level>; a level the CPU lacks is skipped. */
 #include "check.h"
 #include "cpu/kernels.h"
 #include "cpu/ops.h"
@@ -22,27 +28,40 @@
 #define KERNEL_TEST_SEED 0x9e3779b97f4a7c15ULL
 #include "kernel_inputs.h"
 
-/* The level under test: a table filled like kernels.c does for that level. */
-static th_kernels level_k[2];
-static bool level_ok[2];
+#if defined(__x86_64__)
+static const int simd_levels[] = { TH_LEVEL_AVX2, TH_LEVEL_AVX512 };
+#elif defined(__aarch64__)
+static const int simd_levels[] = { TH_LEVEL_NEON };
+#else
+static const int simd_levels[] = { TH_LEVEL_GENERIC }; /* no SIMD level: the reference against itself */
+#endif
+enum { N_SIMD = sizeof simd_levels / sizeof simd_levels[0] };
+
+/* Every level's table, filled by th_kernels_fill as th_cpu_kernels() would fill it. */
+static th_kernels level_k[TH_LEVEL_COUNT];
+static bool level_ok[TH_LEVEL_COUNT];
 static const th_kernels *K;
 
 static void init_levels(void) {
-#if defined(__x86_64__)
-    __builtin_cpu_init();
-    level_ok[0] = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                  __builtin_cpu_supports("f16c") && __builtin_cpu_supports("bmi2");
-    level_ok[1] = level_ok[0] && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                  __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-                  __builtin_cpu_supports("avx512vnni");
-    if (level_ok[0]) { th_kernels_fill_generic(&level_k[0]); th_kernels_fill_avx2(&level_k[0]); level_k[0].level = "avx2"; }
-    if (level_ok[1]) { th_kernels_fill_generic(&level_k[1]); th_kernels_fill_avx512(&level_k[1]); level_k[1].level = "avx512"; }
-#endif
+    for (int l = 0; l < TH_LEVEL_COUNT; l++) level_ok[l] = th_kernels_fill(&level_k[l], l);
 }
 
-#define NEED_LEVEL(i) do { if (!level_ok[i]) SKIP("CPU lacks the %s level", (i) ? "avx512 (F/BW/VL/DQ/VNNI)" : "avx2 (AVX2/FMA/F16C/BMI2)"); \
-    K = &level_k[i]; } while (0)
+#define NEED_LEVEL(l) do { if (!level_ok[l]) SKIP("CPU lacks the %s level", th_level_name(l)); K = &level_k[l]; } while (0)
 
+/* RUN(fn) for fn(level) at every SIMD level: "ok test_<name>_<level>" lines. */
+static void run_level(const char *name, void (*fn)(int), int lvl) {
+    char full[96];
+    snprintf(full, sizeof full, "%s_%s", name, th_level_name(lvl));
+    if (!check_selected(full)) return;
+    check_cur_failed = 0;
+    check_cur_skipped = 0;
+    fn(lvl);
+    if (check_cur_skipped) printf("SKIP %s\n", full);
+    else if (check_cur_failed) { printf("FAIL %s\n", full); check_total_failed++; }
+    else printf("ok %s\n", full);
+    fflush(stdout);
+}
+#define RUN_LEVELS(fn) for (int i_ = 0; i_ < N_SIMD; i_++) run_level(#fn, fn, simd_levels[i_])
 
 /* ---------------------------------------------------------------- quantizers */
 
@@ -60,7 +79,7 @@ static void check_quantize(const th_kernels *k, uint32_t at, const float *x, int
     free(b);
 }
 
-static void check_quantizers(int lvl) {
+static void test_quantize(int lvl) {
     NEED_LEVEL(lvl);
     static const uint32_t acts[] = { TH_Q8_0, TH_Q8_1, TH_Q8_K, TH_F16, TH_BF16 };
     static const int64_t sizes[] = { 256, 512, 4096, 256 * 7 };
@@ -119,7 +138,7 @@ static void check_vec_dot(const th_kernels *k, const wtype *wt, int64_t n) {
     free(x);
 }
 
-static void check_vec_dots(int lvl) {
+static void test_vec_dot(int lvl) {
     NEED_LEVEL(lvl);
     vec_dot_checked = 0;
     worst_ratio = 0;
@@ -138,7 +157,7 @@ static void check_vec_dots(int lvl) {
 }
 
 /* MXFP4 block exponents at the edges of the E8M0 decode (subnormal 2^-128, 2^-127). */
-static void check_mxfp4_exponent_edges(int lvl) {
+static void test_mxfp4_exponent_edges(int lvl) {
     NEED_LEVEL(lvl);
     static const uint8_t es[] = { 0, 1, 2, 3, 126, 127, 128, 129, 140 };
     const int64_t n = 9 * 32;
@@ -172,7 +191,7 @@ static void check_mxfp4_exponent_edges(int lvl) {
 /* The tolerance is tight enough that one wrong element in a row of 8 blocks fails:
  * moving one Q4_0 code by 8 must change the dot by more than the tolerance. */
 static void test_tolerance_catches_one_bad_element(void) {
-    NEED_LEVEL(0);
+    NEED_LEVEL(simd_levels[0]);
     const int64_t n = 8 * 32;
     uint8_t *w = malloc(row_bytes(TH_Q4_0, n)), *a = malloc(row_bytes(TH_Q8_0, n));
     float *x = malloc((size_t)n * sizeof *x);
@@ -201,31 +220,36 @@ static void check_gemm(const th_kernels *k, const wtype *wt, int64_t n, int64_t 
     const size_t ws = row_bytes(type, n), xs = row_bytes(at, n);
     const int64_t ys = rows + 3;
     uint8_t *w = malloc(ws * (size_t)rows), *a = malloc(xs * (size_t)nb);
-    float *x = malloc((size_t)n * sizeof *x);
-    float *y = malloc(sizeof *y * (size_t)(ys * nb)), *e = malloc(sizeof *e * (size_t)(ys * nb));
+    float *x = malloc((size_t)n * sizeof *x), *y = malloc(sizeof *y * (size_t)(ys * nb));
     random_weights(wt, w, rows, n);
     for (int64_t b = 0; b < nb; b++) { random_acts(x, n); k->quantize[at](x, a + (size_t)b * xs, n); }
-    for (int64_t i = 0; i < ys * nb; i++) y[i] = e[i] = -12345.0f;
+    for (int64_t i = 0; i < ys * nb; i++) y[i] = -12345.0f;
     k->gemm[type](n, r0, r1, w, ws, nb, a, xs, y, ys);
-    th_gemm_by_vec_dot(type, k, n, r0, r1, w, ws, nb, a, xs, e, ys);
     int bad = 0;
     for (int64_t b = 0; b < nb && bad < 3; b++)
         for (int64_t r = 0; r < ys && bad < 3; r++) {
-            float got = y[b * ys + r], want = e[b * ys + r];
+            const float got = y[b * ys + r];
+            float want = -12345.0f, dot = want;   /* outside [r0, r1): untouched */
             double tol = 0;
-            if (r >= r0 && r < r1)
-                tol = 1e-5 * dot_scale(type, w + (size_t)r * ws, a + (size_t)b * xs, n) + 1e-30;
-            if (!(fabs((double)got - want) <= tol)) {
+            if (r >= r0 && r < r1) {
+                const uint8_t *wr = w + (size_t)r * ws, *ar = a + (size_t)b * xs;
+                want = th_ref_vec_dot(type, n, wr, ar);
+                k->vec_dot[type](n, &dot, wr, ar);
+                tol = 1e-5 * dot_scale(type, wr, ar, n) + 1e-30;
+            }
+            /* one activation row: the level's own vec_dot, bit for bit */
+            const bool ok = fabs((double)got - want) <= tol && (nb > 1 || r < r0 || r >= r1 || got == dot);
+            if (!ok) {
                 bad++;
-                CHECK(0, "%s gemm %s n=%lld rows [%lld,%lld) nb=%lld: y[b=%lld][r=%lld] = %.9g, vec_dot %.9g",
+                CHECK(0, "%s gemm %s n=%lld rows [%lld,%lld) nb=%lld: y[b=%lld][r=%lld] = %.9g, ref %.9g, vec_dot %.9g",
                       k->level, th_type_name(type), (long long)n, (long long)r0, (long long)r1, (long long)nb,
-                      (long long)b, (long long)r, got, want);
+                      (long long)b, (long long)r, got, want, dot);
             }
         }
-    free(w); free(a); free(x); free(y); free(e);
+    free(w); free(a); free(x); free(y);
 }
 
-static void check_gemms(int lvl) {
+static void test_gemm(int lvl) {
     NEED_LEVEL(lvl);
     static const int64_t shapes[][4] = { /* rows, r0, r1, nb */
         { 1, 0, 1, 1 }, { 4, 0, 4, 4 }, { 5, 0, 5, 3 }, { 13, 2, 11, 7 }, { 9, 1, 9, 2 }, { 8, 0, 8, 17 }, { 7, 3, 4, 5 },
@@ -243,16 +267,33 @@ static void check_gemms(int lvl) {
     }
 }
 
-static void test_generic_gemm_matches_vec_dot(void) {
-    th_kernels g;
-    th_kernels_fill_generic(&g);
-    /* the generic table's gemm is a vec_dot loop; check the walk (sub-range, strides) */
-    check_gemm(&g, &wtypes[3], 64, 6, 1, 5, 3);
-    check_gemm(&g, &wtypes[11], 256, 3, 0, 3, 2);
+static void test_generic_gemm_matches_reference(void) {
+    NEED_LEVEL(TH_LEVEL_GENERIC);
+    /* the generic table's gemm is the reference dot per output; check the walk (sub-range, strides) */
+    check_gemm(K, &wtypes[3], 64, 6, 1, 5, 3);
+    check_gemm(K, &wtypes[11], 256, 3, 0, 3, 2);
+    check_gemm(K, &wtypes[0], 45, 5, 0, 5, 1);
+}
+
+/* Every level composes its gemm from its own kernels: with the process-wide table at
+ * the generic level, each level's gemm for one activation row is its own vec_dot, bit
+ * for bit, for every type (check_gemm), and the tables hold no generic kernel for a
+ * type the level accelerates. */
+static void test_self_contained(int lvl) {
+    NEED_LEVEL(lvl);
+    CHECK(!strcmp(th_cpu_kernels()->level, "generic"), "process-wide level %s, expected generic (TH_CPU)", th_cpu_kernels()->level);
+    const th_kernels *g = &level_k[TH_LEVEL_GENERIC];
+    for (int t = 0; t < N_WTYPES; t++) {
+        const uint32_t type = wtypes[t].type;
+        const int64_t blk = th_type_info_get(type)->block;
+        CHECK(K->vec_dot[type] != g->vec_dot[type] && K->gemm[type] != g->gemm[type], "%s %s: generic vec_dot or gemm",
+              K->level, th_type_name(type));
+        check_gemm(K, &wtypes[t], 3 * (blk == 1 ? 32 : blk), 9, 1, 9, 1);
+    }
 }
 
 /* Largest codes times +-127 activations everywhere: any 16-bit saturation shows. */
-static void check_extremes(int lvl) {
+static void test_extremes(int lvl) {
     NEED_LEVEL(lvl);
     extreme = true;
     for (int t = 0; t < N_WTYPES; t++) {
@@ -362,20 +403,22 @@ static void check_swiglu(const th_kernels *k) {
     free(g); free(u); free(a); free(r);
 }
 
-static void test_attention_generic(void) { th_kernels g; th_kernels_fill_generic(&g); check_attention(&g); }
-static void test_attention_avx2(void) { NEED_LEVEL(0); check_attention(K); check_swiglu(K); }
-static void test_attention_avx512(void) { NEED_LEVEL(1); check_attention(K); check_swiglu(K); }
+static void test_attention_generic(void) { NEED_LEVEL(TH_LEVEL_GENERIC); check_attention(K); }
+static void test_attention(int lvl) { NEED_LEVEL(lvl); check_attention(K); check_swiglu(K); }
 
 /* BF16 at the avx512 level is vdpbf16ps where the CPU has AVX512-BF16 (the level does
  * not require it): check that the table really holds that vec_dot there (so that the
  * vec_dot tests above, and the gemm tests' batches below 8, covered them), and that bf16 subnormals (read as zero by
  * vdpbf16ps), zeros and large values stay within the tolerance. */
 static void test_bf16_instructions_avx512(void) {
-    NEED_LEVEL(1);
+#if !defined(__x86_64__)
+    SKIP("not an x86-64 build");
+#endif
+    NEED_LEVEL(TH_LEVEL_AVX512);
 #if defined(__x86_64__)
     if (!__builtin_cpu_supports("avx512bf16")) SKIP("CPU lacks AVX512-BF16 (the level keeps the AVX2 BF16 kernels)");
 #endif
-    CHECK(level_k[1].vec_dot[TH_BF16] != level_k[0].vec_dot[TH_BF16], "avx512 BF16 vec_dot is the AVX2 one");
+    CHECK(level_k[TH_LEVEL_AVX512].vec_dot[TH_BF16] != level_k[TH_LEVEL_AVX2].vec_dot[TH_BF16], "avx512 BF16 vec_dot is the AVX2 one");
     const int64_t n = 100;
     uint16_t w[100], a[100];
     for (int i = 0; i < n; i++) {
@@ -388,34 +431,19 @@ static void test_bf16_instructions_avx512(void) {
     CHECK(fabs((double)got - ref) <= tol, "BF16 edge values: got %.9g ref %.9g (tol %.3g)", got, ref, tol);
 }
 
-static void test_quantize_avx2(void) { check_quantizers(0); }
-static void test_extremes_avx2(void) { check_extremes(0); }
-static void test_extremes_avx512(void) { check_extremes(1); }
-static void test_vec_dot_avx2(void) { check_vec_dots(0); }
-static void test_mxfp4_exponent_edges_avx2(void) { check_mxfp4_exponent_edges(0); }
-static void test_gemm_avx2(void) { check_gemms(0); }
-static void test_quantize_avx512(void) { check_quantizers(1); }
-static void test_vec_dot_avx512(void) { check_vec_dots(1); }
-static void test_mxfp4_exponent_edges_avx512(void) { check_mxfp4_exponent_edges(1); }
-static void test_gemm_avx512(void) { check_gemms(1); }
-
 int main(void) {
+    setenv("TH_CPU", "generic", 1);   /* the process-wide table: none of the levels under test */
     init_levels();
-    RUN(test_quantize_avx2);
-    RUN(test_vec_dot_avx2);
-    RUN(test_mxfp4_exponent_edges_avx2);
-    RUN(test_gemm_avx2);
-    RUN(test_extremes_avx2);
-    RUN(test_quantize_avx512);
-    RUN(test_vec_dot_avx512);
-    RUN(test_mxfp4_exponent_edges_avx512);
-    RUN(test_gemm_avx512);
-    RUN(test_extremes_avx512);
+    RUN_LEVELS(test_quantize);
+    RUN_LEVELS(test_vec_dot);
+    RUN_LEVELS(test_mxfp4_exponent_edges);
+    RUN_LEVELS(test_gemm);
+    RUN_LEVELS(test_extremes);
+    RUN_LEVELS(test_self_contained);
+    RUN_LEVELS(test_attention);
     RUN(test_bf16_instructions_avx512);
     RUN(test_tolerance_catches_one_bad_element);
-    RUN(test_generic_gemm_matches_vec_dot);
+    RUN(test_generic_gemm_matches_reference);
     RUN(test_attention_generic);
-    RUN(test_attention_avx2);
-    RUN(test_attention_avx512);
     return CHECK_DONE();
 }

@@ -5,8 +5,9 @@
  *   exactly, including ties and all-zero blocks;
  * - vec_dot and gemm: |neon - ref| <= 1e-5 * S, S = sum|w_i a_i| + max|w| * sum|a_i|
  *   (the integer block sums are exact in both; only the order of the float additions
- *   differs); gemm outputs are compared with th_ref_vec_dot, and nothing outside the
- *   requested rows may be written;
+ *   differs); gemm outputs are compared with th_ref_vec_dot (and, for one activation
+ *   row, must be the NEON vec_dot's bit for bit), and nothing outside the requested rows
+ *   may be written;
  * - the same for weights quantized by llama.cpp (the tiny fixtures and gpt-oss MXFP4).
  * On an x86 host (make tests) the binary prints one SKIP line; tests/t_neon.sh cross-builds this
  * file (make neon-test) and runs it under qemu-aarch64 -cpu max.
@@ -31,11 +32,8 @@ static bool neon_ok;
 static const th_kernels *K = &neon_k;
 
 static void init_level(void) {
-    th_kernels_fill_generic(&generic_k);
-#if defined(__aarch64__)
-    neon_ok = (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0;
-    if (neon_ok) { th_kernels_fill_generic(&neon_k); th_kernels_fill_neon(&neon_k); neon_k.level = "neon"; }
-#endif
+    th_kernels_fill(&generic_k, TH_LEVEL_GENERIC);
+    neon_ok = th_kernels_fill(&neon_k, TH_LEVEL_NEON);
 }
 
 #if defined(__aarch64__)
@@ -52,21 +50,25 @@ static void test_level_detection(void) {
     if (!want || !*want) want = neon_ok && !(force && !strcmp(force, "generic")) ? "neon" : "generic";
     const char *got = th_cpu_kernels()->level;
     CHECK(!strcmp(got, want), "th_cpu_kernels()->level is %s, expected %s", got, want);
+#if defined(__aarch64__)
+    const bool hwcap = (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0;
+    CHECK(neon_ok == hwcap && th_cpu_has_level(TH_LEVEL_NEON) == hwcap, "th_kernels_fill(neon) %d, HWCAP dotprod %d", neon_ok, hwcap);
+#endif
+    CHECK(!th_cpu_has_level(TH_LEVEL_AVX2) && !th_cpu_has_level(TH_LEVEL_AVX512), "an x86 level on aarch64");
 }
 
-/* Every weight type of the core issue has a NEON vec_dot, every activation type a NEON
- * quantizer, and every block type a NEON gemm (not the generic entries). */
+/* Every weight type of the core issue has a NEON vec_dot and a NEON gemm, every
+ * activation type a NEON quantizer (not the generic entries). */
 static void test_table_filled(void) {
     NEED_NEON();
-    for (int t = 0; t < N_WTYPES; t++)
-        CHECK(K->vec_dot[wtypes[t].type] != generic_k.vec_dot[wtypes[t].type], "vec_dot %s is generic", th_type_name(wtypes[t].type));
+    for (int t = 0; t < N_WTYPES; t++) {
+        const uint32_t type = wtypes[t].type;
+        CHECK(K->vec_dot[type] != generic_k.vec_dot[type], "vec_dot %s is generic", th_type_name(type));
+        CHECK(K->gemm[type] != generic_k.gemm[type], "gemm %s is generic", th_type_name(type));
+    }
     static const uint32_t acts[] = { TH_Q8_0, TH_Q8_1, TH_Q8_K, TH_F16, TH_BF16 };
     for (size_t t = 0; t < sizeof acts / sizeof acts[0]; t++)
         CHECK(K->quantize[acts[t]] != generic_k.quantize[acts[t]], "quantize %s is generic", th_type_name(acts[t]));
-    static const uint32_t tiled[] = { TH_Q4_0, TH_Q4_1, TH_Q5_0, TH_Q5_1, TH_Q8_0, TH_IQ4_NL, TH_MXFP4,
-                                      TH_Q2_K, TH_Q3_K, TH_Q4_K, TH_Q5_K, TH_Q6_K, TH_IQ4_XS };
-    for (size_t t = 0; t < sizeof tiled / sizeof tiled[0]; t++)
-        CHECK(K->gemm[tiled[t]] != generic_k.gemm[tiled[t]], "gemm %s is generic", th_type_name(tiled[t]));
 }
 
 /* ---------------------------------------------------------------- quantizers */
@@ -225,18 +227,20 @@ static void check_gemm(const wtype *wt, int64_t n, int64_t rows, int64_t r0, int
     int bad = 0;
     for (int64_t b = 0; b < nb && bad < 3; b++)
         for (int64_t r = 0; r < ys && bad < 3; r++) {
-            float got = y[b * ys + r], want = -12345.0f;
+            float got = y[b * ys + r], want = -12345.0f, dot = want;
             double tol = 0;
             if (r >= r0 && r < r1) {
                 const void *wr = w + (size_t)r * ws, *ar = a + (size_t)b * xs;
                 want = th_ref_vec_dot(type, n, wr, ar);
+                K->vec_dot[type](n, &dot, wr, ar);
                 tol = 1e-5 * dot_scale(type, wr, ar, n) + 1e-30;
             }
-            if (!(fabs((double)got - want) <= tol)) {
+            /* one activation row: the NEON vec_dot itself, bit for bit */
+            if (!(fabs((double)got - want) <= tol) || (nb == 1 && got != dot)) {
                 bad++;
-                CHECK(0, "neon gemm %s n=%lld rows [%lld,%lld) nb=%lld: y[b=%lld][r=%lld] = %.9g, ref %.9g",
+                CHECK(0, "neon gemm %s n=%lld rows [%lld,%lld) nb=%lld: y[b=%lld][r=%lld] = %.9g, ref %.9g, vec_dot %.9g",
                       th_type_name(type), (long long)n, (long long)r0, (long long)r1, (long long)nb,
-                      (long long)b, (long long)r, got, want);
+                      (long long)b, (long long)r, got, want, dot);
             }
         }
     free(w); free(a); free(x); free(y);

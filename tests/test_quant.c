@@ -540,6 +540,40 @@ static void test_type_table(void) {
     CHECK(th_ref_can_quantize(TH_Q4_K) && th_ref_can_quantize(TH_IQ4_XS), "K-quant / IQ4_XS encoders (ref_kquant_encode.c)");
 }
 
+/* The table's kernels agree with its facts: supported exactly when the type has a
+ * decoder, a dot product and an encoder for its activation type; every activation type
+ * (F32, F16, BF16, Q8_0, Q8_1, Q8_K) encodes and decodes; the weight encoder is the
+ * activation one except Q8_0's (halves away from zero) and absent for the activation-
+ * only Q8_1 / Q8_K; the packed layouts are Q4_0, Q8_0, Q6_K at their own size and Q4_K
+ * at 148 bytes (scales and mins as bytes: 16 + 16 + 64 + 64 bytes of 8 rows, plus 128
+ * of codes per row = 8 x 148); types without kernels have none. */
+static void test_type_table_kernels(void) {
+    const uint32_t acts[] = {TH_F32, TH_F16, TH_BF16, TH_Q8_0, TH_Q8_1, TH_Q8_K};
+    for (size_t i = 0; i < sizeof acts / sizeof acts[0]; i++) {
+        const th_type_info *ti = th_type_info_get(acts[i]);
+        CHECK(ti->quantize && ti->dequantize && ti->act_type == acts[i], "%s: activation type", ti->name);
+    }
+    int supported = 0;
+    for (uint32_t t = 0; t < TH_TYPE_COUNT; t++) {
+        const th_type_info *ti = th_type_info_get(t);
+        if (!ti) continue;
+        const th_type_info *ai = th_type_info_get(ti->act_type);
+        const bool runnable = ti->dequantize && ti->vec_dot && ai && ai->quantize;
+        CHECK(ti->supported == runnable, "%s: supported %d, kernels %d", ti->name, ti->supported, runnable);
+        supported += ti->supported;
+        if (ti->supported)
+            CHECK(ti->quantize && (t == TH_Q8_0 ? ti->quantize_weights != ti->quantize : ti->quantize_weights == ti->quantize),
+                  "%s: encoders", ti->name);
+        if (!ti->supported)
+            CHECK(!ti->quantize_weights && !ti->vec_dot && !ti->repack8, "%s: kernels of a type we do not run", ti->name);
+        if (!ti->quantize) CHECK(!ti->dequantize, "%s: a decoder without an encoder", ti->name);
+        const bool packs = t == TH_Q4_0 || t == TH_Q8_0 || t == TH_Q4_K || t == TH_Q6_K;
+        CHECK(packs == (ti->repack8 != NULL) && packs == (ti->packed_bytes != 0), "%s: packed layout", ti->name);
+        if (packs) CHECK(ti->packed_bytes == (t == TH_Q4_K ? 148u : ti->bytes), "%s: %u packed bytes", ti->name, ti->packed_bytes);
+    }
+    CHECK(supported == 16, "%d supported types (F32 F16 BF16, 7 of 32 elements, 5 K-quants, IQ4_XS)", supported);
+}
+
 static void test_unsupported_types(void) {
     /* No crash: decode writes NaN, dot returns NaN, encode writes nothing. */
     uint8_t blk[512];
@@ -578,6 +612,7 @@ int main(void) {
     RUN(test_quantize_weights);
     RUN(test_weight_round_trip);
     RUN(test_type_table);
+    RUN(test_type_table_kernels);
     RUN(test_unsupported_types);
     return CHECK_DONE();
 }

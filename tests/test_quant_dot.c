@@ -211,15 +211,18 @@ static void test_dot_accuracy(void) {
     }
 }
 
-/* The generic level of the kernel table is these reference kernels: same numbers
- * through its trampolines, and its gemm is the dot product per (row, column).
- * (The generic gemm calls the vec_dot of the process-wide table, so the table is
- * taken with TH_CPU=generic rather than filled locally.) */
+/* The generic level of the kernel table is these reference kernels (the type table's),
+ * and its gemm is the reference dot product per (row, column): same numbers bit for bit.
+ * (Filled locally: no level's gemm depends on the process-wide table.) */
 static void test_generic_kernel_table(void) {
-    setenv("TH_CPU", "generic", 1);
-    const th_kernels *kt = th_cpu_kernels();
-    CHECK(!strcmp(kt->level, "generic"), "level %s", kt->level);
-    const th_kernels k = *kt;
+    th_kernels k;
+    CHECK(th_kernels_fill(&k, TH_LEVEL_GENERIC) && !strcmp(k.level, "generic"), "level %s", k.level);
+    for (uint32_t t = 0; t < TH_TYPE_COUNT; t++) {
+        const th_type_info *ti = th_type_info_get(t);
+        CHECK(k.vec_dot[t] == (ti ? ti->vec_dot : NULL) && k.quantize[t] == (ti ? ti->quantize : NULL) &&
+              k.dequant[t] == (ti ? ti->dequantize : NULL) && !k.gemm_packed[t] && !k.gemm[t] == !k.vec_dot[t],
+              "type %u: the generic entries are not the type table's", t);
+    }
     for (size_t t = 0; t < sizeof weight_types / sizeof weight_types[0]; t++) {
         uint32_t type = weight_types[t];
         const th_type_info *ti = th_type_info_get(type);

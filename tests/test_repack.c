@@ -1,10 +1,11 @@
-/* test_repack.c — the 8-row interleaved weight layouts (src/cpu/repack.c) and the
- * kernel table's gemm_packed entries: for every type this CPU level packs, a packed
- * gemm must equal the generic level's gemm (the reference vec_dot per row) on the
- * original layout, on awkward shapes (row ranges not starting at 0, odd and even counts
- * of 8-row groups, batches of 1..33 rows, widths of 1..64 blocks). The integer block
- * sums are exact in both, so the only difference is the order of the f32 additions:
- * relative tolerance 1e-5. */
+/* test_repack.c — the 8-row interleaved weight layouts (quant/repack.c, entry points
+ * cpu/repack.c) and the gemm_packed entries of every kernel level this CPU has: for every
+ * type a level packs, its packed gemm must equal the generic level's gemm (the
+ * reference vec_dot per row) on the original layout, on awkward shapes (row ranges not
+ * starting at 0, odd and even counts of 8-row groups, batches of 1..33 rows, widths of
+ * 1..64 blocks). The integer block sums are exact in both, so the only difference is the
+ * order of the f32 additions: relative tolerance 1e-5. The type table's packed layouts
+ * are checked against the types the levels pack. */
 #include "check.h"
 #include <stddef.h>
 #include "cpu/kernels.h"
@@ -65,23 +66,32 @@ static void check_type(const th_kernels *gen, const th_kernels *k, uint32_t type
                         float a = y0[b * rows + r], c = y1[b * rows + r];
                         if (!(fabsf(a - c) <= 1e-5f * (fabsf(a) + (float)n * 0.01f))) { if (getenv("DBG")) fprintf(stderr, "r %lld b %lld: %g vs %g\n", (long long)r, (long long)b, a, c); bad++; }
                     }
-                CHECK(bad == 0, "type %u n %lld rows %lld nb %lld: %d outputs differ", type, (long long)n,
-                      (long long)rows, (long long)nb, bad);
+                CHECK(bad == 0, "%s %s n %lld rows %lld nb %lld: %d outputs differ", k->level, th_type_name(type),
+                      (long long)n, (long long)rows, (long long)nb, bad);
                 for (int64_t r = 0; r < r0; r++) CHECK(y1[r] == 0.0f, "row %lld outside [r0, r1) written", (long long)r);
             }
             free(w); free(wp); free(x); free(f); free(y0); free(y1);
         }
 }
 
+/* Every level the CPU has, not only the process-wide one. */
 static void test_packed_gemm_equals_reference(void) {
-    static th_kernels gen;
-    th_kernels_fill_generic(&gen);
-    const th_kernels *k = th_cpu_kernels();
+    static th_kernels gen, k;
+    th_kernels_fill(&gen, TH_LEVEL_GENERIC);
     int tested = 0;
-    for (uint32_t t = 0; t < TH_TYPE_COUNT; t++)
-        if (k->gemm_packed[t]) { check_type(&gen, k, t); tested++; }
-    if (!tested) SKIP("the %s level packs no type", k->level);
-    printf("  %d packed types at level %s\n", tested, k->level);
+    for (int l = 0; l < TH_LEVEL_COUNT; l++) {
+        if (!th_kernels_fill(&k, l)) continue;
+        int types = 0;
+        for (uint32_t t = 0; t < TH_TYPE_COUNT; t++)
+            if (k.gemm_packed[t]) {
+                CHECK(th_type_info_get(t)->repack8 != NULL, "%s packs %s, which has no packed layout", k.level, th_type_name(t));
+                check_type(&gen, &k, t);
+                types++;
+            }
+        printf("  %s: %d packed types\n", k.level, types);
+        tested += types;
+    }
+    if (!tested) SKIP("no level of this CPU packs a type");
 }
 
 /* Packing rule: only whole groups of 8 rows, only types with a packed kernel. */

@@ -1,9 +1,11 @@
 /* cli_util.c — small helpers shared by the CLI subcommands: error printing,
- * number parsing with range checks, reading files and stdin. */
+ * number parsing with range checks, reading files and stdin, the options every
+ * command takes (--no-mmap), tokenizing into a buffer of the right size. */
 #include "cli.h"
 #include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
+#include <string.h>
 
 int cli_fail(const char *cmd, th_status s) {
     const char *msg = th_last_error();
@@ -64,3 +66,37 @@ char *cli_read_file(const char *path, size_t *len) {
 }
 
 char *cli_read_stdin(size_t *len) { return read_stream(stdin, len); }
+
+static bool no_mmap;
+
+void cli_common_options(int *argc, char **argv) {
+    int k = 1;
+    for (int i = 1; i < *argc; i++) {
+        if (!strcmp(argv[i], "--no-mmap")) { no_mmap = true; continue; }
+        argv[k++] = argv[i];
+    }
+    argv[k] = NULL;
+    *argc = k;
+}
+
+th_model_params cli_model_params(void) {
+    th_model_params p = th_model_default_params();
+    p.use_mmap = !no_mmap;
+    return p;
+}
+
+th_status cli_tokenize(const th_model *m, const char *text, size_t len, bool add_special, bool parse_special,
+                       th_token **out, size_t *n) {
+    size_t cap = len + 8;
+    *out = NULL;
+    for (int tries = 0; tries < 2; tries++) {
+        th_token *t = malloc((cap ? cap : 1) * sizeof *t);
+        if (!t) return th_set_error(TH_ERR_NOMEM, "out of memory for %zu token ids", cap);
+        th_status s = th_tokenize(m, text, len, add_special, parse_special, t, cap, n);
+        if (s == TH_OK) { *out = t; return TH_OK; }
+        free(t);
+        if (s != TH_ERR_CAPACITY) return s;
+        cap = *n;   /* the size the tokenizer needs */
+    }
+    return th_set_error(TH_ERR_INTERNAL, "tokenize: the token count changed between two calls");
+}

@@ -337,7 +337,7 @@ static double weight_bytes_per_token(const th_model *m, const char *path) {
 }
 
 static th_status open_run(const bench_opts *o, bench_run *R) {
-    th_model_params mp = th_model_default_params();
+    th_model_params mp = cli_model_params();
     mp.verbose = o->verbose;
     th_status s = th_model_load(o->model, &mp, &R->m);
     if (s) return s;

@@ -62,7 +62,8 @@ int cmd_inspect(int argc, char **argv) {
     print_tensors(f);
     th_file_close(f);
     th_model *m;
-    if ((s = th_model_load(path, NULL, &m))) {
+    th_model_params mp = cli_model_params();
+    if ((s = th_model_load(path, &mp, &m))) {
         printf("model: not loadable: %s\n", th_last_error());
         return 1;
     }

@@ -1,9 +1,12 @@
 /* cmd_logits.c — `theseus logits`: runs a prompt through the model in one batch
  * (or chunks of --batch) and writes the logits of every position as THLG:
- * u32 magic "THLG", u32 version 1, u32 n_tokens, u32 n_vocab, i32 tokens[], f32 logits[][]. */
+ * u32 magic "THLG", u32 version 1, u32 n_tokens, u32 n_vocab, i32 tokens[], f32 logits[][]
+ * (through a temporary file renamed on success). */
 #include "cli.h"
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static void usage(FILE *f) {
     fprintf(f, "usage: theseus logits -m MODEL (-p TEXT | --tokens 1,2,3) --out FILE [options]\n"
@@ -35,14 +38,33 @@ static bool parse_tokens(const char *s, th_token **out, size_t *n) {
     return t && k > 0;
 }
 
+/* Writes to PATH.tmp.PID next to the output and renames it over PATH at the
+ * end, so a failed write (full disk) never leaves a truncated THLG behind. */
 static int write_thlg(const char *path, const th_token *tok, uint32_t n, uint32_t nv, const float *logits) {
-    FILE *f = fopen(path, "wb");
-    if (!f) { fprintf(stderr, "theseus logits: cannot write %s\n", path); return 1; }
+    char tmp[4096];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp) {
+        fprintf(stderr, "theseus logits: the output path is too long\n");
+        return 1;
+    }
+    FILE *f = fopen(tmp, "wb");
+    if (!f) { fprintf(stderr, "theseus logits: cannot create %s: %s\n", tmp, strerror(errno)); return 1; }
     uint32_t hdr[4] = { 0x474C4854u, 1, n, nv };
+    errno = 0;
     bool ok = fwrite(hdr, 4, 4, f) == 4 && fwrite(tok, 4, n, f) == n &&
-              fwrite(logits, sizeof(float), (size_t)n * nv, f) == (size_t)n * nv;
-    ok = (fclose(f) == 0) && ok;
-    if (!ok) { fprintf(stderr, "theseus logits: error writing %s\n", path); return 1; }
+              fwrite(logits, sizeof(float), (size_t)n * nv, f) == (size_t)n * nv && fflush(f) == 0;
+    int e = errno;
+    if (fclose(f) != 0 && ok) { ok = false; e = errno; }
+    if (ok && rename(tmp, path) != 0) {
+        e = errno;
+        fprintf(stderr, "theseus logits: cannot rename %s to %s: %s\n", tmp, path, strerror(e));
+        unlink(tmp);
+        return 1;
+    }
+    if (!ok) {
+        fprintf(stderr, "theseus logits: cannot write %s: %s (nothing written)\n", path, e ? strerror(e) : "short write");
+        unlink(tmp);
+        return 1;
+    }
     return 0;
 }
 
@@ -71,7 +93,8 @@ int cmd_logits(int argc, char **argv) {
     }
     if (!model || !outp || (!prompt == !toks)) { usage(stderr); return 2; }
     th_model *m;
-    th_status s = th_model_load(model, NULL, &m);
+    th_model_params mp = cli_model_params();
+    th_status s = th_model_load(model, &mp, &m);
     if (s) return cli_fail("logits", s);
     th_token *tok = NULL;
     size_t n = 0;
@@ -79,9 +102,7 @@ int cmd_logits(int argc, char **argv) {
     if (toks) {
         if (!parse_tokens(toks, &tok, &n)) { fprintf(stderr, "theseus logits: bad --tokens list\n"); th_model_free(m); return 2; }
     } else {
-        size_t len = strlen(prompt);
-        tok = malloc((len + 8) * sizeof *tok);
-        if (!tok || (s = th_tokenize(m, prompt, len, true, false, tok, len + 8, &n))) { free(tok); th_model_free(m); return cli_fail("logits", s ? s : TH_ERR_NOMEM); }
+        if ((s = cli_tokenize(m, prompt, strlen(prompt), true, false, &tok, &n))) { th_model_free(m); return cli_fail("logits", s); }
     }
     th_context_params cp = th_context_default_params();
     cp.n_ctx = (uint32_t)n;

@@ -1,7 +1,9 @@
 /* cmd_run.c — `theseus run` (one prompt → streamed text) and `theseus chat`
  * (each stdin line is a user message; the model's chat template renders the
- * conversation, the KV cache keeps the common prefix between turns). */
-#include "generate.h"
+ * conversation, the KV cache keeps the common prefix between turns). Both are
+ * one-slot clients of the runtime (theseus.h's "runtime" section), stepped on
+ * this thread: the same scheduler, sampling and detokenization as `serve`. */
+#include "cli.h"
 #include <cJSON.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,48 +80,82 @@ static int parse_opts(const char *cmd, int argc, char **argv, run_opts *o) {
 
 typedef struct session {
     th_model *m;
-    th_context *ctx;
-    th_sampler *smp;
-    gen_history hist;
+    th_runtime *rt;             /* one slot, stepped here: the same runtime as `serve` */
+    th_sampler_params sp;
+    long n_predict;
 } session;
 
-static int open_session(const char *cmd, const run_opts *o, session *S) {
+static int open_session(const char *cmd, const run_opts *o, bool keep_prefix, session *S) {
     memset(S, 0, sizeof *S);
-    th_model_params mp = th_model_default_params();
+    S->sp = o->sp;
+    S->n_predict = o->n_predict;
+    th_model_params mp = cli_model_params();
     mp.verbose = o->verbose;
     th_status s = th_model_load(o->model, &mp, &S->m);
-    if (!s) s = th_sampler_new(&o->sp, th_model_n_vocab(S->m), &S->smp);
+    th_sampler *probe = NULL;   /* checks the sampling flags; says whether decoding is greedy */
+    if (!s) s = th_sampler_new(&o->sp, th_model_n_vocab(S->m), &probe);
     if (!s) {
-        th_context_params cp = th_context_default_params();
-        cp.n_ctx = (uint32_t)o->ctx;
-        cp.n_threads = (int32_t)o->threads;
-        cp.gpu = o->gpu;
-        /* greedy on the GPU: only each step's argmax comes back (generate takes th_get_argmax) */
-        cp.logits_argmax_only = o->gpu && th_sampler_is_greedy(S->smp);
-        s = th_context_new(S->m, &cp, &S->ctx);
+        bool greedy = th_sampler_is_greedy(probe);
+        th_runtime_params rp = th_runtime_default_params();
+        rp.context.n_threads = (int32_t)o->threads;
+        rp.context.gpu = o->gpu;
+        /* greedy on the GPU: only each step's argmax comes back (the runtime takes th_get_argmax) */
+        rp.context.logits_argmax_only = o->gpu && greedy;
+        rp.slot_ctx = (int32_t)o->ctx;
+        rp.keep_prefix = keep_prefix;   /* chat: the KV keeps the conversation's shared prefix */
+        s = th_runtime_new(S->m, &rp, &S->rt);
         if (!s && o->verbose)
-            fprintf(stderr, "theseus %s: %s\n", cmd, !th_sampler_is_greedy(S->smp) ? "sampling from the full logits"
-                    : cp.logits_argmax_only ? "greedy: argmax taken on the GPU (logits_argmax_only)"
-                                            : "greedy: argmax of the logits row (th_get_argmax)");
+            fprintf(stderr, "theseus %s: %s\n", cmd, !greedy ? "sampling from the full logits"
+                    : rp.context.logits_argmax_only ? "greedy: argmax taken on the GPU (logits_argmax_only)"
+                                                    : "greedy: argmax of the logits row (th_get_argmax)");
     }
+    th_sampler_free(probe);
     return s ? cli_fail(cmd, s) : 0;
 }
 
 static void close_session(session *S) {
-    th_sampler_free(S->smp);
-    th_context_free(S->ctx);
+    th_runtime_free(S->rt);
     th_model_free(S->m);
-    free(S->hist.tok);
 }
 
+static void print_text(const th_event *ev, void *user) {
+    if ((ev->kind == TH_EVENT_TOKEN || ev->kind == TH_EVENT_FINISH) && ev->n_text) {
+        fwrite(ev->text, 1, ev->n_text, (FILE *)user);
+        fflush((FILE *)user);
+    }
+}
+
+/* Generates the continuation of prompt (streamed to out) through the runtime,
+ * stepping it on this thread; *req is the finished request (release it). */
+static th_status generate(session *S, const th_token *prompt, size_t n, FILE *out, th_request **req) {
+    *req = NULL;
+    if (n > INT32_MAX) return th_set_error(TH_ERR_CAPACITY, "the prompt has %zu tokens", n);
+    th_request_params rp = th_request_default_params();
+    rp.sampling = S->sp;
+    rp.max_tokens = (int32_t)S->n_predict;
+    rp.penalize_prompt = true;
+    rp.on_event = print_text;
+    rp.user = out;
+    th_status s = th_runtime_submit(S->rt, &rp, prompt, (int32_t)n, req);
+    while (!s && !th_request_done(*req)) s = th_runtime_step(S->rt, NULL);
+    if (!s && (s = th_request_status(*req))) th_set_error(s, "%s", th_request_message(*req));
+    return s;
+}
+
+static void print_stats(const th_request *r) {
+    th_request_stats st;
+    th_request_stats_get(r, &st);
+    int32_t n_prompt = st.n_prompt - st.n_prompt_cached;
+    fprintf(stderr, "\n[prompt: %d tokens, %.1f tok/s | generation: %d tokens, %.1f tok/s]\n", n_prompt,
+            st.t_prompt > 0 ? n_prompt / st.t_prompt : 0.0, st.n_generated,
+            st.t_generate > 0 ? st.n_generated / st.t_generate : 0.0);
+}
+
+/* All of text's tokens (the buffer sized from the tokenizer's answer: a
+ * vocabulary without merges can give more tokens than bytes). */
 static th_status tokenize_all(const th_model *m, const char *text, bool add_special, bool special,
                               th_token **out, size_t *n) {
-    size_t len = strlen(text), cap = len + 8;
-    *out = malloc(cap * sizeof **out);
-    if (!*out) return th_set_error(TH_ERR_NOMEM, "out of memory");
-    th_status s = th_tokenize(m, text, len, add_special, special, *out, cap, n);
-    if (s) { free(*out); *out = NULL; }
-    return s;
+    return cli_tokenize(m, text, strlen(text), add_special, special, out, n);
 }
 
 int cmd_run(int argc, char **argv) {
@@ -128,15 +164,16 @@ int cmd_run(int argc, char **argv) {
     if (rc) return rc == 1 ? 0 : rc;
     if (!o.prompt) { usage(stderr, "run"); return 2; }
     session S;
-    if ((rc = open_session("run", &o, &S))) { close_session(&S); return rc; }
-    th_token *tok;
+    if ((rc = open_session("run", &o, false, &S))) { close_session(&S); return rc; }
+    th_token *tok = NULL;
     size_t n;
+    th_request *r = NULL;
     th_status s = tokenize_all(S.m, o.prompt, true, o.special, &tok, &n);
-    gen_stats st;
-    if (!s) s = generate(S.m, S.ctx, S.smp, &S.hist, tok, n, (int32_t)o.n_predict, stdout, NULL, &st);
+    if (!s) s = generate(&S, tok, n, stdout, &r);
     if (s) rc = cli_fail("run", s);
-    else { printf("\n"); gen_print_stats(&st); }
-    if (!s) free(tok);
+    else { printf("\n"); print_stats(r); }
+    th_request_release(r);
+    free(tok);
     close_session(&S);
     return rc;
 }
@@ -149,37 +186,31 @@ static char *token_text(const th_model *m, th_token t) {
     return strndup(buf, k > 0 ? (size_t)k : 0);
 }
 
-/* ChatML, used when the model has no template or ours cannot render it. */
-static char *render_chatml(const cJSON *msgs) {
-    size_t cap = 256;
-    const cJSON *it;
-    cJSON_ArrayForEach(it, msgs) cap += strlen(cJSON_GetObjectItem(it, "content")->valuestring) + 64;
-    char *out = malloc(cap), *p = out;
-    if (!out) return NULL;
-    cJSON_ArrayForEach(it, msgs)
-        p += sprintf(p, "<|im_start|>%s\n%s<|im_end|>\n", cJSON_GetObjectItem(it, "role")->valuestring,
-                     cJSON_GetObjectItem(it, "content")->valuestring);
-    strcpy(p, "<|im_start|>assistant\n");
-    return out;
-}
-
+/* The model's chat template, or ChatML (th_chat_render_chatml) when it has
+ * none or ours cannot render it. */
 static char *render_chat(const th_model *m, const cJSON *msgs, bool *warned) {
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddItemReferenceToObject(root, "messages", (cJSON *)msgs);
+    char *json = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    if (!json) return NULL;
     const char *tmpl = th_model_meta_str(m, "tokenizer.chat_template");
+    th_chat_opts co = { .add_generation_prompt = true };
+    char *out = NULL;
     if (tmpl) {
-        cJSON *root = cJSON_CreateObject();
-        cJSON_AddItemReferenceToObject(root, "messages", (cJSON *)msgs);
-        char *json = cJSON_PrintUnformatted(root);
-        cJSON_Delete(root);
         char *bos = token_text(m, th_token_bos(m)), *eos = token_text(m, th_token_eos(m));
-        th_chat_opts co = { .add_generation_prompt = true, .bos_token = bos, .eos_token = eos };
-        char *out = NULL;
-        th_status s = json ? th_chat_render(tmpl, json, &co, &out) : TH_ERR_NOMEM;
-        free(json); free(bos); free(eos);
-        if (!s) return out;
+        co.bos_token = bos;
+        co.eos_token = eos;
+        th_status s = th_chat_render(tmpl, json, &co, &out);
+        free(bos); free(eos);
+        if (!s) { free(json); return out; }
         if (!*warned) fprintf(stderr, "theseus chat: the model's chat template failed (%s); using ChatML\n", th_last_error());
         *warned = true;
+        co.bos_token = co.eos_token = NULL;
     }
-    return render_chatml(msgs);
+    if (th_chat_render_chatml(json, &co, &out)) out = NULL;
+    free(json);
+    return out;
 }
 
 static void add_message(cJSON *msgs, const char *role, const char *content) {
@@ -200,16 +231,15 @@ static int chat_turn(session *S, const run_opts *o, cJSON *msgs, bool *warned) {
     /* a template that writes BOS itself plus a vocab that adds it: keep one */
     th_token bos = th_token_bos(S->m);
     if (n >= 2 && tok[0] == bos && tok[1] == bos) { memmove(tok, tok + 1, (n - 1) * sizeof *tok); n--; }
-    char *reply = NULL;
-    gen_stats st;
-    s = generate(S->m, S->ctx, S->smp, &S->hist, tok, n, (int32_t)o->n_predict, stdout, &reply, &st);
+    th_request *r = NULL;
+    s = generate(S, tok, n, stdout, &r);
     free(tok);
     printf("\n");
     fflush(stdout);
-    if (s) { free(reply); return cli_fail("chat", s); }
-    if (o->verbose) gen_print_stats(&st);
-    add_message(msgs, "assistant", reply);
-    free(reply);
+    if (s) { th_request_release(r); return cli_fail("chat", s); }
+    if (o->verbose) print_stats(r);
+    add_message(msgs, "assistant", th_request_text(r, 0, NULL));
+    th_request_release(r);
     return 0;
 }
 
@@ -218,7 +248,7 @@ int cmd_chat(int argc, char **argv) {
     int rc = parse_opts("chat", argc, argv, &o);
     if (rc) return rc == 1 ? 0 : rc;
     session S;
-    if ((rc = open_session("chat", &o, &S))) { close_session(&S); return rc; }
+    if ((rc = open_session("chat", &o, true, &S))) { close_session(&S); return rc; }
     cJSON *msgs = cJSON_CreateArray();
     if (o.system) add_message(msgs, "system", o.system);
     bool warned = false, tty = isatty(0);

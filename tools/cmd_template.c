@@ -59,7 +59,7 @@ int cmd_template(int argc, char **argv) {
         if (strlen(tmpl) != len) { fprintf(stderr, "theseus template: %s contains a NUL byte\n", tmpl_path); goto done; }
     }
     if (model_path) {
-        th_model_params mp = th_model_default_params();
+        th_model_params mp = cli_model_params();
         mp.vocab_only = true;
         th_status s = th_model_load(model_path, &mp, &model);
         if (s != TH_OK) { rc = cli_fail("template", s); goto done; }

@@ -49,7 +49,7 @@ int cmd_tokenize(int argc, char **argv) {
     char *text = cli_read_stdin(&len);
     if (!text) { fprintf(stderr, "theseus tokenize: cannot read stdin\n"); return 1; }
 
-    th_model_params mp = th_model_default_params();
+    th_model_params mp = cli_model_params();
     mp.vocab_only = true;
     th_model *model = NULL;
     th_status st = th_model_load(path, &mp, &model);

@@ -27,7 +27,16 @@ static void usage(FILE *f) {
                "  --api-key-file FILE    the same, the key read from FILE's first line\n"
                "  --alias NAME           model id reported by /v1/models (default: file name)\n"
                "  --max-body BYTES       largest request body (default 8 MiB)\n"
-               "  --timeout S            close connections idle this long (default 60)\n"
+               "  --timeout S            a request (head and body) must arrive within S seconds of the\n"
+               "                         connection (or the previous answer); bytes trickling in do\n"
+               "                         not extend it (default 60)\n"
+               "  --max-conns N          connections served at once (default 256; beyond: the oldest idle\n"
+               "                         one is closed, else 503; /health and /metrics have 16 more)\n"
+               "  --max-conns-per-ip N   connections from one address (default 64; 0 = no cap)\n"
+               "  --mem-budget BYTES     request bodies, parsed JSON and chat-template renders in\n"
+               "                         flight, all requests together (default 1 GiB); beyond: 503\n"
+               "  --no-mmap              read the model into memory (a change of the file on disk\n"
+               "                         cannot hurt then; mapped, a changed file fails the model)\n"
                "  -v, --verbose          log requests and load progress\n");
 }
 
@@ -42,7 +51,8 @@ static char *read_key_file(const char *path) {
 /* Returns 0 ok, 1 help shown, 2 usage error. */
 static int parse_args(int argc, char **argv, srv_config *c, char **key_buf) {
     *c = (srv_config){ .host = "127.0.0.1", .port = 8080, .parallel = 4, .ctx = 4096, .batch = 256,
-                       .queue = 64, .timeout_s = 60, .max_body = 8u << 20 };
+                       .queue = 64, .timeout_s = 60, .max_body = 8u << 20,
+                       .max_conns = 256, .max_conns_per_ip = 64, .mem_budget = (size_t)1 << 30 };
     const char *cmd = "serve";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -68,6 +78,9 @@ static int parse_args(int argc, char **argv, srv_config *c, char **key_buf) {
         else if (!strcmp(a, "--queue")) { if (!cli_int(cmd, a, v, 1, 1 << 16, &l)) return 2; c->queue = (int)l; }
         else if (!strcmp(a, "--timeout")) { if (!cli_int(cmd, a, v, 1, 86400, &l)) return 2; c->timeout_s = (int)l; }
         else if (!strcmp(a, "--max-body")) { if (!cli_int(cmd, a, v, 1024, 1L << 32, &l)) return 2; c->max_body = (size_t)l; }
+        else if (!strcmp(a, "--max-conns")) { if (!cli_int(cmd, a, v, 1, 1 << 16, &l)) return 2; c->max_conns = (int)l; }
+        else if (!strcmp(a, "--max-conns-per-ip")) { if (!cli_int(cmd, a, v, 0, 1 << 16, &l)) return 2; c->max_conns_per_ip = (int)l; }
+        else if (!strcmp(a, "--mem-budget")) { if (!cli_int(cmd, a, v, 1 << 20, 1L << 40, &l)) return 2; c->mem_budget = (size_t)l; }
         else { fprintf(stderr, "theseus serve: unknown option '%s'\n", a); return 2; }
     }
     if (!c->model_path) { usage(stderr); return 2; }
@@ -111,7 +124,7 @@ int cmd_serve(int argc, char **argv) {
     if (!d) { fprintf(stderr, "theseus serve: cannot listen on %s:%d (in use? not an address of this host?)\n", cfg.host, cfg.port); free(key_buf); return 1; }
     fprintf(stderr, "theseus serve: listening on http://%s:%d (loading %s)\n", cfg.host, cfg.port, cfg.model_path);
 
-    th_model_params mp = th_model_default_params();
+    th_model_params mp = cli_model_params();
     mp.verbose = cfg.verbose;
     th_status s = th_model_load(cfg.model_path, &mp, &S.model);
     if (!s) s = sched_start(S.model, &cfg, &S.sched);
@@ -119,6 +132,7 @@ int cmd_serve(int argc, char **argv) {
         fprintf(stderr, "theseus serve: %s; /health reports the error, completions get 503\n", th_last_error());
         atomic_store(&S.state, 2);
     } else {
+        guard_install(&S);
         atomic_store(&S.state, 1);
         fprintf(stderr, "theseus serve: ready: %s, %d sequences of up to %d tokens\n", th_model_desc(S.model),
                 sched_parallel(S.sched), sched_slot_ctx(S.sched));

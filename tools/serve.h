@@ -6,7 +6,7 @@
  *   serve_http.c   libmicrohttpd handler: routing, body limits, auth, SSE
  *   serve_req.c    JSON request parsing and validation into a job
  *   serve_resp.c   JSON responses, stream chunks, errors
- *   serve_sched.c  the scheduler thread (continuous batching)
+ *   serve_sched.c  jobs onto the runtime (src/runtime/: continuous batching) and back
  *   serve_metrics.c counters, histograms, Prometheus text
  */
 #ifndef TH_SERVE_H
@@ -29,6 +29,8 @@ typedef struct srv_config {
     int port, parallel, ctx, batch, threads, queue, timeout_s;
     size_t max_body;
     bool verbose, gpu;
+    int max_conns, max_conns_per_ip;   /* connection caps (serve_conn.c); 0 per ip: no cap */
+    size_t mem_budget;                 /* bytes of request bodies, parsed JSON and template renders in flight */
 } srv_config;
 
 /* ---------------------------------------------------------------- jobs */
@@ -126,6 +128,7 @@ typedef struct srv_server {      /* what the HTTP layer needs */
     atomic_int state;             /* 0 loading, 1 ok, 2 error */
     atomic_int inflight;          /* completion requests not yet fully answered */
     char model_id[128];
+    th_mem_budget *budget;        /* cfg->mem_budget, shared by all requests (serve_http.c) */
 } srv_server;
 
 /* Parses a /v1/chat/completions (chat = true) or /v1/completions body into a
@@ -151,5 +154,23 @@ struct sockaddr;
 struct MHD_Daemon *http_start(srv_server *S, const struct sockaddr *addr, bool ipv6);
 void http_stop(struct MHD_Daemon *d);
 void srv_random_hex(char *out, size_t n_hex);
+
+/* ---------------------------------------------------------------- hardening (issue 27) */
+
+/* serve_guard.c: a model file that changes under the server. guard_install (after
+ * the model is loaded) catches SIGBUS on the model's mapping: the mapping becomes
+ * zeros, the model counts as failed (/health "error", requests in flight end with
+ * an error, new ones get 503). guard_check (before each admission, and by /health)
+ * compares the file on disk with the one loaded; a change fails the model the same
+ * way. Both leave the reason for guard_reason. */
+void guard_install(srv_server *S);
+bool guard_check(srv_server *S);          /* false: the model is failed */
+bool guard_model_lost(void);              /* the mapping was lost (SIGBUS) or the file changed */
+const char *guard_reason(void);
+
+/* serve_auth.c: the API key compared as SHA-256 digests (time independent of
+ * either length). */
+void auth_sha256(const void *data, size_t n, uint8_t out[32]);
+bool auth_key_equal(const char *given, size_t n_given, const char *key);
 
 #endif

@@ -1,10 +1,17 @@
 /* serve_http.c — the HTTP side of `theseus serve`, on libmicrohttpd with one
- * thread per connection: routing, body size limit (checked before the body
- * is read), API-key check (constant time), non-streamed answers (the thread
- * waits for its job) and SSE streams (a content-reader callback that waits for
- * new text). While waiting it watches the socket: a client that goes away has
- * its job cancelled at once, which frees its KV blocks. */
+ * thread per connection behind our own front door (serve_conn.c: accept loop,
+ * request-head checks, connection caps, deadlines): framing checks for the
+ * requests of kept-alive connections, the API-key check (SHA-256 digests,
+ * before any routing), routing, body size limit (checked before the body is
+ * read), the shared memory budget for request bodies, non-streamed answers
+ * (the thread waits for its job) and SSE streams (a content-reader callback
+ * that waits for new text). While waiting it watches the socket: a client that
+ * goes away has its job cancelled at once, which frees its KV blocks. It also
+ * watches the model (serve_guard.c): once its file changed or its mapping
+ * faulted, what is in flight ends with an error and new requests get 503. */
 #include "serve.h"
+#include "serve_conn.h"
+#include "serve_frame.h"
 #include <microhttpd.h>
 #include <errno.h>
 #include <poll.h>
@@ -12,24 +19,40 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 typedef struct conn_state {
     char *body;
     size_t n, cap;
-    bool too_big, answered, counted;
+    size_t charged;               /* bytes of the memory budget this body holds */
+    bool too_big, over_budget, answered, counted;
 } conn_state;
+
+static srv_gate *g_gate_of_daemon;   /* one server per process */
+
+static void notify_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                              enum MHD_ConnectionNotificationCode toe) {
+    srv_gate *const *slot = cls;
+    gate_notify(*slot, c, socket_context, toe);
+}
 
 /* ---------------------------------------------------------------- replies */
 
-static enum MHD_Result reply(struct MHD_Connection *c, int status, char *body, const char *type) {
+static enum MHD_Result reply_ex(struct MHD_Connection *c, int status, char *body, const char *type, bool close) {
     if (!body) { status = 500; body = strdup("{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\"}}"); }
+    if (!body) return MHD_NO;
     struct MHD_Response *r = MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
     if (!r) { free(body); return MHD_NO; }
     MHD_add_response_header(r, "Content-Type", type);
+    if (close) MHD_add_response_header(r, "Connection", "close");
     if (status == 401) MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
     enum MHD_Result ok = MHD_queue_response(c, (unsigned)status, r);
     MHD_destroy_response(r);
     return ok;
+}
+
+static enum MHD_Result reply(struct MHD_Connection *c, int status, char *body, const char *type) {
+    return reply_ex(c, status, body, type, false);
 }
 
 static enum MHD_Result reply_json(struct MHD_Connection *c, int status, char *body) {
@@ -61,8 +84,9 @@ static bool client_gone(int fd) {
     return false;
 }
 
-/* Waits until the job changes past *seen. False if the client went away (checked
- * every 100 ms while nothing happens, and at every change). */
+/* Waits until the job changes past *seen (or the model is lost: the caller
+ * checks guard_model_lost). False if the client went away (checked every 100 ms
+ * while nothing happens, and at every change). */
 static bool wait_change(srv_job *j, uint64_t *seen, int fd) {
     pthread_mutex_lock(&j->mu);
     while (j->version == *seen) {
@@ -73,6 +97,7 @@ static bool wait_change(srv_job *j, uint64_t *seen, int fd) {
         if (pthread_cond_timedwait(&j->cv, &j->mu, &ts) == ETIMEDOUT && j->version == *seen) {
             pthread_mutex_unlock(&j->mu);
             if (client_gone(fd)) return false;
+            if (guard_model_lost()) return true;
             pthread_mutex_lock(&j->mu);
         }
     }
@@ -96,9 +121,22 @@ typedef struct stream {
     bool ended;
 } stream;
 
+static void stream_error(stream *st, int http, const char *msg) {
+    char *e = resp_error(http, msg);
+    if (e) { buf_append(&st->buf, &st->n, &st->cap, "data: ", 6); buf_append(&st->buf, &st->n, &st->cap, e, strlen(e));
+             buf_append(&st->buf, &st->n, &st->cap, "\n\n", 2); free(e); }
+    buf_append(&st->buf, &st->n, &st->cap, "data: [DONE]\n\n", 14);
+    st->ended = true;
+}
+
 /* Appends to st->buf whatever the job has that was not sent (caller holds mu). */
 static void stream_fill(stream *st) {
     srv_job *j = st->job;
+    if (guard_model_lost()) {   /* what was computed since is garbage: end with an error */
+        atomic_store(&j->cancelled, true);
+        stream_error(st, 503, guard_reason());
+        return;
+    }
     if (j->err_http) {
         char *e = resp_error(j->err_http, j->err_msg);
         if (e) { buf_append(&st->buf, &st->n, &st->cap, "data: ", 6); buf_append(&st->buf, &st->n, &st->cap, e, strlen(e));
@@ -174,6 +212,7 @@ static enum MHD_Result do_completion(struct MHD_Connection *c, srv_server *S, co
     atomic_fetch_add(&g_metrics.requests, 1);
     atomic_fetch_add(&S->inflight, 1);   /* until completed() */
     cs->counted = true;
+    if (!guard_check(S)) { atomic_fetch_add(&g_metrics.requests_failed, 1); return reply_error(c, 503, guard_reason()); }
     srv_job *j = req_parse_completion(S, cs->body, cs->n, chat, &http, msg, sizeof msg);
     if (!j) { atomic_fetch_add(&g_metrics.requests_failed, 1); return reply_error(c, http, msg); }
     if ((http = sched_submit(S->sched, j, msg, sizeof msg))) {
@@ -192,12 +231,18 @@ static enum MHD_Result do_completion(struct MHD_Connection *c, srv_server *S, co
         pthread_mutex_lock(&j->mu);
         bool done = j->state == JOB_DONE;
         pthread_mutex_unlock(&j->mu);
-        if (done) break;
+        if (done || guard_model_lost()) break;
         if (!wait_change(j, &seen, fd)) {   /* client gone: cancel, free its slots, drop the connection */
             atomic_store(&j->cancelled, true);
             job_release(j);
             return MHD_NO;
         }
+    }
+    if (guard_model_lost()) {   /* the weights turned to zeros under this job: its text is garbage */
+        atomic_store(&j->cancelled, true);
+        job_release(j);
+        atomic_fetch_add(&g_metrics.requests_failed, 1);
+        return reply_error(c, 503, guard_reason());
     }
     enum MHD_Result r = j->err_http ? reply_error(c, j->err_http, j->err_msg) : reply_json(c, 200, resp_completion(S, j));
     job_release(j);
@@ -218,19 +263,12 @@ static enum MHD_Result do_models(struct MHD_Connection *c, srv_server *S) {
 }
 
 static enum MHD_Result do_health(struct MHD_Connection *c, srv_server *S) {
+    guard_check(S);
     int st = atomic_load(&S->state);
     const char *name = st == 1 ? "ok" : st == 0 ? "loading" : "error";
     char body[96];
     snprintf(body, sizeof body, "{\"status\":\"%s\"}", name);
     return reply_json(c, st == 1 ? 200 : 503, strdup(body));
-}
-
-/* Constant-time over the longer of the two; a length difference also fails. */
-static bool key_equal(const char *a, const char *b) {
-    size_t na = strlen(a), nb = strlen(b), n = na > nb ? na : nb;
-    unsigned char diff = (unsigned char)(na != nb);
-    for (size_t i = 0; i < n; i++) diff |= (unsigned char)((i < na ? a[i] : 0) ^ (i < nb ? b[i] : 0));
-    return diff == 0;
 }
 
 static bool authorized(struct MHD_Connection *c, const srv_config *cfg) {
@@ -239,7 +277,7 @@ static bool authorized(struct MHD_Connection *c, const srv_config *cfg) {
     if (!h || strncasecmp(h, "Bearer ", 7)) return false;
     h += 7;
     while (*h == ' ') h++;
-    return key_equal(h, cfg->api_key);
+    return auth_key_equal(h, strlen(h), cfg->api_key);
 }
 
 typedef enum { R_NONE, R_CHAT, R_COMPLETION, R_MODELS, R_HEALTH, R_METRICS, R_TOKENIZE, R_DETOKENIZE } route;
@@ -267,7 +305,8 @@ static enum MHD_Result dispatch(struct MHD_Connection *c, srv_server *S, conn_st
     default: break;
     }
     if (atomic_load(&S->state) != 1)
-        return reply_error(c, 503, atomic_load(&S->state) == 0 ? "the model is loading" : "the model failed to load");
+        return reply_error(c, 503, atomic_load(&S->state) == 0 ? "the model is loading"
+                                   : guard_model_lost() ? guard_reason() : "the model failed to load");
     switch (r) {
     case R_MODELS: return do_models(c, S);
     case R_CHAT: return do_completion(c, S, cs, true);
@@ -278,42 +317,98 @@ static enum MHD_Result dispatch(struct MHD_Connection *c, srv_server *S, conn_st
     }
 }
 
+/* Framing of a request libmicrohttpd parsed itself (the later requests of a
+ * kept-alive connection; the first one was checked byte by byte at the gate). */
+static enum MHD_Result frame_header(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
+    (void)kind;
+    frame_field(cls, key, strlen(key), value ? value : "", value ? strlen(value) : 0);
+    return MHD_YES;
+}
+
+static bool framing_ok(struct MHD_Connection *c, const char *version, uint64_t max_body, frame_result *fr) {
+    frame_state st;
+    frame_init(&st, version && !strcmp(version, "HTTP/1.0"));
+    MHD_get_connection_values(c, MHD_HEADER_KIND, frame_header, &st);
+    frame_finish(&st, max_body, fr);
+    return fr->status == 0;
+}
+
+static enum MHD_Result too_big(struct MHD_Connection *c, const srv_server *S) {
+    char msg[128];
+    snprintf(msg, sizeof msg, "the request body is larger than the limit of %zu bytes", S->cfg->max_body);
+    return reply_error(c, 413, msg);
+}
+
+/* First call: the head is in, the body is not. Refuses early what it can: bad
+ * framing (400, connection closed), a missing or wrong key (401, before any
+ * routing, so routes cannot be probed without it), 404, 405, a declared body
+ * over the limit (413). MHD_YES with no response: go on reading the body. */
+static enum MHD_Result first_call(struct MHD_Connection *c, srv_server *S, conn_state *cs, const char *url,
+                                  const char *method, const char *version) {
+    gate_request_begin(c);
+    frame_result fr;
+    if (!framing_ok(c, version, S->cfg->max_body, &fr)) {
+        cs->answered = true;
+        gate_request_working(c);
+        return reply_ex(c, fr.status, resp_error(fr.status, fr.msg), "application/json", true);
+    }
+    bool method_ok;
+    route r = find_route(url, method, &method_ok);
+    enum MHD_Result res = MHD_YES;
+    if (r != R_HEALTH && !authorized(c, S->cfg))
+        res = reply_error(c, 401, "invalid or missing API key (Authorization: Bearer KEY)");
+    else if (r == R_NONE) res = reply_error(c, 404, "no such endpoint");
+    else if (!method_ok) res = reply_error(c, 405, "method not allowed on this endpoint");
+    else if (fr.content_length > S->cfg->max_body) res = too_big(c, S);
+    else return MHD_YES;
+    cs->answered = true;
+    gate_request_working(c);
+    return res;
+}
+
+/* Body bytes: kept while under the size limit and the shared memory budget. */
+static void take_body(srv_server *S, conn_state *cs, const char *upload, size_t n) {
+    if (cs->answered || cs->too_big || cs->over_budget) return;
+    if (cs->n + n > S->cfg->max_body) cs->too_big = true;
+    else {
+        size_t need = cs->n + n + 1 > cs->cap ? (cs->n + n + 1) * 2 : cs->cap;   /* buf_append's growth */
+        if (need < 256) need = 256;
+        if (need > cs->charged && !th_mem_budget_take(S->budget, need - cs->charged)) cs->over_budget = true;
+        else {
+            if (need > cs->charged) cs->charged = need;
+            if (!buf_append(&cs->body, &cs->n, &cs->cap, upload, n)) cs->over_budget = true;
+        }
+    }
+    if (cs->too_big || cs->over_budget) {   /* keep nothing more of it */
+        free(cs->body);
+        cs->body = NULL;
+        cs->n = cs->cap = 0;
+        th_mem_budget_give(S->budget, cs->charged);
+        cs->charged = 0;
+    }
+}
+
 static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                const char *version, const char *upload, size_t *upload_size, void **con_cls) {
     srv_server *S = cls;
     conn_state *cs = *con_cls;
-    if (!cs) {   /* headers are in, the body is not: refuse early what we can */
+    if (!cs) {
         if (!(cs = calloc(1, sizeof *cs))) return MHD_NO;
         *con_cls = cs;
-        bool method_ok;
-        route r = find_route(url, method, &method_ok);
-        if (r == R_NONE) { cs->answered = true; return reply_error(c, 404, "no such endpoint"); }
-        if (!method_ok) { cs->answered = true; return reply_error(c, 405, "method not allowed on this endpoint"); }
-        if (r != R_HEALTH && !authorized(c, S->cfg)) { cs->answered = true; return reply_error(c, 401, "invalid or missing API key (Authorization: Bearer KEY)"); }
-        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-        if (cl && strtoull(cl, NULL, 10) > S->cfg->max_body) {
-            cs->answered = true;
-            char msg[128];
-            snprintf(msg, sizeof msg, "the request body is larger than the limit of %zu bytes", S->cfg->max_body);
-            return reply_error(c, 413, msg);
-        }
-        return MHD_YES;
+        return first_call(c, S, cs, url, method, version);
     }
     if (*upload_size) {
-        if (!cs->answered && !cs->too_big) {
-            if (cs->n + *upload_size > S->cfg->max_body) { cs->too_big = true; free(cs->body); cs->body = NULL; cs->n = cs->cap = 0; }
-            else if (!buf_append(&cs->body, &cs->n, &cs->cap, upload, *upload_size)) cs->too_big = true;
-        }
+        take_body(S, cs, upload, *upload_size);
         *upload_size = 0;
         return MHD_YES;
     }
     if (cs->answered) return MHD_YES;
     cs->answered = true;
-    if (cs->too_big) {
-        char msg[128];
-        snprintf(msg, sizeof msg, "the request body is larger than the limit of %zu bytes", S->cfg->max_body);
-        return reply_error(c, 413, msg);
-    }
+    gate_request_working(c);
+    if (cs->too_big) return too_big(c, S);
+    if (cs->over_budget)
+        return reply_error(c, 503, "the server's memory budget for requests in flight (--mem-budget) is exhausted; "
+                                   "try again later");
     bool method_ok;
     route r = find_route(url, method, &method_ok);
     enum MHD_Result res = dispatch(c, S, cs, r);
@@ -324,24 +419,45 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
 static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode tc) {
     conn_state *cs = *con_cls;
     srv_server *S = cls;
+    gate_request_end(c);
     if (!cs) return;
     if (cs->counted) atomic_fetch_sub(&S->inflight, 1);
     MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned)S->cfg->timeout_s);
+    th_mem_budget_give(S->budget, cs->charged);
     free(cs->body);
     free(cs);
     *con_cls = NULL;
 }
 
+/* libmicrohttpd does not listen itself (MHD_USE_NO_LISTEN_SOCKET): the gate
+ * accepts and hands connections over once their head is in. Its own limit is
+ * above the gate's caps plus the reserve, so it never refuses one. */
 struct MHD_Daemon *http_start(srv_server *S, const struct sockaddr *addr, bool ipv6) {
+    if (!S->budget && th_mem_budget_new(S->cfg->mem_budget ? S->cfg->mem_budget : (size_t)1 << 30, &S->budget))
+        return NULL;
+    int lfd = gate_listen(addr, ipv6);
+    if (lfd < 0) return NULL;
+    int max_conns = S->cfg->max_conns > 0 ? S->cfg->max_conns : 256;
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG |
-                     (ipv6 ? MHD_USE_IPv6 : 0);
-    return MHD_start_daemon(flags, 0, NULL, NULL, handler, S,
-                            MHD_OPTION_SOCK_ADDR, addr,
+                     MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ITC | (ipv6 ? MHD_USE_IPv6 : 0);
+    static srv_gate *gate_slot;   /* filled right after the daemon starts; read by gate_notify through cls */
+    struct MHD_Daemon *d = MHD_start_daemon(flags, 0, NULL, NULL, handler, S,
                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)S->cfg->timeout_s,
-                            MHD_OPTION_CONNECTION_LIMIT, 512u,
+                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)(max_conns + GATE_RESERVE + 16),
                             MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(256 * 1024),
                             MHD_OPTION_NOTIFY_COMPLETED, completed, S,
+                            MHD_OPTION_NOTIFY_CONNECTION, notify_connection, &gate_slot,
                             MHD_OPTION_END);
+    if (!d) { close(lfd); return NULL; }
+    gate_slot = gate_start(S, d, lfd);
+    if (!gate_slot) { MHD_stop_daemon(d); close(lfd); return NULL; }
+    g_gate_of_daemon = gate_slot;
+    return d;
 }
 
-void http_stop(struct MHD_Daemon *d) { if (d) MHD_stop_daemon(d); }
+void http_stop(struct MHD_Daemon *d) {
+    gate_stop(g_gate_of_daemon);
+    if (d) MHD_stop_daemon(d);
+    gate_free(g_gate_of_daemon);
+    g_gate_of_daemon = NULL;
+}

@@ -1,8 +1,10 @@
 /* serve_req.c — turns request bodies into validated work: completion and chat
  * requests into jobs (every field type- and range-checked, every token id and
- * logit_bias key bounds-checked, the chat template rendered, the prompt
- * tokenized and measured against the context), and the /tokenize and
- * /detokenize endpoints. Any problem is a 400 with a message naming the field. */
+ * logit_bias key bounds-checked, fields we cannot honour yet refused by name,
+ * the chat template rendered, the prompt tokenized and measured against the
+ * context), and the /tokenize and /detokenize endpoints. Any problem is a 400
+ * with a message naming the field; the parsed JSON and the template's render
+ * are paid for from the server's shared memory budget (503 when it is spent). */
 #include "serve.h"
 #include <ctype.h>
 #include <errno.h>
@@ -24,11 +26,35 @@ static bool fail(perr *e, int http, const char *fmt, ...) {
     return false;
 }
 
-/* Parses a whole body as one JSON object; trailing non-space is an error. */
-static cJSON *parse_object(const char *body, size_t len, perr *e) {
+/* Bytes a parsed tree holds: cJSON nodes (and malloc's overhead) and their strings. */
+static size_t json_bytes(const cJSON *o) {
+    size_t n = 0;
+    for (; o; o = o->next) {
+        n += sizeof(cJSON) + 16;
+        if (o->valuestring) n += strlen(o->valuestring) + 17;
+        if (o->string) n += strlen(o->string) + 17;
+        n += json_bytes(o->child);
+    }
+    return n;
+}
+
+/* Parses a whole body as one JSON object; trailing non-space is an error. The
+ * parse is paid for from the shared budget: first the most a body of this size
+ * can take (a node of 80 bytes for every two bytes of text, strings copied),
+ * then what the tree holds; *charged is given back by json_free. */
+static cJSON *parse_object(srv_server *S, const char *body, size_t len, perr *e, size_t *charged) {
+    *charged = 0;
     if (!body || len == 0) { fail(e, 400, "the request body is empty; expected a JSON object"); return NULL; }
+    size_t bound = len > (SIZE_MAX - (64u << 10)) / 48 ? SIZE_MAX : len * 48 + (64u << 10);
+    if (!th_mem_budget_take(S->budget, bound)) {
+        fail(e, 503, "the server's memory budget for requests in flight (--mem-budget) is exhausted; try again later");
+        return NULL;
+    }
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(body, len, &end, false);
+    size_t held = root ? json_bytes(root) : 0;
+    th_mem_budget_give(S->budget, bound > held ? bound - held : 0);
+    *charged = held < bound ? held : bound;
     if (!root) {
         size_t at = end && end >= body ? (size_t)(end - body) : 0;
         fail(e, 400, "the request body is not valid JSON (error near byte %zu; nesting deeper than %d is refused too)", at,
@@ -36,9 +62,18 @@ static cJSON *parse_object(const char *body, size_t len, perr *e) {
         return NULL;
     }
     for (const char *p = end; p && p < body + len; p++)
-        if (!isspace((unsigned char)*p)) { cJSON_Delete(root); fail(e, 400, "the request body has text after its JSON value"); return NULL; }
-    if (!cJSON_IsObject(root)) { cJSON_Delete(root); fail(e, 400, "the request body must be a JSON object"); return NULL; }
+        if (!isspace((unsigned char)*p)) { cJSON_Delete(root); fail(e, 400, "the request body has text after its JSON value"); goto out; }
+    if (!cJSON_IsObject(root)) { cJSON_Delete(root); fail(e, 400, "the request body must be a JSON object"); goto out; }
     return root;
+out:
+    th_mem_budget_give(S->budget, *charged);
+    *charged = 0;
+    return NULL;
+}
+
+static void json_free(srv_server *S, cJSON *o, size_t charged) {
+    cJSON_Delete(o);
+    th_mem_budget_give(S->budget, charged);
 }
 
 static const cJSON *field(const cJSON *o, const char *key) {
@@ -163,8 +198,37 @@ void srv_random_hex(char *out, size_t n_hex) {
     out[n_hex] = 0;
 }
 
+/* Fields of the OpenAI API we recognise but cannot honour yet: refused by name
+ * rather than ignored (a client asking for JSON output or tool calls must not
+ * silently get free text). Values that ask for nothing beyond what we do pass:
+ * null, response_format {"type": "text"}, tools [], tool_choice "none",
+ * best_of 1, suffix "". */
+static bool refuse_unsupported(const cJSON *o, bool chat, perr *e) {
+    const cJSON *v;
+    if ((v = field(o, "response_format"))) {
+        const cJSON *t = cJSON_IsObject(v) ? cJSON_GetObjectItemCaseSensitive(v, "type") : NULL;
+        if (!cJSON_IsString(t) || strcmp(t->valuestring, "text"))
+            return fail(e, 400, "'response_format' is not supported yet (only {\"type\": \"text\"})");
+    }
+    if ((v = field(o, "tools")) && !(cJSON_IsArray(v) && cJSON_GetArraySize(v) == 0))
+        return fail(e, 400, "'tools' is not supported yet (no tool calls)");
+    if ((v = field(o, "tool_choice")) && !(cJSON_IsString(v) && !strcmp(v->valuestring, "none")))
+        return fail(e, 400, "'tool_choice' is not supported yet (only \"none\")");
+    if ((v = field(o, "functions"))) return fail(e, 400, "'functions' is not supported (no tool calls)");
+    if ((v = field(o, "function_call")) && !(cJSON_IsString(v) && !strcmp(v->valuestring, "none")))
+        return fail(e, 400, "'function_call' is not supported (no tool calls)");
+    if (!chat) {
+        if ((v = field(o, "best_of")) && !(cJSON_IsNumber(v) && v->valuedouble == 1))
+            return fail(e, 400, "'best_of' is not supported yet (only 1)");
+        if ((v = field(o, "suffix")) && !(cJSON_IsString(v) && !*v->valuestring))
+            return fail(e, 400, "'suffix' is not supported yet (no fill-in-the-middle)");
+    }
+    return true;
+}
+
 static bool parse_params(srv_server *S, const cJSON *o, srv_params *p, perr *e) {
     int32_t n_vocab = th_model_n_vocab(S->model), slot_ctx = sched_slot_ctx(S->sched);
+    if (!refuse_unsupported(o, p->chat, e)) return false;
     const cJSON *model = field(o, "model");
     if (model && !cJSON_IsString(model)) return fail(e, 400, "'model' must be a string");
     p->sp = th_sampler_default_params();
@@ -198,24 +262,37 @@ static bool parse_params(srv_server *S, const cJSON *o, srv_params *p, perr *e) 
 
 /* ---------------------------------------------------------------- prompts */
 
+/* The buffer is sized from the tokenizer's answer: a first guess from the byte
+ * count, and when that is too small (a SentencePiece vocabulary without '▁'
+ * spends three byte tokens on a space) once more with the count it reported. */
 static bool tokenize_text(srv_server *S, const char *text, size_t len, bool add_special, bool parse_special,
                           th_token **out, int32_t *n, perr *e) {
     size_t cap = len + 8, got = 0;
-    th_token *t = malloc(cap * sizeof *t);
-    if (!t) return fail(e, 500, "out of memory");
-    th_status s = th_tokenize(S->model, text, len, add_special, parse_special, t, cap, &got);
-    if (s) { free(t); return fail(e, 400, "cannot tokenize the prompt: %s", th_last_error()); }
-    *out = t;
-    *n = (int32_t)got;
-    return true;
+    for (int tries = 0; tries < 2; tries++) {
+        if (cap > (size_t)INT32_MAX) return fail(e, 400, "the prompt has %zu tokens, too many", cap);
+        th_token *t = malloc(cap * sizeof *t);
+        if (!t) return fail(e, 500, "out of memory");
+        th_status s = th_tokenize(S->model, text, len, add_special, parse_special, t, cap, &got);
+        if (s == TH_OK) { *out = t; *n = (int32_t)got; return true; }
+        free(t);
+        if (s != TH_ERR_CAPACITY) return fail(e, 400, "cannot tokenize the prompt: %s", th_last_error());
+        cap = got;
+    }
+    return fail(e, 500, "cannot tokenize the prompt: %s", th_last_error());
 }
 
 static bool parse_prompt(srv_server *S, const cJSON *o, srv_job *j, perr *e) {
     const cJSON *v = field(o, "prompt");
-    if (cJSON_IsArray(v) && cJSON_GetArraySize(v) == 1 && cJSON_IsString(cJSON_GetArrayItem(v, 0))) v = cJSON_GetArrayItem(v, 0);
+    if (cJSON_IsArray(v) && cJSON_GetArraySize(v) == 1 &&
+        (cJSON_IsString(cJSON_GetArrayItem(v, 0)) || cJSON_IsArray(cJSON_GetArrayItem(v, 0))))
+        v = cJSON_GetArrayItem(v, 0);   /* a list of one prompt */
     if (cJSON_IsString(v))
         return tokenize_text(S, v->valuestring, strlen(v->valuestring), true, true, &j->prompt, &j->n_prompt, e);
     if (!cJSON_IsArray(v)) return fail(e, 400, "'prompt' must be a string or an array of token ids");
+    const cJSON *first = cJSON_GetArrayItem(v, 0);
+    if (cJSON_IsString(first) || cJSON_IsArray(first))
+        return fail(e, 400, "'prompt' is a list of %d prompts; this server takes one prompt per request (a string or "
+                    "one array of token ids)", cJSON_GetArraySize(v));
     int n = cJSON_GetArraySize(v), n_vocab = th_model_n_vocab(S->model);
     if (n > sched_slot_ctx(S->sched)) return fail(e, 400, "the prompt has %d tokens; a sequence holds at most %d", n, sched_slot_ctx(S->sched));
     j->prompt = malloc((size_t)(n > 0 ? n : 1) * sizeof *j->prompt);
@@ -252,6 +329,9 @@ static cJSON *clean_messages(const cJSON *msgs, perr *e) {
                     fail(e, 400, "'messages[%d].content' parts must be {\"type\": \"text\", \"text\": ...}", i);
                     goto bad;
                 }
+                /* as llama-server: the parts' texts joined by "\n" (none before the first
+                 * non-empty text) */
+                if (n) buf_append(&text, &n, &cap, "\n", 1);
                 buf_append(&text, &n, &cap, tx->valuestring, strlen(tx->valuestring));
             }
             if (!text) text = strdup("");
@@ -275,20 +355,6 @@ static char *token_text(const th_model *m, th_token t) {
     return strndup(buf, k > 0 ? (size_t)k : 0);
 }
 
-static char *render_chatml(const cJSON *msgs) {
-    char *out = NULL;
-    size_t n = 0, cap = 0;
-    const cJSON *m;
-    cJSON_ArrayForEach(m, msgs) {
-        const char *r = cJSON_GetObjectItem(m, "role")->valuestring, *c = cJSON_GetObjectItem(m, "content")->valuestring;
-        buf_append(&out, &n, &cap, "<|im_start|>", 12); buf_append(&out, &n, &cap, r, strlen(r));
-        buf_append(&out, &n, &cap, "\n", 1); buf_append(&out, &n, &cap, c, strlen(c));
-        buf_append(&out, &n, &cap, "<|im_end|>\n", 11);
-    }
-    buf_append(&out, &n, &cap, "<|im_start|>assistant\n", 22);
-    return out;
-}
-
 static bool parse_messages(srv_server *S, const cJSON *o, srv_job *j, perr *e) {
     cJSON *msgs = clean_messages(field(o, "messages"), e);
     if (!msgs) return false;
@@ -302,14 +368,21 @@ static bool parse_messages(srv_server *S, const cJSON *o, srv_job *j, perr *e) {
         char *json = cJSON_PrintUnformatted(root);
         char *bos = token_text(S->model, th_token_bos(S->model)), *eos = token_text(S->model, th_token_eos(S->model));
         th_chat_opts co = { .add_generation_prompt = true, .bos_token = bos, .eos_token = eos };
-        th_status s = json ? th_chat_render(tmpl, json, &co, &prompt) : TH_ERR_NOMEM;
+        th_status s = json ? th_chat_render_budget(tmpl, json, &co, S->budget, &prompt) : TH_ERR_NOMEM;
         free(json); free(bos); free(eos);
         cJSON_Delete(root);
+        if (s == TH_ERR_CAPACITY)
+            return fail(e, 503, "the chat template could not run: %s (--mem-budget); try again later", th_last_error());
         if (s) return fail(e, s == TH_ERR_NOMEM ? 500 : 400, "the chat template failed: %s", th_last_error());
-    } else {
-        prompt = render_chatml(msgs);
-        cJSON_Delete(msgs);
-        if (!prompt) return fail(e, 500, "out of memory");
+    } else {   /* no template: ChatML (th_chat_render_chatml, shared with `chat`) */
+        cJSON *root = cJSON_CreateObject();
+        cJSON_AddItemToObject(root, "messages", msgs);
+        char *json = cJSON_PrintUnformatted(root);
+        cJSON_Delete(root);
+        th_chat_opts co = { .add_generation_prompt = true };
+        th_status s = json ? th_chat_render_chatml(json, &co, &prompt) : TH_ERR_NOMEM;
+        free(json);
+        if (s) return fail(e, 500, "ChatML: %s", th_last_error());
     }
     bool ok = tokenize_text(S, prompt, strlen(prompt), true, true, &j->prompt, &j->n_prompt, e);
     free(prompt);
@@ -323,13 +396,14 @@ static bool parse_messages(srv_server *S, const cJSON *o, srv_job *j, perr *e) {
 
 srv_job *req_parse_completion(srv_server *S, const char *body, size_t len, bool chat, int *http, char *msg, size_t cap) {
     perr e = { http, msg, cap };
-    cJSON *o = parse_object(body, len, &e);
+    size_t charged;
+    cJSON *o = parse_object(S, body, len, &e, &charged);
     if (!o) return NULL;
     srv_job *j = job_new();
-    if (!j) { cJSON_Delete(o); fail(&e, 500, "out of memory"); return NULL; }
+    if (!j) { json_free(S, o, charged); fail(&e, 500, "out of memory"); return NULL; }
     j->p.chat = chat;
     bool ok = parse_params(S, o, &j->p, &e) && (chat ? parse_messages(S, o, j, &e) : parse_prompt(S, o, j, &e));
-    cJSON_Delete(o);
+    json_free(S, o, charged);
     int32_t slot_ctx = sched_slot_ctx(S->sched);
     if (ok && j->n_prompt == 0) ok = fail(&e, 400, "the prompt is empty");
     if (ok && j->n_prompt >= slot_ctx)
@@ -353,7 +427,8 @@ srv_job *req_parse_completion(srv_server *S, const char *body, size_t len, bool 
 char *req_tokenize(srv_server *S, const char *body, size_t len, int *http) {
     char msg[256];
     perr e = { http, msg, sizeof msg };
-    cJSON *o = parse_object(body, len, &e);
+    size_t charged;
+    cJSON *o = parse_object(S, body, len, &e, &charged);
     if (!o) return resp_error(*http, msg);
     const cJSON *c = field(o, "content");
     bool add_special = false, parse_special = true;
@@ -370,14 +445,15 @@ char *req_tokenize(srv_server *S, const char *body, size_t len, int *http) {
         *http = 200;
     }
     free(t);
-    cJSON_Delete(o);
+    json_free(S, o, charged);
     return out ? out : resp_error(*http, msg);
 }
 
 char *req_detokenize(srv_server *S, const char *body, size_t len, int *http) {
     char msg[256];
     perr e = { http, msg, sizeof msg };
-    cJSON *o = parse_object(body, len, &e);
+    size_t charged;
+    cJSON *o = parse_object(S, body, len, &e, &charged);
     if (!o) return resp_error(*http, msg);
     const cJSON *arr = field(o, "tokens"), *it;
     int n_vocab = th_model_n_vocab(S->model), i = 0;
@@ -402,6 +478,6 @@ char *req_detokenize(srv_server *S, const char *body, size_t len, int *http) {
         *http = 200;
     }
     free(text);
-    cJSON_Delete(o);
+    json_free(S, o, charged);
     return out ? out : resp_error(*http, msg);
 }

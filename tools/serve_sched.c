@@ -1,52 +1,34 @@
-/* serve_sched.c — the scheduler of `theseus serve`: one thread owns the
- * th_context and does every th_decode. Each step it admits queued jobs into
- * free sequence slots, builds one ragged batch (one token per generating
- * sequence, then prompt chunks up to the batch budget so a long prompt never
- * stalls running streams), decodes, samples, and retires finished or cancelled
- * sequences (their KV blocks are freed at once). A job with n > 1 choices
- * prefills its prompt once in a leader slot, then shares those KV blocks with
- * the other choices' slots (copy-on-write) before the first sample. */
+/* serve_sched.c — `theseus serve` as a client of the runtime (theseus.h's
+ * "runtime" section): the runtime's own thread does all the scheduling
+ * (continuous batching, chunked prefill, n > 1 choices sharing the prompt's
+ * KV, sampling, stop strings, UTF-8 holdback, logprobs); this file maps a
+ * validated HTTP job onto a runtime request and the request's events back onto
+ * the job (text, logprob entries, finish reasons, errors as HTTP statuses),
+ * which the HTTP side waits on, and mirrors the runtime's stats into the
+ * metrics. Statuses: TH_ERR_BUSY -> 503 (queue full, shutting down),
+ * TH_ERR_ARG / TH_ERR_CAPACITY at submit -> 400, a cancelled request -> 499
+ * (the client is gone), TH_ERR_CAPACITY while running -> 503, others -> 500. */
 #include "serve.h"
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-enum { SLOT_FREE, SLOT_PREFILL, SLOT_FORK, SLOT_GEN };
-
-typedef struct slot {
-    srv_job *job;
-    int choice, phase;
-    int32_t n_fed;               /* prompt tokens decoded (leader) */
-    int32_t batch_idx;           /* this step: batch index of its logits, or -1 */
-    th_sampler *smp;
-    th_token next;               /* sampled, to be decoded next step */
-    double t_last;
-    th_utf8_stream u8;           /* holds a character split across tokens */
-} slot;
+_Static_assert(SRV_MAX_TOP_LOGPROBS == TH_MAX_TOP_LOGPROBS, "logprob entries are copied as they are");
 
 struct srv_sched {
-    th_model *m;
-    th_context *ctx;
-    const srv_config *cfg;
-    pthread_t th;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    srv_job **queue;             /* ring */
-    int q_head, q_n, q_cap;
-    bool stop, started;
-    slot *slots;
-    int n_slots;
-    int32_t slot_ctx, n_batch, n_vocab;
-    /* A batch of one token is padded with a throw-away token of this extra
-     * sequence: the CPU matmul takes a different kernel (vec_dot, another
-     * summation order) for one activation row than for several, so without the
-     * pad a request's greedy text would depend on whether others ran with it. */
-    int32_t pad_seq;
-    th_token *b_tok;
-    int32_t *b_seq;
-    int8_t *b_logits;
+    th_runtime *rt;
+    atomic_bool stopping;
+    int32_t slot_ctx, n_slots;
 };
+
+/* One submitted job, as the event callback sees it. */
+typedef struct sub {
+    srv_sched *S;
+    srv_job *j;
+    int32_t n_sampled[SRV_MAX_N];
+    double t_last[SRV_MAX_N];
+} sub;
 
 double srv_now(void) {
     struct timespec ts;
@@ -99,7 +81,7 @@ void job_fail(srv_job *j, int http, const char *fmt, ...) {
 
 static void job_bump(srv_job *j) { j->version++; pthread_cond_broadcast(&j->cv); }
 
-/* ---------------------------------------------------------------- text of a choice */
+/* ---------------------------------------------------------------- events -> job */
 
 static bool choice_append(srv_choice *c, const char *s, size_t n) {
     if (c->n + n + 1 > c->cap) {
@@ -112,363 +94,199 @@ static bool choice_append(srv_choice *c, const char *s, size_t n) {
     memcpy(c->text + c->n, s, n);
     c->n += n;
     c->text[c->n] = 0;
+    c->ready = c->n;            /* the runtime releases only text that is final */
     return true;
 }
 
-/* After appending: cut at the first stop string (returns true), else move
- * `ready` up to what can be sent: nothing that may begin a stop string. (The
- * text is whole UTF-8 characters: pieces pass through a th_utf8_stream.) */
-static bool choice_check_stop(srv_choice *c, const srv_params *p, size_t appended) {
-    size_t from = c->n - appended;
-    size_t cut = (size_t)-1;
-    for (int i = 0; i < p->n_stop; i++) {
-        size_t sl = strlen(p->stop[i]);
-        size_t start = from >= sl ? from - sl + 1 : 0;
-        char *hit = memmem(c->text + start, c->n - start, p->stop[i], sl);
-        if (hit && (size_t)(hit - c->text) < cut) cut = (size_t)(hit - c->text);
+static bool choice_add_lp(srv_choice *c, const th_token_info *e, int32_t n) {
+    if (c->n_lp + (size_t)n > c->cap_lp) {
+        size_t nc = (c->n_lp + (size_t)n) * 2;
+        srv_logprob *nl = realloc(c->lp, nc * sizeof *nl);
+        if (!nl) return false;
+        c->lp = nl;
+        c->cap_lp = nc;
     }
-    if (cut != (size_t)-1) {
-        c->n = cut;
-        c->text[cut] = 0;
-        c->ready = cut;
-        return true;
+    for (int32_t i = 0; i < n; i++) {
+        srv_logprob *L = &c->lp[c->n_lp++];
+        L->token = e[i].token;
+        L->logprob = e[i].logprob;
+        L->n_top = e[i].n_top;
+        memcpy(L->top, e[i].top, sizeof L->top);
+        L->text_offset = e[i].text_offset;
     }
-    size_t hold = 0;
-    for (int i = 0; i < p->n_stop; i++) {
-        size_t sl = strlen(p->stop[i]);
-        for (size_t k = sl - 1; k > hold; k--)
-            if (k <= c->n && !memcmp(c->text + c->n - k, p->stop[i], k)) { hold = k; break; }
-    }
-    if (c->n - hold > c->ready) c->ready = c->n - hold;
-    return false;
+    return true;
 }
 
-/* ---------------------------------------------------------------- slots */
-
-static void slot_free(srv_sched *S, int i) {
-    slot *sl = &S->slots[i];
-    th_kv_seq_clear(S->ctx, i);
-    th_sampler_free(sl->smp);
-    memset(sl, 0, sizeof *sl);
-    sl->batch_idx = -1;
-    atomic_fetch_sub(&g_metrics.active_seqs, 1);
-    atomic_store(&g_metrics.kv_used, th_kv_blocks_used(S->ctx));
+static void mirror_stats(srv_sched *S) {
+    th_runtime_stats st;
+    th_runtime_stats_get(S->rt, &st);
+    atomic_store(&g_metrics.queue_depth, st.queued);
+    atomic_store(&g_metrics.active_seqs, st.active_slots);
+    atomic_store(&g_metrics.kv_used, st.kv_blocks_used);
 }
 
-/* Frees every slot of job j and drops the scheduler's reference. */
-static void job_retire(srv_sched *S, srv_job *j) {
-    for (int i = 0; i < S->n_slots; i++)
-        if (S->slots[i].job == j) slot_free(S, i);
+/* A sample was taken for choice c: time to first token (choice 0) or between tokens. */
+static void observe_sample(sub *u, int32_t c) {
+    double now = srv_now();
+    if (u->n_sampled[c]++ == 0) { if (c == 0) metrics_observe_ttft(now - u->j->t_arrive); }
+    else metrics_observe_token(now - u->t_last[c]);
+    u->t_last[c] = now;
+}
+
+/* Text and logprob entries the event released, into choice c (caller holds mu). */
+static bool take_output(srv_choice *ch, const th_event *ev) {
+    return choice_append(ch, ev->text, ev->n_text) && (!ev->n_tokens || choice_add_lp(ch, ev->tokens, ev->n_tokens));
+}
+
+static int end_http(const sub *u, th_status s) {
+    if (atomic_load(&u->S->stopping)) return 503;
+    return s == TH_ERR_CANCELLED ? 499 : s == TH_ERR_CAPACITY || s == TH_ERR_BUSY ? 503 : 500;
+}
+
+static void on_end(sub *u, const th_event *ev) {
+    srv_job *j = u->j;
+    mirror_stats(u->S);
+    if (ev->status) {
+        bool stopping = atomic_load(&u->S->stopping);
+        if (ev->status != TH_ERR_CANCELLED && !stopping) atomic_fetch_add(&g_metrics.requests_failed, 1);
+        job_fail(j, end_http(u, ev->status), "%s", stopping ? "the server is shutting down" : ev->message);
+    }
     pthread_mutex_lock(&j->mu);
     if (j->state != JOB_DONE) { j->state = JOB_DONE; job_bump(j); }
     pthread_mutex_unlock(&j->mu);
     job_release(j);
+    free(u);
 }
 
-static void job_fail_retire(srv_sched *S, srv_job *j, int http, const char *msg) {
-    job_fail(j, http, "%s", msg);
-    atomic_fetch_add(&g_metrics.requests_failed, 1);
-    job_retire(S, j);
-}
-
-static int free_slots(const srv_sched *S) {
-    int n = 0;
-    for (int i = 0; i < S->n_slots; i++) n += S->slots[i].job == NULL;
-    return n;
-}
-
-static th_status slot_setup(srv_sched *S, int i, srv_job *j, int choice) {
-    slot *sl = &S->slots[i];
-    th_sampler_params sp = j->p.sp;
-    sp.seed += (uint64_t)choice;
-    th_status s = th_sampler_new(&sp, S->n_vocab, &sl->smp);
-    for (int k = 0; !s && k < j->p.n_bias; k++) s = th_sampler_set_logit_bias(sl->smp, j->p.bias_tok[k], j->p.bias_val[k]);
-    sl->job = j;
-    sl->choice = choice;
-    sl->phase = choice == 0 ? SLOT_PREFILL : SLOT_FORK;
-    sl->n_fed = 0;
-    sl->batch_idx = -1;
-    sl->u8 = (th_utf8_stream){ 0 };
-    th_kv_seq_clear(S->ctx, i);
-    atomic_fetch_add(&g_metrics.active_seqs, 1);
-    return s;
-}
-
-/* Admits queued jobs in order while they fit (caller holds S->mu). */
-static void admit(srv_sched *S) {
-    while (S->q_n > 0) {
-        srv_job *j = S->queue[S->q_head];
-        if (!atomic_load(&j->cancelled) && free_slots(S) < j->p.n) break;
-        S->q_head = (S->q_head + 1) % S->q_cap;
-        S->q_n--;
-        atomic_store(&g_metrics.queue_depth, S->q_n);
-        if (atomic_load(&j->cancelled)) { job_fail(j, 499, "cancelled"); job_release(j); continue; }
+static void on_event(const th_event *ev, void *user) {
+    sub *u = user;
+    srv_job *j = u->j;
+    bool ok = true;
+    switch (ev->kind) {
+    case TH_EVENT_START:
+        mirror_stats(u->S);
         pthread_mutex_lock(&j->mu);
         j->state = JOB_RUNNING;
         job_bump(j);
         pthread_mutex_unlock(&j->mu);
-        th_status s = TH_OK;
-        for (int c = 0, i = 0; c < j->p.n && i < S->n_slots; i++)
-            if (!S->slots[i].job && !s) s = slot_setup(S, i, j, c++);
-        if (s) job_fail_retire(S, j, 500, th_last_error());
-    }
-}
-
-/* ---------------------------------------------------------------- sampling */
-
-/* flush: emit a character left unfinished (as U+FFFD); not after a stop string cut. */
-static void slot_finish(srv_sched *S, int i, int reason, bool flush) {
-    slot *sl = &S->slots[i];
-    srv_job *j = sl->job;
-    char tail[8];
-    size_t nt = flush ? th_utf8_stream_flush(&sl->u8, tail) : 0;
-    pthread_mutex_lock(&j->mu);
-    srv_choice *c = &j->choices[sl->choice];
-    if (nt) choice_append(c, tail, nt);
-    c->finish = reason;
-    c->ready = c->n;
-    job_bump(j);
-    pthread_mutex_unlock(&j->mu);
-    slot_free(S, i);
-    for (int k = 0; k < S->n_slots; k++)
-        if (S->slots[k].job == j) return;
-    job_retire(S, j);   /* last choice done: the scheduler lets go of the job */
-}
-
-/* Samples slot i's next token from logits and records it; may finish the slot. */
-static void slot_sample(srv_sched *S, int i, const float *logits) {
-    slot *sl = &S->slots[i];
-    srv_job *j = sl->job;
-    th_token t = th_sampler_sample(sl->smp, logits);
-    double now = srv_now();
-    srv_choice *c = &j->choices[sl->choice];
-    if (c->n_tokens == 0) { if (sl->choice == 0) metrics_observe_ttft(now - j->t_arrive); }
-    else metrics_observe_token(now - sl->t_last);
-    sl->t_last = now;
-    if (t < 0 || th_token_is_eog(S->m, t)) { slot_finish(S, i, FINISH_STOP, true); return; }
-    th_sampler_accept(sl->smp, t);
-    char piece[256], clean[3 * (sizeof piece + 4)];
-    int32_t k = th_token_to_piece(S->m, t, piece, sizeof piece, false);
-    size_t nc = th_utf8_stream_push(&sl->u8, piece, k > 0 ? (size_t)k : 0, clean);
-    bool ok = true, stopped;
-    pthread_mutex_lock(&j->mu);
-    if (j->p.logprobs) {
-        if (c->n_lp == c->cap_lp) {
-            size_t nc = c->cap_lp ? c->cap_lp * 2 : 16;
-            srv_logprob *nl = realloc(c->lp, nc * sizeof *nl);
-            if (nl) { c->lp = nl; c->cap_lp = nc; } else ok = false;
-        }
-        if (ok) {
-            srv_logprob *L = &c->lp[c->n_lp++];
-            L->token = t;
-            L->text_offset = (uint32_t)c->n;
-            L->n_top = th_sampler_last_logprobs(sl->smp, L->top, j->p.top_logprobs, &L->logprob);
-            if (L->n_top < 0) L->n_top = 0;
-        }
-    }
-    ok = ok && choice_append(c, clean, nc);
-    c->n_tokens++;
-    stopped = ok && choice_check_stop(c, &j->p, nc);
-    job_bump(j);
-    pthread_mutex_unlock(&j->mu);
-    atomic_fetch_add(&g_metrics.gen_tokens, 1);
-    if (!ok) { job_fail_retire(S, j, 500, "out of memory"); return; }
-    if (stopped) { slot_finish(S, i, FINISH_STOP, false); return; }
-    if (c->n_tokens >= j->p.max_tokens || th_kv_seq_len(S->ctx, i) + 1 >= S->slot_ctx) {
-        slot_finish(S, i, FINISH_LENGTH, true);
+        return;
+    case TH_EVENT_TOKEN:
+        observe_sample(u, ev->choice);
+        atomic_fetch_add(&g_metrics.gen_tokens, 1);
+        mirror_stats(u->S);
+        pthread_mutex_lock(&j->mu);
+        ok = take_output(&j->choices[ev->choice], ev);
+        j->choices[ev->choice].n_tokens++;
+        job_bump(j);
+        pthread_mutex_unlock(&j->mu);
+        break;
+    case TH_EVENT_FINISH:
+        if (ev->finish == TH_FINISH_EOG) observe_sample(u, ev->choice);
+        pthread_mutex_lock(&j->mu);
+        ok = take_output(&j->choices[ev->choice], ev);
+        j->choices[ev->choice].finish = ev->finish == TH_FINISH_EOG || ev->finish == TH_FINISH_STOP ? FINISH_STOP : FINISH_LENGTH;
+        job_bump(j);
+        pthread_mutex_unlock(&j->mu);
+        break;
+    case TH_EVENT_END:
+        on_end(u, ev);
         return;
     }
-    sl->next = t;
-    sl->phase = SLOT_GEN;
-}
-
-/* A leader whose prompt is decoded: share its KV with the other choices' slots,
- * then every choice samples its first token from the same logits. */
-static void fork_and_sample(srv_sched *S, int leader, const float *logits) {
-    srv_job *j = S->slots[leader].job;
-    int idx[SRV_MAX_N], n = 0;
-    for (int i = 0; i < S->n_slots && n < SRV_MAX_N; i++)
-        if (S->slots[i].job == j) {
-            if (i != leader && th_kv_seq_copy(S->ctx, i, leader)) { job_fail_retire(S, j, 500, th_last_error()); return; }
-            idx[n++] = i;
-        }
-    for (int k = 0; k < n; k++)
-        if (S->slots[idx[k]].job == j) slot_sample(S, idx[k], logits);   /* a failure retires them all */
-}
-
-/* ---------------------------------------------------------------- one step */
-
-static void reap_cancelled(srv_sched *S) {
-    for (int i = 0; i < S->n_slots; i++) {
-        srv_job *j = S->slots[i].job;
-        if (j && atomic_load(&j->cancelled)) {
-            job_fail(j, 499, "cancelled: the client went away");
-            job_retire(S, j);
-        }
+    if (!ok) {   /* out of memory for the job's copy: fail the HTTP side, stop the request */
+        atomic_fetch_add(&g_metrics.requests_failed, 1);
+        job_fail(j, 500, "out of memory");
+        th_request_cancel(ev->request);
     }
 }
 
-/* Fills the batch; returns its size. */
-static int32_t build_batch(srv_sched *S) {
-    int32_t n = 0;
-    for (int i = 0; i < S->n_slots; i++) {
-        slot *sl = &S->slots[i];
-        sl->batch_idx = -1;
-        if (sl->job && sl->phase == SLOT_GEN) {
-            S->b_tok[n] = sl->next; S->b_seq[n] = i; S->b_logits[n] = 1;
-            sl->batch_idx = n++;
-        }
-    }
-    for (int i = 0; i < S->n_slots && n < S->n_batch; i++) {
-        slot *sl = &S->slots[i];
-        if (!sl->job || sl->phase != SLOT_PREFILL) continue;
-        srv_job *j = sl->job;
-        int32_t left = j->n_prompt - sl->n_fed, take = left < S->n_batch - n ? left : S->n_batch - n;
-        for (int32_t k = 0; k < take; k++) {
-            S->b_tok[n] = j->prompt[sl->n_fed + k]; S->b_seq[n] = i; S->b_logits[n] = 0;
-            n++;
-        }
-        sl->n_fed += take;
-        if (sl->n_fed == j->n_prompt) { S->b_logits[n - 1] = 1; sl->batch_idx = n - 1; }
-    }
-    if (n == 1) {   /* see pad_seq */
-        S->b_tok[1] = S->b_tok[0]; S->b_seq[1] = S->pad_seq; S->b_logits[1] = 0;
-        n = 2;
-    }
-    return n;
-}
-
-static void fail_batch(srv_sched *S, th_status s) {
-    char msg[256];
-    snprintf(msg, sizeof msg, "decode failed: %s", th_last_error());
-    for (int i = 0; i < S->n_slots; i++) {
-        srv_job *j = S->slots[i].job;
-        if (j) job_fail_retire(S, j, s == TH_ERR_CAPACITY ? 503 : 500, msg);
-    }
-}
-
-static void step(srv_sched *S) {
-    reap_cancelled(S);
-    int32_t n = build_batch(S);
-    if (n == 0) return;
-    th_batch b = { .n_tokens = n, .token = S->b_tok, .seq_id = S->b_seq, .logits = S->b_logits };
-    th_status s = th_decode(S->ctx, &b);
-    th_kv_seq_clear(S->ctx, S->pad_seq);
-    if (s) { fail_batch(S, s); return; }
-    for (int i = 0; i < S->n_slots; i++) {
-        slot *sl = &S->slots[i];
-        if (!sl->job || sl->batch_idx < 0) continue;
-        const float *lg = th_get_logits(S->ctx, sl->batch_idx);
-        if (!lg) { job_fail_retire(S, sl->job, 500, th_last_error()); continue; }
-        if (sl->phase == SLOT_PREFILL) fork_and_sample(S, i, lg);
-        else slot_sample(S, i, lg);
-    }
-    atomic_store(&g_metrics.kv_used, th_kv_blocks_used(S->ctx));
-}
-
-static void *sched_main(void *arg) {
-    srv_sched *S = arg;
-    for (;;) {
-        pthread_mutex_lock(&S->mu);
-        while (!S->stop && S->q_n == 0 && free_slots(S) == S->n_slots) pthread_cond_wait(&S->cv, &S->mu);
-        if (S->stop) { pthread_mutex_unlock(&S->mu); break; }
-        admit(S);
-        pthread_mutex_unlock(&S->mu);
-        step(S);
-    }
-    return NULL;
-}
+static bool job_cancelled(void *user) { return atomic_load(&((sub *)user)->j->cancelled); }
 
 /* ---------------------------------------------------------------- public */
 
 th_status sched_start(th_model *m, const srv_config *cfg, srv_sched **out) {
+    *out = NULL;
+    const int32_t blk = 16;
+    int32_t slot_ctx = cfg->ctx / cfg->parallel / blk * blk;
+    if (slot_ctx < 2 * blk)
+        return th_set_error(TH_ERR_ARG, "--ctx %d over --parallel %d leaves %d tokens a sequence; need at least %d",
+                            cfg->ctx, cfg->parallel, slot_ctx, 2 * blk);
     srv_sched *S = calloc(1, sizeof *S);
     if (!S) return th_set_error(TH_ERR_NOMEM, "out of memory");
-    *out = S;
-    pthread_mutex_init(&S->mu, NULL);
-    pthread_cond_init(&S->cv, NULL);
-    S->m = m;
-    S->cfg = cfg;
+    th_runtime_params rp = th_runtime_default_params();
+    rp.context.kv_block = blk;
+    rp.context.n_threads = cfg->threads;
+    rp.context.gpu = cfg->gpu;
+    rp.n_slots = cfg->parallel;
+    rp.slot_ctx = slot_ctx;
+    rp.n_batch = cfg->batch > cfg->parallel + 1 ? cfg->batch : cfg->parallel + 2;
+    rp.max_queue = cfg->queue;
+    /* a request's greedy text must not depend on what else runs with it */
+    rp.batch_invariant = true;
+    th_status s = th_runtime_new(m, &rp, &S->rt);
+    if (!s) s = th_runtime_start(S->rt);
+    if (s) { th_runtime_free(S->rt); free(S); return s; }
+    S->slot_ctx = slot_ctx;
     S->n_slots = cfg->parallel;
-    S->n_vocab = th_model_n_vocab(m);
-    const int32_t blk = 16;
-    S->slot_ctx = cfg->ctx / cfg->parallel / blk * blk;
-    if (S->slot_ctx < 2 * blk)
-        return th_set_error(TH_ERR_ARG, "--ctx %d over --parallel %d leaves %d tokens a sequence; need at least %d",
-                            cfg->ctx, cfg->parallel, S->slot_ctx, 2 * blk);
-    S->n_batch = cfg->batch > cfg->parallel + 1 ? cfg->batch : cfg->parallel + 2;
-    th_context_params cp = th_context_default_params();
-    /* each slot holds at most slot_ctx tokens; one spare block per slot covers a copied tail */
-    cp.n_ctx = (uint32_t)(S->slot_ctx * cfg->parallel + blk * (cfg->parallel + 1));
-    cp.n_batch = (uint32_t)S->n_batch;
-    cp.n_seq_max = (uint32_t)cfg->parallel + 1;
-    S->pad_seq = cfg->parallel;
-    cp.kv_block = blk;
-    cp.n_threads = cfg->threads;
-    cp.gpu = cfg->gpu;
-    th_status s = th_context_new(m, &cp, &S->ctx);
-    if (s) return s;
-    S->q_cap = cfg->queue;
-    S->queue = calloc((size_t)S->q_cap, sizeof *S->queue);
-    S->slots = calloc((size_t)S->n_slots, sizeof *S->slots);
-    S->b_tok = malloc((size_t)S->n_batch * sizeof *S->b_tok);
-    S->b_seq = malloc((size_t)S->n_batch * sizeof *S->b_seq);
-    S->b_logits = malloc((size_t)S->n_batch);
-    if (!S->queue || !S->slots || !S->b_tok || !S->b_seq || !S->b_logits) return th_set_error(TH_ERR_NOMEM, "out of memory");
-    for (int i = 0; i < S->n_slots; i++) S->slots[i].batch_idx = -1;
-    atomic_store(&g_metrics.kv_total, th_kv_blocks_total(S->ctx));
-    if (pthread_create(&S->th, NULL, sched_main, S)) return th_set_error(TH_ERR_INTERNAL, "cannot start the scheduler thread");
-    S->started = true;
+    atomic_init(&S->stopping, false);
+    th_runtime_stats st;
+    th_runtime_stats_get(S->rt, &st);
+    atomic_store(&g_metrics.kv_total, st.kv_blocks_total);
+    *out = S;
     return TH_OK;
 }
 
 int sched_submit(srv_sched *S, srv_job *j, char *msg, size_t cap) {
-    pthread_mutex_lock(&S->mu);
-    int rc = 0;
-    if (S->stop) { rc = 503; snprintf(msg, cap, "the server is shutting down"); }
-    else if (j->p.n > S->n_slots) { rc = 400; snprintf(msg, cap, "n is %d but the server runs %d sequences at once (--parallel)", j->p.n, S->n_slots); }
-    else if (S->q_n >= S->q_cap) { rc = 503; snprintf(msg, cap, "the server is busy: %d requests are waiting; try again later", S->q_n); }
-    else {
-        pthread_mutex_lock(&j->mu);
-        j->refs++;
-        j->state = JOB_QUEUED;
-        pthread_mutex_unlock(&j->mu);
-        S->queue[(S->q_head + S->q_n) % S->q_cap] = j;
-        S->q_n++;
-        atomic_store(&g_metrics.queue_depth, S->q_n);
-        pthread_cond_signal(&S->cv);
+    if (atomic_load(&S->stopping)) { snprintf(msg, cap, "the server is shutting down"); return 503; }
+    if (j->p.n > S->n_slots) {
+        snprintf(msg, cap, "n is %d but the server runs %d sequences at once (--parallel)", j->p.n, S->n_slots);
+        return 400;
     }
-    pthread_mutex_unlock(&S->mu);
-    return rc;
+    sub *u = calloc(1, sizeof *u);
+    if (!u) { snprintf(msg, cap, "out of memory"); return 500; }
+    u->S = S;
+    u->j = j;
+    th_request_params rp = th_request_default_params();
+    rp.sampling = j->p.sp;
+    rp.bias_token = j->p.bias_tok;
+    rp.bias_value = j->p.bias_val;
+    rp.n_bias = j->p.n_bias;
+    rp.n_choices = j->p.n;
+    rp.max_tokens = j->p.max_tokens;
+    rp.stop = (const char *const *)j->p.stop;
+    rp.n_stop = j->p.n_stop;
+    rp.logprobs = j->p.logprobs;
+    rp.top_logprobs = j->p.top_logprobs;
+    rp.on_event = on_event;
+    rp.cancelled = job_cancelled;
+    rp.user = u;
+    pthread_mutex_lock(&j->mu);
+    j->refs++;                  /* the request's, dropped at its END event */
+    j->state = JOB_QUEUED;
+    pthread_mutex_unlock(&j->mu);
+    th_request *r = NULL;
+    th_status s = th_runtime_submit(S->rt, &rp, j->prompt, j->n_prompt, &r);
+    if (s) {
+        int http = s == TH_ERR_BUSY ? 503 : s == TH_ERR_ARG || s == TH_ERR_CAPACITY ? 400 : 500;
+        if (atomic_load(&S->stopping)) snprintf(msg, cap, "the server is shutting down");
+        else snprintf(msg, cap, "%s%s", s == TH_ERR_BUSY ? "the server is " : "", th_last_error());
+        job_release(j);
+        free(u);
+        return http;
+    }
+    th_request_release(r);      /* the runtime keeps the request until its END event */
+    mirror_stats(S);
+    return 0;
 }
 
 void sched_stop(srv_sched *S) {
     if (!S) return;
-    if (S->started) {
-        pthread_mutex_lock(&S->mu);
-        S->stop = true;
-        pthread_cond_signal(&S->cv);
-        pthread_mutex_unlock(&S->mu);
-        pthread_join(S->th, NULL);
-        pthread_mutex_lock(&S->mu);
-        for (; S->q_n > 0; S->q_n--, S->q_head = (S->q_head + 1) % S->q_cap) {
-            srv_job *j = S->queue[S->q_head];
-            job_fail(j, 503, "the server is shutting down");
-            job_release(j);
-        }
-        for (int i = 0; i < S->n_slots; i++) {
-            srv_job *j = S->slots[i].job;
-            if (j) { job_fail(j, 503, "the server is shutting down"); job_retire(S, j); }
-        }
-        pthread_mutex_unlock(&S->mu);
-        S->started = false;
-    }
+    atomic_store(&S->stopping, true);
+    th_runtime_stop(S->rt);     /* outstanding jobs end: their clients get 503 (and [DONE]) */
 }
 
 void sched_free(srv_sched *S) {
     if (!S) return;
-    th_context_free(S->ctx);
-    free(S->queue); free(S->slots); free(S->b_tok); free(S->b_seq); free(S->b_logits);
+    th_runtime_free(S->rt);
     free(S);
 }
 

@@ -11,13 +11,16 @@ static const command commands[] = {
     { "tokenize", cmd_tokenize, "print the token ids of stdin" },
     { "inspect", cmd_inspect, "list a model file's metadata and tensors" },
     { "template", cmd_template, "render a chat template" },
+    { "grammar", cmd_grammar, "check or print a GBNF grammar or JSON schema; match stdin against it" },
     { "quantize", cmd_quantize, "rewrite a GGUF with its weights in another type (Q4_K_M, Q8_0 ...)" },
+    { "perplexity", cmd_perplexity, "perplexity of a text and KL divergence against a base (as llama-perplexity)" },
     { "bench", cmd_bench, "measure prompt and generation speed (llama-bench-style table)" },
     { "serve", cmd_serve, "OpenAI-compatible HTTP server with continuous batching" },
 };
 
 static void usage(FILE *f) {
-    fprintf(f, "theseus %s — LLM inference engine\n\nusage: theseus COMMAND [options]  (theseus COMMAND --help)\n\ncommands:\n",
+    fprintf(f, "theseus %s — LLM inference engine\n\nusage: theseus COMMAND [options]  (theseus COMMAND --help)\n"
+               "  --no-mmap  (every command) read the model into memory instead of mapping it\n\ncommands:\n",
             THESEUS_VERSION);
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].help);
@@ -29,6 +32,7 @@ int main(int argc, char **argv) {
         return argc < 2 ? 2 : 0;
     }
     if (!strcmp(argv[1], "--version")) { printf("theseus %s\n", THESEUS_VERSION); return 0; }
+    cli_common_options(&argc, argv);
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
     fprintf(stderr, "theseus: unknown command '%s'\n\n", argv[1]);

@@ -5,8 +5,13 @@
  * Shapes: 8b (Llama 3 8B), 135m (SmolLM2 135M), moe (Qwen3-30B-A3B's layer, 16
  * of its 48 layers: dim 2048, 32 heads of 128, 4 KV heads, 128 experts of 768,
  * 8 used, F32 router, vocab 151936; tok/s, GB/s and TFLOP/s count the weights a
- * token uses). TH_GPU_MOE_GEMV=1 times the MoE experts on the per-pair GEMV
- * at every batch size instead of the grouped GEMM of prefill (A/B).
+ * token uses).
+ * Measurement variants (this program reads them and sets the backend's
+ * th_cu_tuning; the library reads no such variables): TH_GPU_GEMM_MIN=N
+ * (batches of N+ tokens take the GEMM path; default 33), TH_GPU_NO_GRAPH=1,
+ * TH_GPU_NO_PDL=1, TH_GPU_ATTN_CHUNK=N (shortest attention split in graph
+ * mode), TH_GPU_MOE_GEMV=1 (the MoE experts on the per-pair GEMV at every batch
+ * size instead of the grouped GEMM of prefill).
  * Runs the real path (th_context_new with gpu = true, th_decode) and prints
  *   copy   device-to-device copy bandwidth (bytes read + written), the ceiling
  *   gemm   an fp16 cuBLAS GEMM 8192³ (TFLOP/s), the tensor-core ceiling
@@ -22,7 +27,7 @@
  * usage: bench_gpu SHAPE TYPE [tg|pp|b16|all]   SHAPE: 8b | 135m | moe   TYPE: q4_0 | q8_0 | f16 | ...
  *        bench_gpu ceilings */
 #include "model.h"
-#include "cuda/backend.h"
+#include "cuda/kernels.h"
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -276,7 +281,24 @@ static void device_argmax(th_model *m, const shape *sh, uint32_t type, bool do_t
     th_context_free(c);
 }
 
+static int env_int(const char *name, int def) {
+    const char *v = getenv(name);
+    return v && *v ? atoi(v) : def;
+}
+
+/* The measurement variants above, as the backend's test settings. */
+static void tuning_from_env(void) {
+    th_cu_tuning t = th_cu_tuning_default();
+    t.gemm_min = env_int("TH_GPU_GEMM_MIN", t.gemm_min);
+    t.graphs = env_int("TH_GPU_NO_GRAPH", 0) == 0;
+    t.pdl = env_int("TH_GPU_NO_PDL", 0) == 0;
+    t.attn_chunk = env_int("TH_GPU_ATTN_CHUNK", 0);
+    t.moe_gemv_only = env_int("TH_GPU_MOE_GEMV", 0) != 0;
+    th_cu_tuning_set(&t);
+}
+
 int main(int argc, char **argv) {
+    tuning_from_env();
     if (argc >= 2 && !strcmp(argv[1], "ceilings")) {
         double bw = th_cu_copy_bandwidth((size_t)2 << 30);
         printf("copy  %.0f GB/s (device-to-device, read + write, 2 GiB)\n", bw);
@@ -319,8 +341,7 @@ int main(int argc, char **argv) {
     if (all || !strcmp(what, "pp")) {
         pp(c, 512, 1);
         double r = pp(c, 512, 3);
-        const char *gv = getenv("TH_GPU_MOE_GEMV");
-        bool gemv = sh->experts && gv && atoi(gv) != 0;
+        bool gemv = sh->experts && th_cu_tuning_get().moe_gemv_only;
         printf("%-5s %-5s pp512  %8.1f tok/s  %6.1f TFLOP/s (matmuls)%s\n", sh->name, th_type_name(type), r,
                r * 2.0 * params / 1e12, !sh->experts ? "" : gemv ? "  experts: per-pair GEMV" : "  experts: grouped GEMM");
     }

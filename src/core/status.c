@@ -27,6 +27,8 @@ const char *th_status_name(th_status s) {
     case TH_ERR_ARG: return "invalid argument";
     case TH_ERR_CAPACITY: return "capacity exceeded";
     case TH_ERR_INTERNAL: return "internal error";
+    case TH_ERR_BUSY: return "busy";
+    case TH_ERR_CANCELLED: return "cancelled";
     }
     return "unknown status";
 }

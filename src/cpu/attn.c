@@ -1,7 +1,8 @@
 /* attn.c — the generic (plain C, f32) form of the attention chunk kernel
  * (th_attn_chunk in kernels.h: scores, online softmax and the weighted sum of V over one
  * chunk of keys) and th_attn_finish_row, which turns a row's online-softmax state into
- * its output (shared by every level). The SIMD forms live in attn_avx2.c, attn_avx512.c. */
+ * its output (shared by every level). The SIMD form is avx2/attn.c (the avx512 level
+ * keeps it). */
 #include "cpu/kernels.h"
 #include <math.h>
 

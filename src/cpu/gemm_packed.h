@@ -1,5 +1,5 @@
-/* gemm_packed.h — what the packed gemms of every ISA level (gemm_packed_avx2.c,
- * gemm_packed_avx512.c) share: the walk over activation rows in chunks, each with a
+/* gemm_packed.h — what the packed gemms of the x86 levels (avx2/gemm_packed.c,
+ * avx512/gemm_packed.c) share: the walk over activation rows in chunks, each with a
  * per-block side table on the stack (made once per chunk, read by every row tile).
  * Header-only, no ISA code. */
 #ifndef TH_CPU_GEMM_PACKED_H
@@ -24,8 +24,5 @@ static inline int64_t th_packed_chunk_rows(size_t tab_bytes) {
     int64_t rows = (int64_t)(TH_PACKED_TAB_BYTES / tab_bytes) / 4 * 4;
     return rows < TH_PACKED_CHUNK_ROWS ? rows : TH_PACKED_CHUNK_ROWS;
 }
-
-/* gemm_packed_avx512.c: the AVX-512 VNNI packed gemms into the table. */
-void th_avx512_fill_gemm_packed(th_kernels *k);
 
 #endif

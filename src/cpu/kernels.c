@@ -1,6 +1,8 @@
-/* kernels.c — builds the CPU kernel table once: the generic (reference) level,
- * then the best level the CPU and OS support (cpuid + XGETBV; on aarch64 HWCAP),
- * or the one TH_CPU forces. */
+/* kernels.c — the generic level of the CPU kernel table (the type table's reference
+ * kernels), the level detection (cpuid + XGETBV on x86-64, HWCAP on aarch64), and the
+ * process-wide table, built once: the best level the CPU and OS support, or the one
+ * TH_CPU forces. The SIMD levels fill themselves (avx2/kernels.c, avx512/kernels.c,
+ * neon/kernels.c). */
 #include "cpu/kernels.h"
 #include "cpu/ops.h"
 #include <pthread.h>
@@ -8,47 +10,45 @@
 #include <stdlib.h>
 #include <string.h>
 
-static th_kernels table;
-static pthread_once_t table_once = PTHREAD_ONCE_INIT;
-
-/* Reference wrappers: one function per type would be a lot of boilerplate, so
- * the generic level dispatches on the type through these small trampolines. */
-#define REF_TRAMPOLINES(T) \
-    static void ref_dot_##T(int64_t n, float *s, const void *w, const void *a) { *s = th_ref_vec_dot(TH_##T, n, w, a); } \
-    static void ref_q_##T(const float *x, void *y, int64_t n) { th_ref_quantize(TH_##T, x, y, n); } \
-    static void ref_dq_##T(const void *x, float *y, int64_t n) { th_ref_dequantize(TH_##T, x, y, n); }
-
-#define TYPES(X) X(F32) X(F16) X(BF16) X(Q4_0) X(Q4_1) X(Q5_0) X(Q5_1) X(Q8_0) X(Q8_1) \
-    X(Q2_K) X(Q3_K) X(Q4_K) X(Q5_K) X(Q6_K) X(Q8_K) X(IQ4_NL) X(IQ4_XS) X(MXFP4)
-TYPES(REF_TRAMPOLINES)
-
-#define GEMM_BY_DOT(T) \
-    static void ref_gemm_##T(int64_t n, int64_t r0, int64_t r1, const void *w, size_t ws, int64_t nb, \
-                             const void *x, size_t xs, float *y, int64_t ys) { \
-        th_gemm_by_vec_dot(TH_##T, th_cpu_kernels(), n, r0, r1, w, ws, nb, x, xs, y, ys); }
-TYPES(GEMM_BY_DOT)
+/* The generic gemm of type id T: every (weight row, activation row) through the type's
+ * reference dot product. th_gemm_fn carries no type, so there is one function per type
+ * id (0..39); th_kernels_fill_generic puts those of the types with a reference dot
+ * product in the table. */
+#define REF_GEMM(T)                                                                                         \
+    static void ref_gemm_##T(int64_t n, int64_t r0, int64_t r1, const void *w, size_t ws, int64_t nb,      \
+                             const void *x, size_t xs, float *y, int64_t ys) {                              \
+        th_gemm_rows(th_type_info_get(T)->vec_dot, n, r0, r1, w, ws, nb, x, xs, y, ys);                     \
+    }
+#define TEN(D, F) F(D##0) F(D##1) F(D##2) F(D##3) F(D##4) F(D##5) F(D##6) F(D##7) F(D##8) F(D##9)
+#define ALL_IDS(F) TEN(, F) TEN(1, F) TEN(2, F) TEN(3, F)
+_Static_assert(TH_TYPE_COUNT == 40, "ALL_IDS enumerates the type ids 0..39");
+ALL_IDS(REF_GEMM)
+#define REF_GEMM_AT(T) [T] = ref_gemm_##T,
+static const th_gemm_fn ref_gemm[TH_TYPE_COUNT] = { ALL_IDS(REF_GEMM_AT) };
 
 void th_gemm_by_vec_dot(uint32_t type, const th_kernels *k, int64_t n, int64_t r0, int64_t r1,
                         const void *w, size_t w_stride, int64_t nb, const void *x,
                         size_t x_stride, float *y, int64_t y_stride) {
-    th_vec_dot_fn dot = k->vec_dot[type];
-    for (int64_t r = r0; r < r1; r++) {
-        const char *wr = (const char *)w + (size_t)r * w_stride;
-        for (int64_t b = 0; b < nb; b++)
-            dot(n, &y[b * y_stride + r], wr, (const char *)x + (size_t)b * x_stride);
-    }
+    th_gemm_rows(k->vec_dot[type], n, r0, r1, w, w_stride, nb, x, x_stride, y, y_stride);
 }
 
+/* The generic level: the type table's reference kernels (src/quant/ref_*.c). */
 void th_kernels_fill_generic(th_kernels *k) {
     memset(k, 0, sizeof *k);
     k->level = "generic";
-#define FILL(T) k->vec_dot[TH_##T] = ref_dot_##T; k->quantize[TH_##T] = ref_q_##T; \
-    k->dequant[TH_##T] = ref_dq_##T; k->gemm[TH_##T] = ref_gemm_##T;
-    TYPES(FILL)
-#undef FILL
+    for (uint32_t t = 0; t < TH_TYPE_COUNT; t++) {
+        const th_type_info *ti = th_type_info_get(t);
+        if (!ti) continue;
+        k->vec_dot[t] = ti->vec_dot;
+        k->quantize[t] = ti->quantize;
+        k->dequant[t] = ti->dequantize;
+        if (ti->vec_dot) k->gemm[t] = ref_gemm[t];
+    }
     k->attn_chunk = th_attn_chunk_generic;
     k->swiglu = th_op_swiglu;
 }
+
+/* ---------------------------------------------------------------- detection */
 
 #if defined(__x86_64__)
 #include <cpuid.h>
@@ -57,69 +57,94 @@ static unsigned long long read_xcr0(void) {
     __asm__ volatile("xgetbv" : "=a"(eax), "=d"(edx) : "c"(0));
     return ((unsigned long long)edx << 32) | eax;
 }
-static int detect_x86_level(void) { /* 0 generic, 1 avx2, 2 avx512 */
+static int detect_level(void) {
     unsigned a, b, c, d;
-    if (!__get_cpuid(1, &a, &b, &c, &d)) return 0;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return TH_LEVEL_GENERIC;
     bool osxsave = c & (1u << 27), fma = c & (1u << 12), f16c = c & (1u << 29), avx = c & (1u << 28);
-    if (!osxsave || !avx) return 0;
+    if (!osxsave || !avx) return TH_LEVEL_GENERIC;
     unsigned long long xcr0 = read_xcr0();
-    if ((xcr0 & 6) != 6) return 0;                 /* XMM + YMM state */
-    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return 0;
+    if ((xcr0 & 6) != 6) return TH_LEVEL_GENERIC;  /* XMM + YMM state */
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return TH_LEVEL_GENERIC;
     bool avx2 = b & (1u << 5), bmi2 = b & (1u << 8);
-    if (!(avx2 && fma && f16c && bmi2)) return 0;
+    if (!(avx2 && fma && f16c && bmi2)) return TH_LEVEL_GENERIC;
     bool avx512 = (b & (1u << 16)) && (b & (1u << 30)) && (b & (1u << 31)) && (b & (1u << 17)) /* F BW VL DQ */
                   && (c & (1u << 11));                                                         /* VNNI */
-    if (avx512 && (xcr0 & 0xe6) == 0xe6) return 2;  /* opmask + ZMM state */
-    return 1;
+    if (avx512 && (xcr0 & 0xe6) == 0xe6) return TH_LEVEL_AVX512;  /* opmask + ZMM state */
+    return TH_LEVEL_AVX2;
 }
-#endif
-
-#if defined(__aarch64__)
-/* aarch64: the neon level needs the dot-product instructions (HWCAP_ASIMDDP, which the
- * kernel reports only when the OS supports them); TH_CPU=generic|neon forces a level. */
+#elif defined(__aarch64__)
+/* The neon level needs the dot-product instructions (HWCAP_ASIMDDP, which the kernel
+ * reports only when the OS supports them). */
 #include <sys/auxv.h>
 #ifndef HWCAP_ASIMDDP
 #define HWCAP_ASIMDDP (1UL << 20)
 #endif
-static void init_table_aarch64(void) {
-    bool neon = (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0;
-    const char *force = getenv("TH_CPU");
-    if (force && *force) {
-        if (!strcmp(force, "generic"))
-            neon = false;
-        else if (strcmp(force, "neon"))
-            fprintf(stderr, "theseus: TH_CPU=%s is not one of generic|neon; ignored\n", force);
-        else if (!neon)
-            fprintf(stderr, "theseus: TH_CPU=neon is not supported by this CPU (no dotprod); using generic\n");
-    }
-    if (neon) { th_kernels_fill_neon(&table); table.level = "neon"; }
-}
+static int detect_level(void) { return (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) ? TH_LEVEL_NEON : TH_LEVEL_GENERIC; }
+#else
+static int detect_level(void) { return TH_LEVEL_GENERIC; }
 #endif
 
-static void init_table(void) {
-    th_kernels_fill_generic(&table);
-#if defined(__aarch64__)
-    init_table_aarch64();
-    return;
-#endif
-    int level = 0;
+static const char *const level_names[TH_LEVEL_COUNT] = { "generic", "avx2", "avx512", "neon" };
+
+const char *th_level_name(int level) { return level >= 0 && level < TH_LEVEL_COUNT ? level_names[level] : NULL; }
+
+static int best;  /* the best level of this CPU (detect_level, once) */
+static pthread_once_t best_once = PTHREAD_ONCE_INIT;
+static void find_best(void) { best = detect_level(); }
+
+bool th_cpu_has_level(int level) {
+    pthread_once(&best_once, find_best);
+    if (level == TH_LEVEL_GENERIC || level == best) return true;
+    return level == TH_LEVEL_AVX2 && best == TH_LEVEL_AVX512;   /* the levels of one architecture nest */
+}
+
+bool th_kernels_fill(th_kernels *k, int level) {
+    th_kernels_fill_generic(k);
+    if (level == TH_LEVEL_GENERIC) return true;
+    if (!th_cpu_has_level(level)) return false;
 #if defined(__x86_64__)
-    level = detect_x86_level();
+    if (level == TH_LEVEL_AVX2) th_kernels_fill_avx2(k);
+    if (level == TH_LEVEL_AVX512) th_kernels_fill_avx512(k);
+#elif defined(__aarch64__)
+    if (level == TH_LEVEL_NEON) th_kernels_fill_neon(k);
 #endif
+    k->level = level_names[level];
+    return true;
+}
+
+/* ---------------------------------------------------------------- the process-wide table */
+
+static th_kernels table;
+static pthread_once_t table_once = PTHREAD_ONCE_INIT;
+
+/* TH_CPU: the level it names if this CPU has it, with a message otherwise (ignored when
+ * it names none of this architecture's levels; the best level when the CPU lacks it). */
+static int forced_level(int level) {
     const char *force = getenv("TH_CPU");
-    if (force && *force) {
-        int want = !strcmp(force, "generic") ? 0 : !strcmp(force, "avx2") ? 1 : !strcmp(force, "avx512") ? 2 : -1;
-        if (want < 0)
-            fprintf(stderr, "theseus: TH_CPU=%s is not one of generic|avx2|avx512; ignored\n", force);
-        else if (want > level)
-            fprintf(stderr, "theseus: TH_CPU=%s is not supported by this CPU; using the best available\n", force);
-        else
-            level = want;
-    }
-#if defined(__x86_64__)
-    if (level >= 1) { th_kernels_fill_avx2(&table); table.level = "avx2"; }
-    if (level >= 2) { th_kernels_fill_avx512(&table); table.level = "avx512"; }
+    if (!force || !*force) return level;
+#if defined(__aarch64__)
+    if (!strcmp(force, "generic")) return TH_LEVEL_GENERIC;
+    if (strcmp(force, "neon"))
+        fprintf(stderr, "theseus: TH_CPU=%s is not one of generic|neon; ignored\n", force);
+    else if (level != TH_LEVEL_NEON)
+        fprintf(stderr, "theseus: TH_CPU=neon is not supported by this CPU (no dotprod); using generic\n");
+    return level;
+#else
+    int want = !strcmp(force, "generic") ? TH_LEVEL_GENERIC : !strcmp(force, "avx2") ? TH_LEVEL_AVX2
+             : !strcmp(force, "avx512") ? TH_LEVEL_AVX512 : -1;
+    if (want < 0)
+        fprintf(stderr, "theseus: TH_CPU=%s is not one of generic|avx2|avx512; ignored\n", force);
+    else if (want > level)
+        fprintf(stderr, "theseus: TH_CPU=%s is not supported by this CPU; using the best available\n", force);
+    else
+        level = want;
+    return level;
 #endif
+}
+
+static void init_table(void) {
+    pthread_once(&best_once, find_best);
+    th_kernels_fill(&table, forced_level(best));
 }
 
 const th_kernels *th_cpu_kernels(void) {

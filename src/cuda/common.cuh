@@ -4,7 +4,7 @@
 #ifndef TH_CUDA_COMMON_CUH
 #define TH_CUDA_COMMON_CUH
 
-#include "cuda/backend.h"
+#include "cuda/kernels.h"
 #include "quant/quant.h"
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>

@@ -293,31 +293,13 @@ int sm_count() {
     return n;
 }
 
-// TH_GPU_GEMV (measurement aid): 0 = the default: a warp per row, 4 loads in
-// flight, except many-row Q4_0 / Q8_0 matrices: 4 warps × 2 rows a block (one
-// run of the H200, tg128, 6 = every type a warp per row against 0: 8B Q4_0
-// 462 -> 466 tok/s, Q8_0 336 -> 341, 135M Q4_0 1400 -> 1527; F16 and Q4_K were
-// 2 % slower with 2 rows, so they keep 1); 1 = + software prefetch, 2 = 8 warps
-// × 2 rows, 3 = 8 loads in flight on rows of >= 8192 weights, 4 = 4 warps × 2
-// rows (every type), 5 = 8 warps × 1 row, 6 = a warp per row (every type), 7 =
-// 4 warps × 2 rows on every matrix of every size. Measured on the H200, 8B Q4_0
-// tg128 (first session): 415, 382, 381 and 381 tok/s for 0-3.
-int gemv_variant() {
-    static int v = -1;
-    if (v < 0) { const char *e = getenv("TH_GPU_GEMV"); v = e ? atoi(e) : 0; }
-    return v;
-}
-
 template <int NT, int NW, int RPW>
 void launch_w(const th_cu_mat *w, const float *x, int64_t xs, const th_cu_q8 *xq, float *y, int64_t ys, bool accum,
               cudaStream_t st) {
     dim3 grid((unsigned)((w->rows + NW * RPW - 1) / (NW * RPW))), block(NW * 32);
     if (w->layout == TH_CU_SPLIT && xq) {
         if (w->type == TH_Q4_0) {
-            bool u8 = w->K / 32 >= 32 * 8 && gemv_variant() == 3;  // measured slower on the H200
-            if (gemv_variant() == 1) launch_k(gemv_q4_0<NT, NW, RPW, true, 4>, grid, block, st, *w, *xq, y, ys, accum);
-            else if (u8) launch_k(gemv_q4_0<NT, NW, RPW, false, 8>, grid, block, st, *w, *xq, y, ys, accum);
-            else launch_k(gemv_q4_0<NT, NW, RPW, false, 4>, grid, block, st, *w, *xq, y, ys, accum);
+            launch_k(gemv_q4_0<NT, NW, RPW, false, 4>, grid, block, st, *w, *xq, y, ys, accum);
             return;
         }
         // the other split types: the shared int8 loop (gemv_q4_0 above is Q4_0's own)
@@ -344,13 +326,14 @@ void launch(const th_cu_mat *w, const float *x, int64_t xs, const th_cu_q8 *xq, 
         launch_k(gemv_generic<NT>, grid, block, st, *w, x, xs, y, ys, accum);
         return;
     }
-    // the block shape: TH_GPU_GEMV above (default: 4 warps a block, 2 rows a warp on many-row Q4_0/Q8_0)
-    int v = gemv_variant();
+    // the block shape: 4 warps a block, a warp a row, except many-row Q4_0 / Q8_0
+    // matrices: 2 rows a warp (H200, tg128, against a warp a row: 8B Q4_0 462 ->
+    // 466 tok/s, Q8_0 336 -> 341, 135M Q4_0 1400 -> 1527; F16 and Q4_K were 2 %
+    // slower with 2 rows). The other shapes measured (8 warps, software prefetch,
+    // 8 loads in flight) are in bench/gpu/NOTES.md.
     bool many = w->rows >= 16LL * sm_count() && NT <= 4;
-    bool two_rows = v == 0 && many && xq && (w->type == TH_Q4_0 || w->type == TH_Q8_0);
-    if (v == 2 && many) launch_w<NT, 8, 2>(w, x, xs, xq, y, ys, accum, st);
-    else if ((v == 4 && many) || two_rows || (v == 7 && NT <= 4)) launch_w<NT, 4, 2>(w, x, xs, xq, y, ys, accum, st);
-    else if (v == 5 && many) launch_w<NT, 8, 1>(w, x, xs, xq, y, ys, accum, st);
+    bool two_rows = many && xq && (w->type == TH_Q4_0 || w->type == TH_Q8_0);
+    if (two_rows) launch_w<NT, 4, 2>(w, x, xs, xq, y, ys, accum, st);
     else launch_w<NT, 4, 1>(w, x, xs, xq, y, ys, accum, st);
 }
 

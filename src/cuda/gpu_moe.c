@@ -17,8 +17,10 @@
  *     for F32 weights, as the dense GEMM path), expert biases added after each
  *     product as the GEMV does, one GLU over all rows; the sum reads each pair's
  *     output at its segment row (no scatter pass). An expert's weights are read
- *     once a layer instead of once a pair. TH_GPU_MOE_GEMV=1 keeps every batch on
- *     the GEMV path (for A/B timing). */
+ *     once a layer instead of once a pair. The tuning's moe_gemv_only keeps every
+ *     batch on the GEMV path (for A/B timing).
+ * The layer's router and experts reach the kernels as a th_cu_moe view made
+ * from their th_weight device copies (moe_view). */
 #include "cuda/gpu_internal.h"
 #include <stdlib.h>
 #include <string.h>
@@ -26,8 +28,8 @@
 /* The grouped path's buffers: device pair order and 16-bit inputs, pinned staging. */
 static th_status alloc_grouped(th_gpu *g, size_t P, int64_t X, int64_t qk) {
     th_status s;
-    if ((s = th_cu_alloc(g, (void **)&g->moe_idx, 2 * P * 4, "mixture-of-experts pair order")) ||
-        (s = th_cu_alloc(g, &g->moe_xh, P * (size_t)qk * 2, "mixture-of-experts GEMM inputs")))
+    if ((s = th_cu_alloc(&g->mem, (void **)&g->moe_idx, 2 * P * 4, "mixture-of-experts pair order")) ||
+        (s = th_cu_alloc(&g->mem, &g->moe_xh, P * (size_t)qk * 2, "mixture-of-experts GEMM inputs")))
         return s;
     cudaError_t e = cudaMallocHost((void **)&g->h_moe, (3 * P + 4 * (size_t)X) * 4);
     if (e) { g->h_moe = NULL; return th_cu_fail(e, "pinned mixture-of-experts staging"); }
@@ -38,10 +40,11 @@ th_status th_cu_moe_alloc(th_gpu *g) {
     const th_hparams *hp = &g->m->hp;
     int64_t X = 0, k = 0, F = 0;
     for (int i = 0; i < hp->n_layer; i++) {
-        const th_cu_moe *M = &g->L[i].moe;
-        X = TH_MAX(X, (int64_t)M->n_expert);
-        k = TH_MAX(k, (int64_t)M->k);
-        F = TH_MAX(F, M->F);
+        const th_layer *L = &g->m->layers[i];
+        if (!L->router.data) continue;
+        X = TH_MAX(X, (int64_t)hp->n_expert);
+        k = TH_MAX(k, (int64_t)hp->n_expert_used);
+        F = TH_MAX(F, L->gate_exps.ne1);
     }
     if (X == 0) return TH_OK;
     size_t B = g->n_batch, P = B * (size_t)k;
@@ -55,11 +58,25 @@ th_status th_cu_moe_alloc(th_gpu *g) {
     };
     th_status s;
     for (size_t i = 0; i < sizeof a / sizeof a[0]; i++)
-        if ((s = th_cu_alloc(g, a[i].p, a[i].bytes, "mixture-of-experts scratch"))) return s;
-    const char *v = getenv("TH_GPU_MOE_GEMV");
-    g->moe_gemv_only = v && *v && atoi(v) != 0;
-    if (g->moe_gemv_only || (uint32_t)g->gemm_min > g->n_batch) return TH_OK;  /* no batch takes the grouped path */
+        if ((s = th_cu_alloc(&g->mem, a[i].p, a[i].bytes, "mixture-of-experts scratch"))) return s;
+    if (g->tune.moe_gemv_only || (uint32_t)g->tune.gemm_min > g->n_batch) return TH_OK;  /* no batch takes the grouped path */
     return alloc_grouped(g, P, X, qk);
+}
+
+/* Layer L's router and experts as the kernels take them. */
+static th_cu_moe moe_view(const th_gpu *g, const th_layer *L) {
+    const th_hparams *hp = &g->m->hp;
+    const th_cu_weight *sb = L->exp_probs_b.dev;
+    int32_t ng = hp->n_expert_groups > 1 ? hp->n_expert_groups : 0;
+    const th_cu_weight *rb = L->router_b.dev, *gb = L->gate_exps_b.dev, *ub = L->up_exps_b.dev, *db = L->down_exps_b.dev;
+    return (th_cu_moe){ .n_expert = hp->n_expert, .k = hp->n_expert_used, .F = L->gate_exps.ne1,
+                        .router = &th_cu_w(&L->router)->mat, .gate = &th_cu_w(&L->gate_exps)->mat,
+                        .up = &th_cu_w(&L->up_exps)->mat, .down = &th_cu_w(&L->down_exps)->mat,
+                        .router_b = rb ? rb->vec : NULL, .gate_b = gb ? gb->vec : NULL, .up_b = ub ? ub->vec : NULL,
+                        .down_b = db ? db->vec : NULL,
+                        .route = { .n_expert = hp->n_expert, .k = hp->n_expert_used, .gating = hp->gating,
+                                   .norm = hp->expert_weights_norm, .scale = hp->expert_weights_scale,
+                                   .sel_bias = sb ? sb->vec : NULL, .n_group = ng, .topk_group = hp->n_expert_groups_used } };
 }
 
 /* The GLU over `rows` rows of gate|up, in slices that keep the grid's y size legal. */
@@ -77,11 +94,11 @@ static void moe_gemv_path(th_gpu *g, const th_cu_moe *M, int n, const float *h, 
     cudaStream_t st = g->st;
     int64_t E = g->E, F = M->F;
     int k = M->k, pairs = n * k;
-    bool dq = th_cu_gemv_wants_q8(&M->down);
+    bool dq = th_cu_gemv_wants_q8(M->down);
     /* pair p = t·k + j: gate|up of expert sel[p] on h[t], GLU, down */
-    th_cu_moe_gemv(&M->gate, &M->up, M->gate_b, M->up_b, F, g->moe_sel, pairs, k, h, E, eq ? &g->moe_q8 : NULL, g->moe_gu, 2 * F, st);
+    th_cu_moe_gemv(M->gate, M->up, M->gate_b, M->up_b, F, g->moe_sel, pairs, k, h, E, eq ? &g->moe_q8 : NULL, g->moe_gu, 2 * F, st);
     glu_rows(g, F, pairs, g->m->hp.act_fn, dq);
-    th_cu_moe_gemv(&M->down, NULL, M->down_b, NULL, E, g->moe_sel, pairs, 1, g->moe_act, F, dq ? &g->moe_q8 : NULL, g->moe_y, E, st);
+    th_cu_moe_gemv(M->down, NULL, M->down_b, NULL, E, g->moe_sel, pairs, 1, g->moe_act, F, dq ? &g->moe_q8 : NULL, g->moe_y, E, st);
     /* out[t] = Σ_j w[t][j] · y[t·k + j] */
     th_cu_moe_sum(g->moe_y, E, g->moe_w, k, n, E, NULL, out, E, st);
 }
@@ -160,30 +177,32 @@ static th_status moe_grouped_path(th_gpu *g, const th_cu_moe *M, int n, const fl
     if ((s = plan_segments(g, pairs, M->n_expert, &sg))) return s;
     const int32_t *list = g->moe_idx, *row = g->moe_idx + pairs;
     th_cu_moe_gather(h, E, list, k, pairs, E, g->moe_y, E, st);  /* moe_y: the inputs until down writes it */
-    if ((s = experts_mm(g, &M->gate, F, &sg, g->moe_y, E, g->moe_gu, 2 * F)) ||
-        (s = experts_mm(g, &M->up, F, &sg, g->moe_y, E, g->moe_gu + F, 2 * F)))
+    if ((s = experts_mm(g, M->gate, F, &sg, g->moe_y, E, g->moe_gu, 2 * F)) ||
+        (s = experts_mm(g, M->up, F, &sg, g->moe_y, E, g->moe_gu + F, 2 * F)))
         return s;
     if (M->gate_b) th_cu_moe_bias(g->moe_gu, 2 * F, M->gate_b, F, list, g->moe_sel, pairs, st);
     if (M->up_b) th_cu_moe_bias(g->moe_gu + F, 2 * F, M->up_b, F, list, g->moe_sel, pairs, st);
     glu_rows(g, F, pairs, g->m->hp.act_fn, false);
-    if ((s = experts_mm(g, &M->down, E, &sg, g->moe_act, F, g->moe_y, E))) return s;
+    if ((s = experts_mm(g, M->down, E, &sg, g->moe_act, F, g->moe_y, E))) return s;
     if (M->down_b) th_cu_moe_bias(g->moe_y, E, M->down_b, E, list, g->moe_sel, pairs, st);
     th_cu_moe_sum(g->moe_y, E, g->moe_w, k, n, E, row, out, E, st);
     return TH_OK;
 }
 
-th_status th_cu_moe_ffn(th_gpu *g, const th_cu_moe *M, int n, const float *h, float *out, bool gemm) {
+th_status th_cu_moe_ffn(th_gpu *g, const th_layer *L, int n, const float *h, float *out, bool gemm) {
     cudaStream_t st = g->st;
     int64_t E = g->E;
+    th_cu_moe view = moe_view(g, L);
+    const th_cu_moe *M = &view;
     int32_t X = M->n_expert, k = M->k;
     if (n < 1 || (uint32_t)n > g->n_batch || X < 1 || k < 1 || k > X)
         return th_set_error(TH_ERR_INTERNAL, "MoE FFN: %d tokens, %d of %d experts", n, k, X);
     bool grouped = gemm && g->h_moe;
-    bool rq = th_cu_gemv_wants_q8(&M->router);
-    bool eq = !grouped && (th_cu_gemv_wants_q8(&M->gate) || th_cu_gemv_wants_q8(&M->up));
+    bool rq = th_cu_gemv_wants_q8(M->router);
+    bool eq = !grouped && (th_cu_gemv_wants_q8(M->gate) || th_cu_gemv_wants_q8(M->up));
     if (rq || eq) th_cu_quantize_q8(h, E, n, E, &g->moe_q8, st);
     /* router logits → sel, w (the router stays a GEMV on both paths: the same choice) */
-    th_cu_gemv(&M->router, h, E, rq ? &g->moe_q8 : NULL, n, g->moe_logits, X, false, st);
+    th_cu_gemv(M->router, h, E, rq ? &g->moe_q8 : NULL, n, g->moe_logits, X, false, st);
     if (M->router_b) th_cu_add_bias(g->moe_logits, X, M->router_b, X, n, st);
     th_cu_moe_route(g->moe_logits, n, &M->route, g->moe_sel, g->moe_w, st);
     if (grouped) return moe_grouped_path(g, M, n, h, out);

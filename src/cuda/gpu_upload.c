@@ -1,15 +1,14 @@
-/* gpu_upload.c — puts the model's weights on the device once: every matrix in
- * its file layout, except the types with a SPLIT layout (split.c), which are repacked into the SPLIT
- * layout (split.c: quants and scales in separate arrays) for coalesced loads; Q|K|V and gate|up are
- * fused into one matrix when their types match (and kept fused when the file
- * fuses them); experts stacked in one matrix per gate/up/down (rows of expert e
- * after those of e−1); latent attention's five matrices (MLA, run by gpu_mla.c);
- * vectors (norms, biases, expert biases, sinks) as fp32;
- * each layer's rope constants (base, scaling, YaRN ramp). Prints a progress line
- * when verbose or when stderr is a terminal. */
+/* gpu_upload.c — puts a model's weights on the device once (the first GPU
+ * context of the model does it; the copies live until th_model_free): every
+ * th_weight gets a th_cu_weight record (th_weight.dev). Matrices keep their file
+ * layout, except the types with a SPLIT layout (split.c: quants and scales in
+ * separate arrays, for coalesced loads). Q|K|V and gate|up (dense or shared
+ * experts) are uploaded as one matrix when their types match; experts stacked by
+ * rows (expert e after e−1); vectors (norms, biases, sinks, rope factors) as fp32.
+ * The shapes the kernels rely on are checked here, each error naming the layer.
+ * Prints a progress line when verbose or when stderr is a terminal. */
 #include "cuda/gpu_internal.h"
-#include "cpu/ops.h"
-#include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -25,14 +24,14 @@ bool th_cu_type_supported(uint32_t t) {
     }
 }
 
-static void progress(th_gpu *g, size_t bytes) {
-    g->upload_done += bytes;
-    if (!g->verbose || !g->upload_total) return;
-    int pct = (int)(100.0 * (double)g->upload_done / (double)g->upload_total);
-    if (pct != g->upload_pct) {
-        g->upload_pct = pct;
+static void progress(th_cu_store *S, size_t bytes) {
+    S->done += bytes;
+    if (!S->verbose || !S->total) return;
+    int pct = (int)(100.0 * (double)S->done / (double)S->total);
+    if (pct != S->pct) {
+        S->pct = pct;
         fprintf(stderr, "\rtheseus: uploading weights to the GPU: %3d%% (%.0f of %.0f MiB)", pct,
-                (double)g->upload_done / (1 << 20), (double)g->upload_total / (1 << 20));
+                (double)S->done / (1 << 20), (double)S->total / (1 << 20));
         if (pct == 100) fputc('\n', stderr);
     }
 }
@@ -44,13 +43,24 @@ static th_status check_weight(const th_weight *w) {
     return TH_OK;
 }
 
-/* Upload the rows of `n` weights (same type, same row length) as one matrix. */
-static th_status upload_mat(th_gpu *g, const th_weight *const *w, int n, th_cu_mat *out) {
+/* The record of w (one per weight with data, in the store's array). */
+static th_cu_weight *rec(th_cu_store *S, th_weight *w) {
+    th_cu_weight *r = &S->recs[S->n_recs++];
+    memset(r, 0, sizeof *r);
+    r->joint = 1;
+    w->dev = r;
+    return r;
+}
+
+static int64_t rows_of(const th_weight *w) { return w->ne1 * TH_MAX(w->ne2, 1); }
+
+/* Upload the rows of `n` weights (same type and row length; experts flattened) as one matrix. */
+static th_status upload_rows(th_cu_store *S, th_weight *const *w, int n, th_cu_mat *out) {
     th_status s;
     int64_t rows = 0, K = w[0]->ne0;
     for (int i = 0; i < n; i++) {
         if ((s = check_weight(w[i]))) return s;
-        rows += w[i]->ne1;
+        rows += rows_of(w[i]);
     }
     memset(out, 0, sizeof *out);
     out->type = w[0]->type;
@@ -62,13 +72,13 @@ static th_status upload_mat(th_gpu *g, const th_weight *const *w, int n, th_cu_m
     if (th_cu_split_sizes(out->type, K, &qrow, &srow)) {
         out->layout = TH_CU_SPLIT;
         void *dq, *dsc;
-        if ((s = th_cu_alloc(g, &dq, qrow * (size_t)rows, name)) || (s = th_cu_alloc(g, &dsc, srow * (size_t)rows, name)))
+        if ((s = th_cu_alloc(&S->mem, &dq, qrow * (size_t)rows, name)) || (s = th_cu_alloc(&S->mem, &dsc, srow * (size_t)rows, name)))
             return s;
         out->data = dq;
         out->scales = dsc;
         int64_t r0 = 0;
         for (int i = 0; i < n; i++) {
-            int64_t nr = w[i]->ne1;
+            int64_t nr = rows_of(w[i]);
             /* repack in slices of rows so the host buffer stays small */
             int64_t slice = TH_MAX(1, (int64_t)((64u << 20) / (qrow + srow)));
             uint8_t *hq = malloc(qrow * (size_t)TH_MIN(slice, nr)), *hs = malloc(srow * (size_t)TH_MIN(slice, nr));
@@ -80,7 +90,7 @@ static th_status upload_mat(th_gpu *g, const th_weight *const *w, int n, th_cu_m
                 cudaError_t e = cudaMemcpy((uint8_t *)dq + (size_t)(r0 + a) * qrow, hq, qrow * (size_t)c, cudaMemcpyHostToDevice);
                 if (!e) e = cudaMemcpy((uint8_t *)dsc + (size_t)(r0 + a) * srow, hs, srow * (size_t)c, cudaMemcpyHostToDevice);
                 if (e) { free(hq); free(hs); return th_cu_fail(e, name); }
-                progress(g, (size_t)c * w[i]->row_bytes);
+                progress(S, (size_t)c * w[i]->row_bytes);
             }
             free(hq);
             free(hs);
@@ -90,52 +100,58 @@ static th_status upload_mat(th_gpu *g, const th_weight *const *w, int n, th_cu_m
     }
     out->layout = TH_CU_GGUF;
     void *d;
-    if ((s = th_cu_alloc(g, &d, out->row_bytes * (size_t)rows, name))) return s;
+    if ((s = th_cu_alloc(&S->mem, &d, out->row_bytes * (size_t)rows, name))) return s;
     out->data = d;
     size_t off = 0;
     for (int i = 0; i < n; i++) {
-        size_t bytes = w[i]->row_bytes * (size_t)w[i]->ne1;
+        size_t bytes = w[i]->row_bytes * (size_t)rows_of(w[i]);
         for (size_t a = 0; a < bytes; a += (256u << 20)) {
             size_t c = TH_MIN(bytes - a, (size_t)256 << 20);
             cudaError_t e = cudaMemcpy((uint8_t *)d + off + a, (const uint8_t *)w[i]->data + a, c, cudaMemcpyHostToDevice);
             if (e) return th_cu_fail(e, name);
-            progress(g, c);
+            progress(S, c);
         }
         off += bytes;
     }
     return TH_OK;
 }
 
-/* A projection from up to three weights sharing the input: one fused matrix
- * when all types match, else one matrix each. */
-static th_status upload_proj(th_gpu *g, const th_weight *a, const th_weight *b, const th_weight *c, th_cu_proj *p) {
-    const th_weight *w[3] = { a, b, c };
-    int n = c ? 3 : 2;
-    memset(p, 0, sizeof *p);
+static th_status upload_mat(th_cu_store *S, th_weight *w) {
+    if (!w->data || w->dev) return TH_OK;
+    th_cu_weight *r = rec(S, w);
+    th_status s = upload_rows(S, &w, 1, &r->mat);
+    r->group_q8 = !s && th_cu_gemv_wants_q8(&r->mat);
+    return s;
+}
+
+/* Weights that read the same input: one matrix when all types and row lengths
+ * match (the first weight's record, joint = n), else one each; group_q8 on the
+ * first says whether any of them reads q8 activations. */
+static th_status upload_group(th_cu_store *S, th_weight *const *w, int n) {
     bool same = true;
     for (int i = 1; i < n; i++) same = same && w[i]->type == w[0]->type && w[i]->row_bytes == w[0]->row_bytes;
-    int64_t off = 0;
     th_status s;
     if (same) {
-        if ((s = upload_mat(g, w, n, &p->part[0]))) return s;
-        p->n = 1;
-        p->width = p->part[0].rows;
+        th_cu_weight *lead = rec(S, w[0]);
+        for (int i = 1; i < n; i++) rec(S, w[i])->joint = 0;
+        lead->joint = n;
+        if ((s = upload_rows(S, w, n, &lead->mat))) return s;
+        lead->group_q8 = th_cu_gemv_wants_q8(&lead->mat);
+        for (int i = 1; i < n; i++) ((th_cu_weight *)w[i]->dev)->mat = lead->mat;
         return TH_OK;
     }
+    bool q8 = false;
     for (int i = 0; i < n; i++) {
-        if ((s = upload_mat(g, &w[i], 1, &p->part[i]))) return s;
-        p->off[i] = off;
-        off += w[i]->ne1;
+        if ((s = upload_mat(S, w[i]))) return s;
+        q8 = q8 || th_cu_gemv_wants_q8(&th_cu_w(w[i])->mat);
     }
-    p->n = n;
-    p->width = off;
+    ((th_cu_weight *)w[0]->dev)->group_q8 = q8;
     return TH_OK;
 }
 
-/* A vector (norm weight, bias) as fp32 on the device; absent → NULL. */
-static th_status upload_vec(th_gpu *g, const th_weight *w, const float **out) {
-    *out = NULL;
-    if (!w->data) return TH_OK;
+/* A vector (norm weight, bias, rope factors) as fp32 on the device; absent → no record. */
+static th_status upload_vec(th_cu_store *S, th_weight *w) {
+    if (!w->data || w->dev) return TH_OK;
     th_status s;
     if ((s = check_weight(w))) return s;
     int64_t n = w->ne0 * TH_MAX(w->ne1, 1);
@@ -143,12 +159,12 @@ static th_status upload_vec(th_gpu *g, const th_weight *w, const float **out) {
     if (!tmp) return th_set_error(TH_ERR_NOMEM, "out of memory");
     th_ref_dequantize(w->type, w->data, tmp, n);
     void *d;
-    if ((s = th_cu_alloc(g, &d, (size_t)n * sizeof(float), w->name ? w->name : "vector"))) { free(tmp); return s; }
+    if ((s = th_cu_alloc(&S->mem, &d, (size_t)n * sizeof(float), w->name ? w->name : "vector"))) { free(tmp); return s; }
     cudaError_t e = cudaMemcpy(d, tmp, (size_t)n * sizeof(float), cudaMemcpyHostToDevice);
     free(tmp);
     if (e) return th_cu_fail(e, w->name ? w->name : "vector");
-    progress(g, w->row_bytes * (size_t)TH_MAX(w->ne1, 1));
-    *out = d;
+    progress(S, w->row_bytes * (size_t)TH_MAX(w->ne1, 1));
+    rec(S, w)->vec = d;
     return TH_OK;
 }
 
@@ -156,41 +172,21 @@ static size_t wbytes(const th_weight *w) {
     return w->data ? w->row_bytes * (size_t)TH_MAX(w->ne1, 1) * (size_t)TH_MAX(w->ne2, 1) : 0;
 }
 
-static size_t model_bytes(const th_model *m, const th_weight *rope_factors) {
-    size_t t = wbytes(&m->tok_embd) + wbytes(&m->output_norm) + wbytes(rope_factors);
-    if (m->output.data != m->tok_embd.data) t += wbytes(&m->output);
-    for (int i = 0; i < m->hp.n_layer; i++) {
-        const th_layer *L = &m->layers[i];
-        const th_weight *ws[] = { &L->attn_norm, &L->wq, &L->wk, &L->wv, &L->wo, &L->bq, &L->bk, &L->bv, &L->bo,
-                                  &L->wqkv, &L->bqkv, &L->q_norm, &L->k_norm, &L->post_attn_norm, &L->ffn_norm,
-                                  &L->w_gate, &L->w_up, &L->w_down, &L->post_ffn_norm, &L->router, &L->router_b,
-                                  &L->exp_probs_b, &L->gate_exps, &L->up_exps, &L->down_exps, &L->gate_shexp,
-                                  &L->up_shexp, &L->down_shexp, &L->attn_sinks, &L->gate_exps_b, &L->up_exps_b,
-                                  &L->down_exps_b, &L->wq_a, &L->q_a_norm, &L->wq_b, &L->wkv_a_mqa, &L->kv_a_norm,
-                                  &L->wkv_b };
-        for (size_t k = 0; k < sizeof ws / sizeof ws[0]; k++) t += wbytes(ws[k]);
-    }
-    return t;
-}
-
-/* A weight of ne2 stacked matrices (experts) as one matrix of ne1·ne2 rows. */
-static th_status upload_stacked(th_gpu *g, const th_weight *w, th_cu_mat *out) {
-    th_weight flat = *w;
-    flat.ne1 = w->ne1 * TH_MAX(w->ne2, 1);
-    flat.ne2 = 1;
-    const th_weight *p = &flat;
-    return upload_mat(g, &p, 1, out);
-}
+/* Every weight of layer L (the records to make and the bytes to upload). */
+#define LAYER_WEIGHTS(L)                                                                                          \
+    { &L->attn_norm, &L->wq, &L->wk, &L->wv, &L->wo, &L->bq, &L->bk, &L->bv, &L->bo, &L->wqkv, &L->bqkv,          \
+      &L->q_norm, &L->k_norm, &L->post_attn_norm, &L->attn_sinks, &L->wq_a, &L->q_a_norm, &L->wq_b,               \
+      &L->wkv_a_mqa, &L->kv_a_norm, &L->wkv_b, &L->ffn_norm, &L->w_gate, &L->w_up, &L->w_down,                    \
+      &L->post_ffn_norm, &L->router, &L->router_b, &L->exp_probs_b, &L->gate_exps, &L->up_exps, &L->down_exps,    \
+      &L->gate_exps_b, &L->up_exps_b, &L->down_exps_b, &L->gate_shexp, &L->up_shexp, &L->down_shexp }
 
 static bool shape_is(const th_weight *w, int64_t ne0, int64_t ne1, int64_t ne2) {
     return w->ne0 == ne0 && w->ne1 == ne1 && TH_MAX(w->ne2, 1) == ne2;
 }
 
-/* The routed experts of a MoE layer: router, stacked gate/up/down, routing options. */
-static th_status upload_moe(th_gpu *g, int il, const th_layer *L, th_cu_moe *M) {
-    const th_hparams *hp = &g->m->hp;
+/* The routed experts of a MoE layer: what the kernels need, then router and stacked gate/up/down. */
+static th_status upload_moe(th_cu_store *S, const th_hparams *hp, int il, th_layer *L) {
     int64_t E = hp->n_embd, X = hp->n_expert, F = L->gate_exps.ne1;
-    th_status s;
     if (!L->gate_exps.data || !L->up_exps.data || !L->down_exps.data)
         return th_set_error(TH_ERR_UNSUPPORTED, "layer %d: the CUDA backend needs separate gate/up/down expert weights", il);
     if (X < 1 || hp->n_expert_used < 1 || hp->n_expert_used > X || !shape_is(&L->router, E, X, 1) ||
@@ -206,154 +202,146 @@ static th_status upload_moe(th_gpu *g, int il, const th_layer *L, th_cu_moe *M) 
     if (ng && (ng > 256 || X % ng || hp->n_expert_groups_used < 1))
         return th_set_error(TH_ERR_UNSUPPORTED, "layer %d: group-limited routing with %d groups of %lld experts is not supported by the CUDA backend",
                             il, ng, (long long)X);
-    const th_weight *r = &L->router;
-    const float *sel_bias;
-    if ((s = upload_mat(g, &r, 1, &M->router)) || (s = upload_stacked(g, &L->gate_exps, &M->gate)) ||
-        (s = upload_stacked(g, &L->up_exps, &M->up)) || (s = upload_stacked(g, &L->down_exps, &M->down)) ||
-        (s = upload_vec(g, &L->router_b, &M->router_b)) || (s = upload_vec(g, &L->exp_probs_b, &sel_bias)))
-        return s;
     if ((L->gate_exps_b.data && !shape_is(&L->gate_exps_b, F, X, 1)) || (L->up_exps_b.data && !shape_is(&L->up_exps_b, F, X, 1)) ||
         (L->down_exps_b.data && !shape_is(&L->down_exps_b, E, X, 1)))
         return th_set_error(TH_ERR_FORMAT, "layer %d: expert biases do not have the shapes [F,%lld] / [%lld,%lld]", il,
                             (long long)X, (long long)E, (long long)X);
-    if ((s = upload_vec(g, &L->gate_exps_b, &M->gate_b)) || (s = upload_vec(g, &L->up_exps_b, &M->up_b)) ||
-        (s = upload_vec(g, &L->down_exps_b, &M->down_b)))
-        return s;
-    M->n_expert = (int32_t)X;
-    M->k = hp->n_expert_used;
-    M->F = F;
-    M->route = (th_cu_router){ .n_expert = (int32_t)X, .k = hp->n_expert_used, .gating = hp->gating,
-                               .norm = hp->expert_weights_norm, .scale = hp->expert_weights_scale,
-                               .sel_bias = sel_bias, .n_group = ng, .topk_group = hp->n_expert_groups_used };
-    return TH_OK;
-}
-
-/* Multi-head latent attention's weights (gpu_mla.c runs them): q (direct or
- * through the q LoRA and its norm), the latent projection, its norm, Wkv_b. */
-static th_status upload_mla(th_gpu *g, const th_layer *L, th_cu_mla *M) {
-    const th_weight *wq = &L->wq, *wq_a = &L->wq_a, *wq_b = &L->wq_b, *wkv_a = &L->wkv_a_mqa, *wkv_b = &L->wkv_b;
     th_status s;
-    if (wq_a->data) {
-        if ((s = upload_mat(g, &wq_a, 1, &M->wq_a)) || (s = upload_mat(g, &wq_b, 1, &M->wq_b)) ||
-            (s = upload_vec(g, &L->q_a_norm, &M->q_a_norm)))
-            return s;
-    } else if ((s = upload_mat(g, &wq, 1, &M->wq))) {
+    if ((s = upload_mat(S, &L->router)) || (s = upload_mat(S, &L->gate_exps)) || (s = upload_mat(S, &L->up_exps)) ||
+        (s = upload_mat(S, &L->down_exps)))
         return s;
+    if (L->gate_shexp.data || L->up_shexp.data || L->down_shexp.data) {
+        if (!L->gate_shexp.data || !L->up_shexp.data || !L->down_shexp.data)
+            return th_set_error(TH_ERR_UNSUPPORTED, "layer %d: shared experts need gate, up and down weights", il);
+        th_weight *gu[2] = { &L->gate_shexp, &L->up_shexp };
+        if ((s = upload_group(S, gu, 2)) || (s = upload_mat(S, &L->down_shexp))) return s;
     }
-    if ((s = upload_mat(g, &wkv_a, 1, &M->wkv_a)) || (s = upload_mat(g, &wkv_b, 1, &M->wkv_b)) ||
-        (s = upload_vec(g, &L->kv_a_norm, &M->kv_a_norm)))
-        return s;
-    M->on = true;
     return TH_OK;
 }
 
-/* Q|K|V (separate or fused with its fused bias) and the per-head or whole-width
- * Q/K norms; or the latent attention's weights. */
-static th_status upload_attn(th_gpu *g, int il, const th_layer *L, th_cu_layer *D) {
-    const th_hparams *hp = &g->m->hp;
+/* Q|K|V (separate or fused), the whole-width or per-head Q/K norms' shapes, or MLA's matrices. */
+static th_status upload_attn(th_cu_store *S, const th_hparams *hp, int il, th_layer *L) {
     int64_t q_w = (int64_t)hp->n_head * hp->head_dim, k_w = (int64_t)hp->n_head_kv * hp->head_dim;
-    th_status s;
-    if (L->wkv_a_mqa.data) return upload_mla(g, L, &D->mla);
-    if (L->wqkv.data) {
-        const th_weight *w = &L->wqkv;
-        if ((s = upload_mat(g, &w, 1, &D->qkv.part[0]))) return s;
-        D->qkv.n = 1;
-        D->qkv.width = D->qkv.part[0].rows;
-        const float *b;
-        if ((s = upload_vec(g, &L->bqkv, &b))) return s;
-        if (b) { D->bq = b; D->bk = b + q_w; D->bv = b + q_w + k_w; }
-    } else {
-        if (!L->wq.data || !L->wk.data || !L->wv.data)
-            return th_set_error(TH_ERR_UNSUPPORTED, "layer %d: the CUDA backend needs Q/K/V weights (separate or fused)", il);
-        if ((s = upload_proj(g, &L->wq, &L->wk, &L->wv, &D->qkv))) return s;
-        if ((s = upload_vec(g, &L->bq, &D->bq)) || (s = upload_vec(g, &L->bk, &D->bk)) || (s = upload_vec(g, &L->bv, &D->bv)))
-            return s;
+    if (L->wkv_a_mqa.data) {
+        th_weight *ms[5] = { &L->wq, &L->wq_a, &L->wq_b, &L->wkv_a_mqa, &L->wkv_b };
+        th_status s;
+        for (int i = 0; i < 5; i++)
+            if ((s = upload_mat(S, ms[i]))) return s;
+        return TH_OK;
     }
-    D->qk_norm_full = L->q_norm.data && L->q_norm.ne0 != hp->head_dim;
-    if (D->qk_norm_full && (L->q_norm.ne0 != q_w || !L->k_norm.data || L->k_norm.ne0 != k_w))
+    if (L->wqkv.data) return upload_mat(S, &L->wqkv);
+    if (!L->wq.data || !L->wk.data || !L->wv.data)
+        return th_set_error(TH_ERR_UNSUPPORTED, "layer %d: the CUDA backend needs Q/K/V weights (separate or fused)", il);
+    bool full = L->q_norm.data && L->q_norm.ne0 != hp->head_dim;
+    if (full && (L->q_norm.ne0 != q_w || !L->k_norm.data || L->k_norm.ne0 != k_w))
         return th_set_error(TH_ERR_FORMAT, "layer %d: whole-width q/k norms must be %lld and %lld wide", il, (long long)q_w, (long long)k_w);
-    return TH_OK;
+    th_weight *qkv[3] = { &L->wq, &L->wk, &L->wv };
+    return upload_group(S, qkv, 3);
 }
 
-/* The dense FFN (gate|up separate or fused [gate; up]), or the experts of a MoE
- * layer plus its shared experts as the dense part. */
-static th_status upload_ffn(th_gpu *g, int il, const th_layer *L, th_cu_layer *D) {
-    const th_weight *gate = L->w_gate.data ? &L->w_gate : NULL, *up = &L->w_up, *down = &L->w_down;
-    th_status s;
-    if (L->router.data) {
-        if ((s = upload_moe(g, il, L, &D->moe))) return s;
-        if (!L->gate_shexp.data && !L->up_shexp.data && !L->down_shexp.data) return TH_OK;
-        gate = &L->gate_shexp, up = &L->up_shexp, down = &L->down_shexp;
-        if (!gate->data) return th_set_error(TH_ERR_UNSUPPORTED, "layer %d: shared experts without a gate weight", il);
-    }
-    if (!up->data || !down->data)
+/* The dense FFN (gate|up as one matrix or two, or fused [gate; up] in w_up). */
+static th_status upload_ffn(th_cu_store *S, int il, th_layer *L) {
+    if (L->router.data) return TH_OK;
+    if (!L->w_up.data || !L->w_down.data)
         return th_set_error(TH_ERR_UNSUPPORTED, "layer %d: the CUDA backend needs up and down FFN weights", il);
-    if (gate) {
-        if ((s = upload_proj(g, gate, up, NULL, &D->gu))) return s;
-    } else {  /* fused [gate; up] rows: already the gu layout (gate at [0,F), up at [F,2F)) */
-        if ((s = upload_mat(g, &up, 1, &D->gu.part[0]))) return s;
-        D->gu.n = 1;
-        D->gu.width = D->gu.part[0].rows;
-    }
-    if ((s = upload_mat(g, &down, 1, &D->down))) return s;
-    if (D->gu.width != 2 * D->down.K)
+    int64_t gu = L->w_gate.data ? L->w_gate.ne1 + L->w_up.ne1 : L->w_up.ne1;
+    if (gu != 2 * L->w_down.ne0)
         return th_set_error(TH_ERR_FORMAT, "layer %d: gate/up give %lld outputs but down takes %lld inputs", il,
-                            (long long)D->gu.width, (long long)D->down.K);
-    return TH_OK;
-}
-
-/* The layer's rope: base and scaling as the CPU's setup_rope (src/model.c). */
-static void rope_layer(const th_hparams *hp, const th_layer *L, th_cu_layer *D) {
-    D->theta_scale = powf(L->rope_base, -2.0f / (float)hp->n_rot);
-    D->freq_scale = L->rope_freq_scale;
-    D->corr_lo = D->corr_hi = 0.0f;
-    if (hp->rope_ext_factor != 0.0f)
-        th_rope_corr_dims(hp->n_rot, hp->rope_n_ctx_orig, L->rope_base, hp->rope_beta_fast, hp->rope_beta_slow,
-                          &D->corr_lo, &D->corr_hi);
-}
-
-static th_status upload_layer(th_gpu *g, int il) {
-    const th_model *m = g->m;
-    const th_layer *L = &m->layers[il];
-    th_cu_layer *D = &g->L[il];
+                            (long long)gu, (long long)L->w_down.ne0);
     th_status s;
-    if ((s = upload_attn(g, il, L, D)) || (s = upload_ffn(g, il, L, D))) return s;
-    const th_weight *wo = &L->wo;
-    if ((s = upload_mat(g, &wo, 1, &D->wo))) return s;
-    if ((s = upload_vec(g, &L->attn_norm, &D->attn_norm)) || (s = upload_vec(g, &L->ffn_norm, &D->ffn_norm)) ||
-        (s = upload_vec(g, &L->post_attn_norm, &D->post_attn_norm)) || (s = upload_vec(g, &L->post_ffn_norm, &D->post_ffn_norm)) ||
-        (s = upload_vec(g, &L->bo, &D->bo)) || (s = upload_vec(g, &L->q_norm, &D->q_norm)) || (s = upload_vec(g, &L->k_norm, &D->k_norm)))
+    if (L->w_gate.data) {
+        th_weight *g[2] = { &L->w_gate, &L->w_up };
+        if ((s = upload_group(S, g, 2))) return s;
+    } else if ((s = upload_mat(S, &L->w_up))) {
         return s;
+    }
+    return upload_mat(S, &L->w_down);
+}
+
+static th_status upload_layer(th_cu_store *S, th_model *m, int il) {
+    th_layer *L = &m->layers[il];
+    th_status s;
+    if (L->router.data && (s = upload_moe(S, &m->hp, il, L))) return s;
+    if ((s = upload_attn(S, &m->hp, il, L)) || (s = upload_ffn(S, il, L)) || (s = upload_mat(S, &L->wo))) return s;
     if (L->attn_sinks.data && L->attn_sinks.ne0 * TH_MAX(L->attn_sinks.ne1, 1) != m->hp.n_head)
         return th_set_error(TH_ERR_FORMAT, "layer %d: attn_sinks has %lld values for %d heads", il,
                             (long long)(L->attn_sinks.ne0 * TH_MAX(L->attn_sinks.ne1, 1)), m->hp.n_head);
-    if ((s = upload_vec(g, &L->attn_sinks, &D->sinks))) return s;
-    D->window = L->window;
-    rope_layer(&m->hp, L, D);
+    th_weight *vecs[] = { &L->attn_norm, &L->bq, &L->bk, &L->bv, &L->bo, &L->bqkv, &L->q_norm, &L->k_norm,
+                          &L->post_attn_norm, &L->attn_sinks, &L->q_a_norm, &L->kv_a_norm, &L->ffn_norm,
+                          &L->post_ffn_norm, &L->router_b, &L->exp_probs_b, &L->gate_exps_b, &L->up_exps_b,
+                          &L->down_exps_b };
+    for (size_t k = 0; k < sizeof vecs / sizeof vecs[0]; k++)
+        if ((s = upload_vec(S, vecs[k]))) return s;
+    th_weight *all[] = LAYER_WEIGHTS(L);   /* every weight the loader found now has its copy */
+    for (size_t k = 0; k < sizeof all / sizeof all[0]; k++)
+        if (all[k]->data && !all[k]->dev)
+            return th_set_error(TH_ERR_UNSUPPORTED, "layer %d: tensor %s is not used by the CUDA backend", il,
+                                all[k]->name ? all[k]->name : "?");
     return TH_OK;
 }
 
-/* rope_factors: the rope frequency factors the context uses (th_gpu_init), or NULL. */
-th_status th_cu_upload_weights(th_gpu *g, const th_weight *rope_factors) {
-    const th_model *m = g->m;
-    const th_weight none = { 0 }, *rf = rope_factors ? rope_factors : &none;
-    th_status s;
-    g->upload_total = model_bytes(m, rf);
-    g->upload_done = 0;
-    g->upload_pct = -1;
-    g->L = calloc((size_t)m->hp.n_layer, sizeof *g->L);
-    if (!g->L) return th_set_error(TH_ERR_NOMEM, "out of memory");
-    const th_weight *e = &m->tok_embd;
-    if ((s = upload_mat(g, &e, 1, &g->embd))) return s;
-    if (m->output.data == m->tok_embd.data) {
-        g->out = g->embd;
-    } else {
-        const th_weight *o = &m->output;
-        if ((s = upload_mat(g, &o, 1, &g->out))) return s;
+static void store_free(th_model *m) {
+    th_cu_store *S = m->dev_store;
+    if (!S) return;
+    int prev = -1;
+    if (cudaGetDevice(&prev) == cudaSuccess && prev != S->device) cudaSetDevice(S->device);
+    th_cu_allocs_free(&S->mem);
+    if (prev >= 0 && prev != S->device) cudaSetDevice(prev);
+    for (int32_t il = 0; m->layers && il < m->hp.n_layer; il++) {
+        th_layer *L = &m->layers[il];
+        th_weight *all[] = LAYER_WEIGHTS(L);
+        for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) all[k]->dev = NULL;
     }
-    if ((s = upload_vec(g, &m->output_norm, &g->out_norm)) || (s = upload_vec(g, rf, &g->rope_freqs))) return s;
-    for (int il = 0; il < m->hp.n_layer; il++)
-        if ((s = upload_layer(g, il))) return s;
-    if (g->verbose && g->upload_pct != 100) fputc('\n', stderr);
+    th_weight *top[] = { &m->tok_embd, &m->output_norm, &m->output, &m->rope_freqs, &m->rope_long, &m->rope_short };
+    for (size_t k = 0; k < sizeof top / sizeof top[0]; k++) top[k]->dev = NULL;
+    free(S->recs);
+    free(S);
+    m->dev_store = NULL;
+    m->dev_free = NULL;
+}
+
+static th_status upload_all(th_cu_store *S, th_model *m) {
+    th_weight *top[] = { &m->tok_embd, &m->output_norm, &m->output, &m->rope_freqs, &m->rope_long, &m->rope_short };
+    size_t n = sizeof top / sizeof top[0];
+    for (size_t k = 0; k < n; k++) S->total += wbytes(top[k]);
+    if (m->output.data == m->tok_embd.data) S->total -= wbytes(&m->output);
+    for (int32_t il = 0; il < m->hp.n_layer; il++) {
+        th_layer *L = &m->layers[il];
+        th_weight *all[] = LAYER_WEIGHTS(L);
+        n += sizeof all / sizeof all[0];
+        for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) S->total += wbytes(all[k]);
+    }
+    if (!(S->recs = calloc(n, sizeof *S->recs))) return th_set_error(TH_ERR_NOMEM, "out of memory");
+    th_status s;
+    if ((s = upload_mat(S, &m->tok_embd))) return s;
+    if (m->output.data == m->tok_embd.data) m->output.dev = m->tok_embd.dev;   /* tied: the same copy */
+    else if ((s = upload_mat(S, &m->output))) return s;
+    for (size_t k = 3; k < sizeof top / sizeof top[0]; k++)
+        if ((s = upload_vec(S, top[k]))) return s;
+    if ((s = upload_vec(S, &m->output_norm))) return s;
+    for (int32_t il = 0; il < m->hp.n_layer; il++)
+        if ((s = upload_layer(S, m, il))) return s;
+    if (S->verbose && S->pct != 100) fputc('\n', stderr);
     return TH_OK;
+}
+
+static pthread_mutex_t upload_lock = PTHREAD_MUTEX_INITIALIZER;
+
+th_status th_cu_weights_upload(th_model *m, bool verbose) {
+    pthread_mutex_lock(&upload_lock);
+    th_status s = TH_OK;
+    if (!m->dev_store) {
+        th_cu_store *S = calloc(1, sizeof *S);
+        if (!S) s = th_set_error(TH_ERR_NOMEM, "out of memory");
+        if (S) {
+            cudaGetDevice(&S->device);
+            S->verbose = verbose || isatty(2);
+            S->pct = -1;
+            m->dev_store = S;
+            m->dev_free = store_free;
+            if ((s = upload_all(S, m))) store_free(m);   /* nothing half-uploaded stays */
+        }
+    }
+    pthread_mutex_unlock(&upload_lock);
+    return s;
 }

@@ -2,7 +2,7 @@
  * (matrix products incl. the grouped expert GEMM, dequantization, attention, row
  * argmax) and the copy-bandwidth probe, for tests/test_cuda.c and bench/gpu/.
  * Not used by the forward pass. */
-#include "cuda/backend.h"
+#include "cuda/kernels.h"
 #include "core/core.h"
 #include "quant/quant.h"
 #include <cublas_v2.h>

@@ -57,11 +57,32 @@ typedef struct gguf_file {
     uint64_t size;
     /* private */
     void *map;                   /* mmap'd region, or malloc'd copy, or NULL (caller's buffer) */
-    bool mapped;
+    bool mapped;                 /* map is released with munmap (else free) */
+    bool file_backed;            /* map is a mapping of the file itself (not a copy in memory) */
+    volatile bool map_zeroed;    /* gguf_map_fault_replace swapped the mapping for zeros */
+    /* the file as opened (open.c): for gguf_file_changed */
+    char *path;
+    uint64_t st_dev, st_ino, st_size;
+    int64_t st_mtime_ns;
 } gguf_file;
 
-/* Open + mmap a file and parse it. */
+/* Open a file and parse it: mapped (use_mmap, the default of gguf_open) or read
+ * whole into anonymous memory (page-aligned), which a later change of the file
+ * on disk cannot affect. */
 th_status gguf_open(const char *path, gguf_file **out);
+th_status gguf_open_ex(const char *path, bool use_mmap, gguf_file **out);
+/* Whether the file at f->path is no longer the one opened (another device or
+ * inode, size or modification time). True with a description in why (which
+ * names the path and what changed); false if unchanged or f was not opened from a file. */
+bool gguf_file_changed(const gguf_file *f, char *why, size_t cap);
+/* Async-signal-safe: if addr lies inside f's file mapping, replace the whole
+ * mapping with zero-filled anonymous memory at the same address (so reads past
+ * the end of a file truncated under us see zeros instead of raising SIGBUS
+ * again) and return true; false otherwise (nothing changed). */
+bool gguf_map_fault_replace(gguf_file *f, const void *addr);
+/* Parse bytes the result takes over (map: released by gguf_close, munmap if
+ * mapped, else free; NULL: the caller keeps them). On failure the caller keeps them. */
+th_status gguf_parse_owned(const uint8_t *data, uint64_t size, void *map, bool mapped, gguf_file **out);
 /* Parse a caller-owned buffer (which must outlive the result). Used by the fuzzer. */
 th_status gguf_parse(const uint8_t *data, uint64_t size, gguf_file **out);
 void gguf_close(gguf_file *f);

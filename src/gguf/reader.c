@@ -1,4 +1,5 @@
-/* reader.c — the GGUF reader: maps a file (or takes a caller's buffer), validates
+/* reader.c — the GGUF reader: takes the bytes of a file (open.c maps or reads
+ * it) or a caller's buffer, validates
  * every count, length, type, shape and offset with checked arithmetic before
  * anything is used, and answers lookups and typed getters.
  *
@@ -17,15 +18,11 @@
 #include "gguf/gguf.h"
 #include "quant/quant.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #define GGUF_MAGIC 0x46554747u          /* "GGUF" little-endian */
 #define GGUF_DEFAULT_ALIGNMENT 32u
@@ -478,7 +475,7 @@ static th_status parse_into(gguf_impl *im) {
     return place_tensors(f, c.pos);
 }
 
-static th_status parse_common(const uint8_t *data, uint64_t size, void *map, bool mapped, gguf_file **out) {
+th_status gguf_parse_owned(const uint8_t *data, uint64_t size, void *map, bool mapped, gguf_file **out) {
     *out = NULL;
     gguf_impl *im = calloc(1, sizeof *im);
     if (!im) return th_set_error(TH_ERR_NOMEM, "gguf: out of memory");
@@ -500,40 +497,7 @@ th_status gguf_parse(const uint8_t *data, uint64_t size, gguf_file **out) {
     if (!out) return th_set_error(TH_ERR_ARG, "gguf_parse: out is NULL");
     if (!data && size) { *out = NULL; return th_set_error(TH_ERR_ARG, "gguf_parse: data is NULL"); }
     static const uint8_t empty[1];
-    return parse_common(data ? data : empty, size, NULL, false, out);
-}
-
-th_status gguf_open(const char *path, gguf_file **out) {
-    if (!out || !path) return th_set_error(TH_ERR_ARG, "gguf_open: NULL argument");
-    *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return th_set_error(TH_ERR_IO, "gguf: cannot open '%s': %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        int e = errno;
-        close(fd);
-        return th_set_error(TH_ERR_IO, "gguf: cannot stat '%s': %s", path, strerror(e));
-    }
-    if (!S_ISREG(st.st_mode)) {
-        close(fd);
-        return th_set_error(TH_ERR_IO, "gguf: '%s' is not a regular file", path);
-    }
-    if (st.st_size == 0) {
-        close(fd);
-        return th_set_error(TH_ERR_FORMAT, "gguf: '%s' is empty", path);
-    }
-    void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-    int e = errno;
-    close(fd);
-    if (map == MAP_FAILED) return th_set_error(TH_ERR_IO, "gguf: cannot map '%s': %s", path, strerror(e));
-    th_status s = parse_common(map, (uint64_t)st.st_size, map, true, out);
-    if (s) {
-        munmap(map, (size_t)st.st_size);
-        char msg[1024];
-        snprintf(msg, sizeof msg, "%s", th_last_error());
-        th_set_error(s, "%s (in '%s')", msg, path);
-    }
-    return s;
+    return gguf_parse_owned(data ? data : empty, size, NULL, false, out);
 }
 
 void gguf_close(gguf_file *f) {
@@ -548,6 +512,7 @@ void gguf_close(gguf_file *f) {
         if (f->mapped) munmap(f->map, (size_t)f->size);
         else free(f->map);
     }
+    free(f->path);
     free(im);
 }
 

@@ -24,12 +24,35 @@ enum th_type {
 #define TH_QK 32     /* block size of the legacy quants */
 #define TH_QK_K 256  /* super-block size of the K-quants */
 
+/* The kernel signatures (the CPU kernel table, cpu/kernels.h, uses the same ones). */
+/* *s = dot(weight row w of n elements, activation row act in the weight type's act_type) */
+typedef void (*th_vec_dot_fn)(int64_t n, float *s, const void *w, const void *act);
+/* Encode n f32 values as a type (n a multiple of its block). */
+typedef void (*th_quantize_fn)(const float *x, void *y, int64_t n);
+/* Decode n elements of a type (n a multiple of its block) to f32. */
+typedef void (*th_dequant_fn)(const void *src, float *dst, int64_t n);
+/* Interleave 8 rows of nblk blocks each into one group of the packed layout (quant/repack.c). */
+typedef void (*th_repack8_fn)(const uint8_t *const rows[8], int64_t nblk, uint8_t *dst);
+
+/* The facts of one type: the single table of them is types.c's (designated
+ * initializers by type id, like ggml's type_traits); everything else reads it
+ * through th_type_info_get. A NULL kernel means the type has none. */
 typedef struct th_type_info {
     const char *name;     /* "Q4_K" */
     uint32_t block;       /* elements per block (1 for F32/F16/BF16) */
-    uint32_t bytes;       /* bytes per block */
-    bool supported;       /* reference kernels exist (we can run it) */
+    uint32_t bytes;       /* bytes per block (GGML's; files are validated against it) */
+    bool supported;       /* weights of it can be run: dequantize, vec_dot and act_type's quantize exist */
     uint32_t act_type;    /* activation type for dot products */
+    /* the reference kernels (src/quant/ref_*.c): the oracle of every fast kernel */
+    th_dequant_fn dequantize;       /* to f32 */
+    th_quantize_fn quantize;        /* from f32, as activations are rounded (every activation type has one) */
+    th_quantize_fn quantize_weights; /* from f32 as llama-quantize writes weights without an imatrix
+                                      * (differs from quantize for Q8_0 only); NULL for Q8_1, Q8_K */
+    th_vec_dot_fn vec_dot;          /* weight row . activation row already in act_type */
+    /* the CPU's 8-row interleaved layout (quant/repack.c, read by the packed gemms of
+     * src/cpu/avx2/, src/cpu/avx512/): bytes per block and row in it, 0 for none */
+    uint32_t packed_bytes;
+    th_repack8_fn repack8;
 } th_type_info;
 
 /* NULL for an id ggml does not define (the reader rejects those). */
@@ -56,7 +79,8 @@ typedef struct { uint16_t d; uint8_t qs[TH_QK / 2]; } th_block_iq4_nl;
 typedef struct { uint16_t d; uint16_t scales_h; uint8_t scales_l[TH_QK_K / 64]; uint8_t qs[TH_QK_K / 2]; } th_block_iq4_xs;
 typedef struct { uint8_t e; uint8_t qs[TH_QK / 2]; } th_block_mxfp4;
 
-/* ---- reference kernels (src/quant/ref_*.c): the oracle, never optimised ---- */
+/* ---- reference kernels (src/quant/ref_*.c): the oracle, never optimised ----
+ * Type-generic entry points (ref_dispatch.c) over the table's kernels. */
 
 /* Decode n elements (n a multiple of the block size) of a supported type to f32. */
 void th_ref_dequantize(uint32_t type, const void *src, float *dst, int64_t n);

@@ -26,23 +26,23 @@ void th_ref_q_bf16(const float *src, void *dst, int64_t n) {
     for (int64_t i = 0; i < n; i++) h[i] = th_f32_to_bf16(src[i]);
 }
 
-float th_ref_dot_f32(int64_t n, const void *w, const void *a) {
+void th_ref_dot_f32(int64_t n, float *s, const void *w, const void *a) {
     const float *x = w, *y = a;
     double sum = 0.0;
     for (int64_t i = 0; i < n; i++) sum += (double)(x[i] * y[i]);
-    return (float)sum;
+    *s = (float)sum;
 }
 
-float th_ref_dot_f16(int64_t n, const void *w, const void *a) {
+void th_ref_dot_f16(int64_t n, float *s, const void *w, const void *a) {
     const uint16_t *x = w, *y = a;
     double sum = 0.0;
     for (int64_t i = 0; i < n; i++) sum += (double)(th_f16_to_f32(x[i]) * th_f16_to_f32(y[i]));
-    return (float)sum;
+    *s = (float)sum;
 }
 
-float th_ref_dot_bf16(int64_t n, const void *w, const void *a) {
+void th_ref_dot_bf16(int64_t n, float *s, const void *w, const void *a) {
     const uint16_t *x = w, *y = a;
     double sum = 0.0;
     for (int64_t i = 0; i < n; i++) sum += (double)(th_bf16_to_f32(x[i]) * th_bf16_to_f32(y[i]));
-    return (float)sum;
+    *s = (float)sum;
 }

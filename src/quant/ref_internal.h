@@ -1,5 +1,5 @@
 /* ref_internal.h — private helpers shared by the reference kernels in
- * src/quant/ref_*.c: per-format entry points (called by ref_dispatch.c),
+ * src/quant/ref_*.c: per-format entry points (named by the type table, types.c),
  * lookup tables and the small bit-unpacking helpers several formats share.
  * Not a seam: src/quant/ref_*.c and the CUDA repacker (src/cuda/split.c) include it. */
 #ifndef TH_QUANT_REF_INTERNAL_H
@@ -56,16 +56,17 @@ static inline void th_q3k_scales(const uint8_t *q, int8_t out[16]) {
     }
 }
 
-/* ---- per-format kernels; n is a multiple of the block size ---- */
+/* ---- per-format kernels (the th_dequant_fn / th_quantize_fn / th_vec_dot_fn of
+ * quant.h); n is a multiple of the block size ---- */
 void th_ref_dq_f32(const void *src, float *dst, int64_t n);
 void th_ref_dq_f16(const void *src, float *dst, int64_t n);
 void th_ref_dq_bf16(const void *src, float *dst, int64_t n);
 void th_ref_q_f32(const float *src, void *dst, int64_t n);
 void th_ref_q_f16(const float *src, void *dst, int64_t n);
 void th_ref_q_bf16(const float *src, void *dst, int64_t n);
-float th_ref_dot_f32(int64_t n, const void *w, const void *a);
-float th_ref_dot_f16(int64_t n, const void *w, const void *a);
-float th_ref_dot_bf16(int64_t n, const void *w, const void *a);
+void th_ref_dot_f32(int64_t n, float *s, const void *w, const void *a);
+void th_ref_dot_f16(int64_t n, float *s, const void *w, const void *a);
+void th_ref_dot_bf16(int64_t n, float *s, const void *w, const void *a);
 
 void th_ref_dq_q4_0(const void *src, float *dst, int64_t n);
 void th_ref_dq_q4_1(const void *src, float *dst, int64_t n);
@@ -79,11 +80,11 @@ void th_ref_q_q5_0(const float *src, void *dst, int64_t n);
 void th_ref_q_q5_1(const float *src, void *dst, int64_t n);
 void th_ref_q_q8_0(const float *src, void *dst, int64_t n);
 void th_ref_q_q8_1(const float *src, void *dst, int64_t n);
-float th_ref_dot_q4_0(int64_t n, const void *w, const void *a);
-float th_ref_dot_q4_1(int64_t n, const void *w, const void *a);
-float th_ref_dot_q5_0(int64_t n, const void *w, const void *a);
-float th_ref_dot_q5_1(int64_t n, const void *w, const void *a);
-float th_ref_dot_q8_0(int64_t n, const void *w, const void *a);
+void th_ref_dot_q4_0(int64_t n, float *s, const void *w, const void *a);
+void th_ref_dot_q4_1(int64_t n, float *s, const void *w, const void *a);
+void th_ref_dot_q5_0(int64_t n, float *s, const void *w, const void *a);
+void th_ref_dot_q5_1(int64_t n, float *s, const void *w, const void *a);
+void th_ref_dot_q8_0(int64_t n, float *s, const void *w, const void *a);
 
 void th_ref_dq_q2_K(const void *src, float *dst, int64_t n);
 void th_ref_dq_q3_K(const void *src, float *dst, int64_t n);
@@ -92,18 +93,18 @@ void th_ref_dq_q5_K(const void *src, float *dst, int64_t n);
 void th_ref_dq_q6_K(const void *src, float *dst, int64_t n);
 void th_ref_dq_q8_K(const void *src, float *dst, int64_t n);
 void th_ref_q_q8_K(const float *src, void *dst, int64_t n);
-float th_ref_dot_q2_K(int64_t n, const void *w, const void *a);
-float th_ref_dot_q3_K(int64_t n, const void *w, const void *a);
-float th_ref_dot_q4_K(int64_t n, const void *w, const void *a);
-float th_ref_dot_q5_K(int64_t n, const void *w, const void *a);
-float th_ref_dot_q6_K(int64_t n, const void *w, const void *a);
+void th_ref_dot_q2_K(int64_t n, float *s, const void *w, const void *a);
+void th_ref_dot_q3_K(int64_t n, float *s, const void *w, const void *a);
+void th_ref_dot_q4_K(int64_t n, float *s, const void *w, const void *a);
+void th_ref_dot_q5_K(int64_t n, float *s, const void *w, const void *a);
+void th_ref_dot_q6_K(int64_t n, float *s, const void *w, const void *a);
 
 void th_ref_dq_iq4_nl(const void *src, float *dst, int64_t n);
 void th_ref_dq_iq4_xs(const void *src, float *dst, int64_t n);
 void th_ref_dq_mxfp4(const void *src, float *dst, int64_t n);
 void th_ref_q_mxfp4(const float *src, void *dst, int64_t n);
-float th_ref_dot_iq4_nl(int64_t n, const void *w, const void *a);
-float th_ref_dot_iq4_xs(int64_t n, const void *w, const void *a);
-float th_ref_dot_mxfp4(int64_t n, const void *w, const void *a);
+void th_ref_dot_iq4_nl(int64_t n, float *s, const void *w, const void *a);
+void th_ref_dot_iq4_xs(int64_t n, float *s, const void *w, const void *a);
+void th_ref_dot_mxfp4(int64_t n, float *s, const void *w, const void *a);
 
 #endif

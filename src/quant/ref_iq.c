@@ -79,7 +79,7 @@ void th_ref_q_mxfp4(const float *src, void *dst, int64_t n) {
     }
 }
 
-float th_ref_dot_iq4_nl(int64_t n, const void *w, const void *act) {
+void th_ref_dot_iq4_nl(int64_t n, float *s, const void *w, const void *act) {
     const th_block_iq4_nl *x = w;
     const th_block_q8_0 *y = act;
     float sum = 0.0f;
@@ -87,10 +87,10 @@ float th_ref_dot_iq4_nl(int64_t n, const void *w, const void *act) {
         float d = th_f16_to_f32(y[i].d) * th_f16_to_f32(x[i].d);
         sum += d * dot_nibbles(x[i].qs, th_iq4nl_values, y[i].qs);
     }
-    return sum;
+    *s = sum;
 }
 
-float th_ref_dot_iq4_xs(int64_t n, const void *w, const void *act) {
+void th_ref_dot_iq4_xs(int64_t n, float *s, const void *w, const void *act) {
     const th_block_iq4_xs *x = w;
     const th_block_q8_K *y = act;
     float sum = 0.0f;
@@ -101,10 +101,10 @@ float th_ref_dot_iq4_xs(int64_t n, const void *w, const void *act) {
             sum += (d * (iq4xs_scale(&x[i], ib) - 32)) * isum;
         }
     }
-    return sum;
+    *s = sum;
 }
 
-float th_ref_dot_mxfp4(int64_t n, const void *w, const void *act) {
+void th_ref_dot_mxfp4(int64_t n, float *s, const void *w, const void *act) {
     const th_block_mxfp4 *x = w;
     const th_block_q8_0 *y = act;
     float sum = 0.0f;
@@ -112,5 +112,5 @@ float th_ref_dot_mxfp4(int64_t n, const void *w, const void *act) {
         float d = th_f16_to_f32(y[i].d) * th_e8m0_half_to_f32(x[i].e);
         sum += d * dot_nibbles(x[i].qs, th_mxfp4_values, y[i].qs);
     }
-    return sum;
+    *s = sum;
 }

@@ -509,12 +509,3 @@ void th_ref_q_q8_0_weights(const float *x, void *dst, int64_t n) {
         for (int j = 0; j < TH_QK; j++) y[i].qs[j] = (int8_t)roundf(x[j] * id);
     }
 }
-
-bool th_can_quantize_weights(uint32_t type) { return th_ref_can_quantize(type) && type != TH_Q8_1 && type != TH_Q8_K; }
-
-bool th_quantize_weights(uint32_t type, const float *src, void *dst, int64_t n) {
-    if (!th_can_quantize_weights(type)) return false;
-    if (type == TH_Q8_0) th_ref_q_q8_0_weights(src, dst, n);
-    else th_ref_quantize(type, src, dst, n);
-    return true;
-}

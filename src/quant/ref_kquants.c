@@ -136,7 +136,7 @@ static float sum_lanes(float start, const float sums[8]) {
     return start;
 }
 
-float th_ref_dot_q2_K(int64_t n, const void *w, const void *act) {
+void th_ref_dot_q2_K(int64_t n, float *s, const void *w, const void *act) {
     const th_block_q2_K *x = w;
     const th_block_q8_K *y = act;
     float sum = 0.0f;
@@ -152,10 +152,10 @@ float th_ref_dot_q2_K(int64_t n, const void *w, const void *act) {
         float dall = y[i].d * th_f16_to_f32(x[i].d), dmin = y[i].d * th_f16_to_f32(x[i].dmin);
         sum += dall * isum - dmin * mins;
     }
-    return sum;
+    *s = sum;
 }
 
-float th_ref_dot_q3_K(int64_t n, const void *w, const void *act) {
+void th_ref_dot_q3_K(int64_t n, float *s, const void *w, const void *act) {
     const th_block_q3_K *x = w;
     const th_block_q8_K *y = act;
     float sums[8] = {0};
@@ -173,7 +173,7 @@ float th_ref_dot_q3_K(int64_t n, const void *w, const void *act) {
         dot_lanes(a, y[i].qs, scale, lanes);
         add_lanes(sums, th_f16_to_f32(x[i].d) * y[i].d, lanes);
     }
-    return sum_lanes(0.0f, sums);
+    *s = sum_lanes(0.0f, sums);
 }
 
 /* Shared by Q4_K and Q5_K: a[] holds the unsigned codes of the block. */
@@ -192,7 +192,7 @@ static float k4_block(const uint16_t d, const uint16_t dmin, const uint8_t scale
     return th_f16_to_f32(dmin) * y->d * mins;   /* the caller subtracts this */
 }
 
-float th_ref_dot_q4_K(int64_t n, const void *w, const void *act) {
+void th_ref_dot_q4_K(int64_t n, float *s, const void *w, const void *act) {
     const th_block_q4_K *x = w;
     const th_block_q8_K *y = act;
     float sums[8] = {0}, sum = 0.0f;
@@ -204,10 +204,10 @@ float th_ref_dot_q4_K(int64_t n, const void *w, const void *act) {
         }
         sum -= k4_block(x[i].d, x[i].dmin, x[i].scales, a, &y[i], sums);
     }
-    return sum_lanes(sum, sums);
+    *s = sum_lanes(sum, sums);
 }
 
-float th_ref_dot_q5_K(int64_t n, const void *w, const void *act) {
+void th_ref_dot_q5_K(int64_t n, float *s, const void *w, const void *act) {
     const th_block_q5_K *x = w;
     const th_block_q8_K *y = act;
     float sums[8] = {0}, sum = 0.0f;
@@ -221,10 +221,10 @@ float th_ref_dot_q5_K(int64_t n, const void *w, const void *act) {
         }
         sum -= k4_block(x[i].d, x[i].dmin, x[i].scales, a, &y[i], sums);
     }
-    return sum_lanes(sum, sums);
+    *s = sum_lanes(sum, sums);
 }
 
-float th_ref_dot_q6_K(int64_t n, const void *w, const void *act) {
+void th_ref_dot_q6_K(int64_t n, float *s, const void *w, const void *act) {
     const th_block_q6_K *x = w;
     const th_block_q8_K *y = act;
     float sums[8] = {0};
@@ -237,5 +237,5 @@ float th_ref_dot_q6_K(int64_t n, const void *w, const void *act) {
         dot_lanes(a, y[i].qs, scale, lanes);
         add_lanes(sums, th_f16_to_f32(x[i].d) * y[i].d, lanes);
     }
-    return sum_lanes(0.0f, sums);
+    *s = sum_lanes(0.0f, sums);
 }

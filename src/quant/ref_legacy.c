@@ -189,7 +189,7 @@ void th_ref_q_q8_1(const float *src, void *dst, int64_t n) {
 
 /* ---------------------------------------------------------------- dot products */
 
-float th_ref_dot_q4_0(int64_t n, const void *w, const void *a) {
+void th_ref_dot_q4_0(int64_t n, float *s, const void *w, const void *a) {
     const th_block_q4_0 *x = w;
     const th_block_q8_0 *y = a;
     float sum = 0.0f;
@@ -199,10 +199,10 @@ float th_ref_dot_q4_0(int64_t n, const void *w, const void *a) {
             isum += ((x[i].qs[j] & 0x0f) - 8) * y[i].qs[j] + ((x[i].qs[j] >> 4) - 8) * y[i].qs[j + 16];
         sum += isum * th_f16_to_f32(x[i].d) * th_f16_to_f32(y[i].d);
     }
-    return sum;
+    *s = sum;
 }
 
-float th_ref_dot_q4_1(int64_t n, const void *w, const void *a) {
+void th_ref_dot_q4_1(int64_t n, float *s, const void *w, const void *a) {
     const th_block_q4_1 *x = w;
     const th_block_q8_1 *y = a;
     float sum = 0.0f;
@@ -213,10 +213,10 @@ float th_ref_dot_q4_1(int64_t n, const void *w, const void *a) {
         sum += (th_f16_to_f32(x[i].d) * th_f16_to_f32(y[i].d)) * isum
                + th_f16_to_f32(x[i].m) * th_f16_to_f32(y[i].s);
     }
-    return sum;
+    *s = sum;
 }
 
-float th_ref_dot_q5_0(int64_t n, const void *w, const void *a) {
+void th_ref_dot_q5_0(int64_t n, float *s, const void *w, const void *a) {
     const th_block_q5_0 *x = w;
     const th_block_q8_0 *y = a;
     float sum = 0.0f;
@@ -229,10 +229,10 @@ float th_ref_dot_q5_0(int64_t n, const void *w, const void *a) {
         }
         sum += (th_f16_to_f32(x[i].d) * th_f16_to_f32(y[i].d)) * isum;
     }
-    return sum;
+    *s = sum;
 }
 
-float th_ref_dot_q5_1(int64_t n, const void *w, const void *a) {
+void th_ref_dot_q5_1(int64_t n, float *s, const void *w, const void *a) {
     const th_block_q5_1 *x = w;
     const th_block_q8_1 *y = a;
     float sum = 0.0f;
@@ -246,10 +246,10 @@ float th_ref_dot_q5_1(int64_t n, const void *w, const void *a) {
         sum += (th_f16_to_f32(x[i].d) * th_f16_to_f32(y[i].d)) * isum
                + th_f16_to_f32(x[i].m) * th_f16_to_f32(y[i].s);
     }
-    return sum;
+    *s = sum;
 }
 
-float th_ref_dot_q8_0(int64_t n, const void *w, const void *a) {
+void th_ref_dot_q8_0(int64_t n, float *s, const void *w, const void *a) {
     const th_block_q8_0 *x = w;
     const th_block_q8_0 *y = a;
     float sum = 0.0f;
@@ -258,5 +258,5 @@ float th_ref_dot_q8_0(int64_t n, const void *w, const void *a) {
         for (int j = 0; j < TH_QK; j++) isum += x[i].qs[j] * y[i].qs[j];
         sum += isum * (th_f16_to_f32(x[i].d) * th_f16_to_f32(y[i].d));
     }
-    return sum;
+    *s = sum;
 }

@@ -1,45 +1,84 @@
-/* types.c — the table of GGML type ids: names, block sizes, bytes per block,
- * whether we can compute with the type, and which activation type its dot
- * product uses. Sizes are GGML's and are used to validate files. */
+/* types.c — the type table: every fact about a GGML type id in one place (name, block
+ * size, bytes per block, whether we can compute with it, the activation type of its dot
+ * product, its reference kernels, its CPU packed layout), designated initializers by
+ * type id as ggml's type_traits. Sizes are GGML's and are used to validate files.
+ * Everything else (the reference entry points of ref_dispatch.c, the generic level of
+ * the CPU kernel table, the packed layouts' entry points) reads it. */
 #include "quant/quant.h"
+#include "quant/ref_encode.h"
+#include "quant/ref_internal.h"
+#include "quant/repack.h"
 #include <stdio.h>
 
-#define T(id, nm, blk, sz, sup, act) [id] = { nm, blk, sz, sup, act }
+/* The reference kernels of type X: dequantize, quantize (activation rounding), the
+ * weight encoder WQ and the dot product. */
+#define REF_KERNELS(X, WQ) \
+    .dequantize = th_ref_dq_##X, .quantize = th_ref_q_##X, .quantize_weights = WQ, .vec_dot = th_ref_dot_##X
 
 static const th_type_info type_table[TH_TYPE_COUNT] = {
-    T(TH_F32, "F32", 1, 4, true, TH_F32),
-    T(TH_F16, "F16", 1, 2, true, TH_F16),
-    T(TH_Q4_0, "Q4_0", 32, 18, true, TH_Q8_0),
-    T(TH_Q4_1, "Q4_1", 32, 20, true, TH_Q8_1),
-    T(TH_Q5_0, "Q5_0", 32, 22, true, TH_Q8_0),
-    T(TH_Q5_1, "Q5_1", 32, 24, true, TH_Q8_1),
-    T(TH_Q8_0, "Q8_0", 32, 34, true, TH_Q8_0),
-    T(TH_Q8_1, "Q8_1", 32, 36, false, TH_Q8_1),
-    T(TH_Q2_K, "Q2_K", 256, 84, true, TH_Q8_K),
-    T(TH_Q3_K, "Q3_K", 256, 110, true, TH_Q8_K),
-    T(TH_Q4_K, "Q4_K", 256, 144, true, TH_Q8_K),
-    T(TH_Q5_K, "Q5_K", 256, 176, true, TH_Q8_K),
-    T(TH_Q6_K, "Q6_K", 256, 210, true, TH_Q8_K),
-    T(TH_Q8_K, "Q8_K", 256, 292, false, TH_Q8_K),
-    T(TH_IQ2_XXS, "IQ2_XXS", 256, 66, false, TH_Q8_K),
-    T(TH_IQ2_XS, "IQ2_XS", 256, 74, false, TH_Q8_K),
-    T(TH_IQ3_XXS, "IQ3_XXS", 256, 98, false, TH_Q8_K),
-    T(TH_IQ1_S, "IQ1_S", 256, 50, false, TH_Q8_K),
-    T(TH_IQ4_NL, "IQ4_NL", 32, 18, true, TH_Q8_0),
-    T(TH_IQ3_S, "IQ3_S", 256, 110, false, TH_Q8_K),
-    T(TH_IQ2_S, "IQ2_S", 256, 82, false, TH_Q8_K),
-    T(TH_IQ4_XS, "IQ4_XS", 256, 136, true, TH_Q8_K),
-    T(TH_I8, "I8", 1, 1, false, TH_I8),
-    T(TH_I16, "I16", 1, 2, false, TH_I16),
-    T(TH_I32, "I32", 1, 4, false, TH_I32),
-    T(TH_I64, "I64", 1, 8, false, TH_I64),
-    T(TH_F64, "F64", 1, 8, false, TH_F64),
-    T(TH_IQ1_M, "IQ1_M", 256, 56, false, TH_Q8_K),
-    T(TH_BF16, "BF16", 1, 2, true, TH_BF16),
-    T(TH_TQ1_0, "TQ1_0", 256, 54, false, TH_Q8_K),
-    T(TH_TQ2_0, "TQ2_0", 256, 66, false, TH_Q8_K),
-    T(TH_MXFP4, "MXFP4", 32, 17, true, TH_Q8_0),
+    [TH_F32] = { .name = "F32", .block = 1, .bytes = 4, .supported = true, .act_type = TH_F32,
+                 REF_KERNELS(f32, th_ref_q_f32) },
+    [TH_F16] = { .name = "F16", .block = 1, .bytes = 2, .supported = true, .act_type = TH_F16,
+                 REF_KERNELS(f16, th_ref_q_f16) },
+    [TH_BF16] = { .name = "BF16", .block = 1, .bytes = 2, .supported = true, .act_type = TH_BF16,
+                  REF_KERNELS(bf16, th_ref_q_bf16) },
+    [TH_Q4_0] = { .name = "Q4_0", .block = TH_QK, .bytes = 18, .supported = true, .act_type = TH_Q8_0,
+                  REF_KERNELS(q4_0, th_ref_q_q4_0), .packed_bytes = 18, .repack8 = th_repack8_q4_0 },
+    [TH_Q4_1] = { .name = "Q4_1", .block = TH_QK, .bytes = 20, .supported = true, .act_type = TH_Q8_1,
+                  REF_KERNELS(q4_1, th_ref_q_q4_1) },
+    [TH_Q5_0] = { .name = "Q5_0", .block = TH_QK, .bytes = 22, .supported = true, .act_type = TH_Q8_0,
+                  REF_KERNELS(q5_0, th_ref_q_q5_0) },
+    [TH_Q5_1] = { .name = "Q5_1", .block = TH_QK, .bytes = 24, .supported = true, .act_type = TH_Q8_1,
+                  REF_KERNELS(q5_1, th_ref_q_q5_1) },
+    /* weights round halves away from zero (llama-quantize), activations to even */
+    [TH_Q8_0] = { .name = "Q8_0", .block = TH_QK, .bytes = 34, .supported = true, .act_type = TH_Q8_0,
+                  REF_KERNELS(q8_0, th_ref_q_q8_0_weights), .packed_bytes = 34, .repack8 = th_repack8_q8_0 },
+    /* activation types only: no dot product, no weight encoder */
+    [TH_Q8_1] = { .name = "Q8_1", .block = TH_QK, .bytes = 36, .act_type = TH_Q8_1,
+                  .dequantize = th_ref_dq_q8_1, .quantize = th_ref_q_q8_1 },
+    [TH_Q8_K] = { .name = "Q8_K", .block = TH_QK_K, .bytes = 292, .act_type = TH_Q8_K,
+                  .dequantize = th_ref_dq_q8_K, .quantize = th_ref_q_q8_K },
+    [TH_Q2_K] = { .name = "Q2_K", .block = TH_QK_K, .bytes = 84, .supported = true, .act_type = TH_Q8_K,
+                  REF_KERNELS(q2_K, th_ref_q_q2_K) },
+    [TH_Q3_K] = { .name = "Q3_K", .block = TH_QK_K, .bytes = 110, .supported = true, .act_type = TH_Q8_K,
+                  REF_KERNELS(q3_K, th_ref_q_q3_K) },
+    [TH_Q4_K] = { .name = "Q4_K", .block = TH_QK_K, .bytes = 144, .supported = true, .act_type = TH_Q8_K,
+                  REF_KERNELS(q4_K, th_ref_q_q4_K), .packed_bytes = TH_Q4_K_PACKED_BYTES, .repack8 = th_repack8_q4_K },
+    [TH_Q5_K] = { .name = "Q5_K", .block = TH_QK_K, .bytes = 176, .supported = true, .act_type = TH_Q8_K,
+                  REF_KERNELS(q5_K, th_ref_q_q5_K) },
+    [TH_Q6_K] = { .name = "Q6_K", .block = TH_QK_K, .bytes = 210, .supported = true, .act_type = TH_Q8_K,
+                  REF_KERNELS(q6_K, th_ref_q_q6_K), .packed_bytes = 210, .repack8 = th_repack8_q6_K },
+    /* encoded with llama.cpp's scale search (ref_kquant_encode.c), activations and weights alike */
+    [TH_IQ4_NL] = { .name = "IQ4_NL", .block = TH_QK, .bytes = 18, .supported = true, .act_type = TH_Q8_0,
+                    .dequantize = th_ref_dq_iq4_nl, .quantize = th_ref_q_iq4_nl_search,
+                    .quantize_weights = th_ref_q_iq4_nl_search, .vec_dot = th_ref_dot_iq4_nl },
+    [TH_IQ4_XS] = { .name = "IQ4_XS", .block = TH_QK_K, .bytes = 136, .supported = true, .act_type = TH_Q8_K,
+                    REF_KERNELS(iq4_xs, th_ref_q_iq4_xs) },
+    [TH_MXFP4] = { .name = "MXFP4", .block = TH_QK, .bytes = 17, .supported = true, .act_type = TH_Q8_0,
+                   REF_KERNELS(mxfp4, th_ref_q_mxfp4) },
+    /* types GGML defines that we do not compute with: their sizes only */
+    [TH_IQ2_XXS] = { .name = "IQ2_XXS", .block = TH_QK_K, .bytes = 66, .act_type = TH_Q8_K },
+    [TH_IQ2_XS] = { .name = "IQ2_XS", .block = TH_QK_K, .bytes = 74, .act_type = TH_Q8_K },
+    [TH_IQ3_XXS] = { .name = "IQ3_XXS", .block = TH_QK_K, .bytes = 98, .act_type = TH_Q8_K },
+    [TH_IQ1_S] = { .name = "IQ1_S", .block = TH_QK_K, .bytes = 50, .act_type = TH_Q8_K },
+    [TH_IQ3_S] = { .name = "IQ3_S", .block = TH_QK_K, .bytes = 110, .act_type = TH_Q8_K },
+    [TH_IQ2_S] = { .name = "IQ2_S", .block = TH_QK_K, .bytes = 82, .act_type = TH_Q8_K },
+    [TH_IQ1_M] = { .name = "IQ1_M", .block = TH_QK_K, .bytes = 56, .act_type = TH_Q8_K },
+    [TH_TQ1_0] = { .name = "TQ1_0", .block = TH_QK_K, .bytes = 54, .act_type = TH_Q8_K },
+    [TH_TQ2_0] = { .name = "TQ2_0", .block = TH_QK_K, .bytes = 66, .act_type = TH_Q8_K },
+    [TH_I8] = { .name = "I8", .block = 1, .bytes = 1, .act_type = TH_I8 },
+    [TH_I16] = { .name = "I16", .block = 1, .bytes = 2, .act_type = TH_I16 },
+    [TH_I32] = { .name = "I32", .block = 1, .bytes = 4, .act_type = TH_I32 },
+    [TH_I64] = { .name = "I64", .block = 1, .bytes = 8, .act_type = TH_I64 },
+    [TH_F64] = { .name = "F64", .block = 1, .bytes = 8, .act_type = TH_F64 },
 };
+
+/* The block structs of quant.h have GGML's sizes. */
+_Static_assert(sizeof(th_block_q4_0) == 18 && sizeof(th_block_q4_1) == 20 && sizeof(th_block_q5_0) == 22 &&
+               sizeof(th_block_q5_1) == 24 && sizeof(th_block_q8_0) == 34 && sizeof(th_block_q8_1) == 36, "legacy blocks");
+_Static_assert(sizeof(th_block_q2_K) == 84 && sizeof(th_block_q3_K) == 110 && sizeof(th_block_q4_K) == 144 &&
+               sizeof(th_block_q5_K) == 176 && sizeof(th_block_q6_K) == 210 && sizeof(th_block_q8_K) == 292, "K blocks");
+_Static_assert(sizeof(th_block_iq4_nl) == 18 && sizeof(th_block_iq4_xs) == 136 && sizeof(th_block_mxfp4) == 17, "IQ blocks");
 
 const th_type_info *th_type_info_get(uint32_t type) {
     if (type >= TH_TYPE_COUNT || type_table[type].name == NULL) return NULL;

@@ -12,7 +12,7 @@
  * also bounds every intermediate string.
  *
  * Memory: every allocation of one render comes from one arena (tctx) with a
- * byte limit; errors longjmp back to the render entry, which frees the arena.
+ * byte limit, and (th_chat_render_budget) from a budget shared with others; errors longjmp back to the render entry, which frees the arena.
  * So no code below needs to free anything or check allocation results. */
 #ifndef TH_CHAT_TEMPLATE_H
 #define TH_CHAT_TEMPLATE_H
@@ -145,6 +145,9 @@ struct tctx {
     int loop_ctl;            /* 1 = break, 2 = continue pending */
     bool raised;             /* the error came from raise_exception() */
     ttokens toks;            /* lexer output (malloc'd, freed by the render entry) */
+    th_mem_budget *budget;   /* shared with other renders (th_chat_render_budget), or NULL */
+    size_t budget_taken;     /* bytes of the arena taken from it */
+    bool budget_out;         /* the failure was the shared budget */
 };
 
 /* value.c — arena, errors, constructors, conversions */

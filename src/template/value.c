@@ -34,9 +34,18 @@ void *tt_alloc(tctx *c, size_t n) {
     size_t cap = n > (64u << 10) ? n : (64u << 10);
     if (n > c->mem_limit || c->mem_used + cap > c->mem_limit)
         tt_fail(c, "template memory limit exceeded (%zu MiB)", c->mem_limit >> 20);
+    if (c->budget && !th_mem_budget_take(c->budget, sizeof(tchunk) + cap)) {
+        c->budget_out = true;
+        tt_fail(c, "memory budget exhausted: the server's renders and requests in flight hold %zu of %zu MiB",
+                th_mem_budget_used(c->budget) >> 20, th_mem_budget_limit(c->budget) >> 20);
+    }
     tchunk *nk = malloc(sizeof *nk + cap);
-    if (!nk) tt_fail(c, "out of memory while rendering the template");
+    if (!nk) {
+        if (c->budget) th_mem_budget_give(c->budget, sizeof(tchunk) + cap);
+        tt_fail(c, "out of memory while rendering the template");
+    }
     c->mem_used += cap;
+    c->budget_taken += c->budget ? sizeof(tchunk) + cap : 0;
     nk->cap = cap;
     nk->used = n;
     /* a big one-off block goes behind the current chunk so its free space stays usable */
@@ -49,6 +58,8 @@ void tt_arena_free(tctx *c) {
     for (tchunk *k = c->chunks, *nx; k; k = nx) { nx = k->next; free(k); }
     c->chunks = NULL;
     c->mem_used = 0;
+    if (c->budget) th_mem_budget_give(c->budget, c->budget_taken);
+    c->budget_taken = 0;
 }
 
 char *tt_strdup(tctx *c, const char *s, size_t n) {

@@ -250,7 +250,10 @@ static bool text_in(const th_vocab *v, int32_t id, const char *const *list) {
     return false;
 }
 
-static void load_special_ids(th_vocab *v, const gguf_file *f) {
+/* The special-token ids the metadata names. An id outside the vocabulary is an
+ * error naming its key (llama.cpp warns and keeps the default; a model whose
+ * BOS silently disappears tokenizes every prompt wrongly). -1 means "none". */
+static th_status load_special_ids(th_vocab *v, const gguf_file *f) {
     static const char *const keys[] = {
         "bos_token_id", "eos_token_id", "eot_token_id", "eom_token_id", "unknown_token_id",
         "seperator_token_id", "padding_token_id", "mask_token_id", "fim_pre_token_id",
@@ -265,9 +268,17 @@ static void load_special_ids(th_vocab *v, const gguf_file *f) {
         if (*id >= v->n_tokens) *id = -1;       /* default out of range: disabled */
         char key[64];
         snprintf(key, sizeof key, "tokenizer.ggml.%s", keys[i]);
-        uint32_t nid;
-        if (gguf_get_u32(f, key, &nid) && nid < (uint32_t)v->n_tokens) *id = (th_token)nid;
+        if (!gguf_find(f, key)) continue;
+        int64_t nid;
+        if (!gguf_get_i64(f, key, &nid))
+            return th_set_error(TH_ERR_FORMAT, "%s: must be an integer token id", key);
+        if (nid == -1) { *id = -1; continue; }
+        if (nid < 0 || nid >= v->n_tokens)
+            return th_set_error(TH_ERR_FORMAT, "%s = %lld is not a token of the vocabulary (ids 0 to %d)", key,
+                                (long long)nid, v->n_tokens - 1);
+        *id = (th_token)nid;
     }
+    return TH_OK;
 }
 
 static int32_t find_text(const th_vocab *v, const char *s) {
@@ -567,10 +578,8 @@ th_status th_vocab_load(const gguf_file *f, th_vocab **out) {
     th_status st = set_kind(v, f);
     if (st == TH_OK) st = load_tokens(v, f);
     if (st == TH_OK && v->kind == TH_VOCAB_BPE) st = load_merges(v, f);
-    if (st == TH_OK) {
-        load_special_ids(v, f);
-        st = set_flags(v, f);
-    }
+    if (st == TH_OK) st = load_special_ids(v, f);
+    if (st == TH_OK) st = set_flags(v, f);
     if (st == TH_OK) {
         detect_by_text(v);
         build_eog(v);

@@ -10,8 +10,11 @@
  *   - TH_ERR_CAPACITY reports the same count and the same first ids;
  *   - SPM merged word by word (the fast path) == SPM merged in one pass;
  *   - the streaming guard only ever emits valid UTF-8.
- * Vocabularies: $SHARED/fixtures (default ../shared) and $THESEUS_MODEL
- * (default models/SmolLM2-135M-Instruct.Q4_1.gguf); missing ones are skipped. */
+ * Vocabularies: $SHARED/fixtures (default ../shared), $THESEUS_MODEL
+ * (default models/SmolLM2-135M-Instruct.Q4_1.gguf), Gemma 3's (models/, when
+ * fetched) and a SentencePiece vocabulary built here with byte fallback but no
+ * piece for '▁' (three byte tokens a space: more tokens than bytes, the case
+ * that once overflowed the server's buffer); missing ones are skipped. */
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/vocab_internal.h"
 #include "tokenizer/unicode.h"
@@ -19,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_VOCABS 8
+#define MAX_VOCABS 12
 static th_vocab *vocabs[MAX_VOCABS];
 static gguf_file *files[MAX_VOCABS];
 static int n_vocabs;
@@ -50,6 +53,39 @@ static void add_vocab(const char *path) {
     vocabs[n_vocabs++] = v;
 }
 
+/* SPM: <unk> <s> </s>, the 256 byte tokens, a few letters and pairs — and no '▁'. */
+static void add_spaceless_spm(void) {
+    static const char *const extra[] = { "a", "b", "c", "e", "t", "h", "th", "he", "the", "ab", "é" };
+    enum { N_EXTRA = sizeof extra / sizeof extra[0], N = 3 + 256 + N_EXTRA };
+    static char bytes[256][8];
+    const char *toks[N];
+    float scores[N];
+    int32_t types[N];
+    toks[0] = "<unk>"; toks[1] = "<s>"; toks[2] = "</s>";
+    types[0] = 2; types[1] = types[2] = 3;
+    for (int b = 0; b < 256; b++) { snprintf(bytes[b], sizeof bytes[b], "<0x%02X>", b); toks[3 + b] = bytes[b]; types[3 + b] = 6; }
+    for (int i = 0; i < N_EXTRA; i++) { toks[259 + i] = extra[i]; types[259 + i] = 1; }
+    for (int i = 0; i < N; i++) scores[i] = i < 259 ? 0.0f : -(float)(int)strlen(toks[i] ? toks[i] : "");
+    gguf_writer *w = gguf_writer_new(32);
+    gguf_w_str(w, "tokenizer.ggml.model", "llama");
+    gguf_w_arr_str(w, "tokenizer.ggml.tokens", toks, N);
+    gguf_w_arr(w, "tokenizer.ggml.scores", GGUF_F32, scores, N);
+    gguf_w_arr(w, "tokenizer.ggml.token_type", GGUF_I32, types, N);
+    uint8_t *buf;
+    uint64_t n;
+    gguf_file *f;
+    th_vocab *v;
+    if (gguf_writer_to_mem(w, &buf, &n) != TH_OK) { gguf_writer_free(w); return; }
+    gguf_writer_free(w);
+    if (gguf_parse(buf, n, &f) != TH_OK || th_vocab_load(f, &v) != TH_OK) {   /* buf stays: the file points into it */
+        fprintf(stderr, "fuzz_tokenizer: the spaceless vocabulary: %s\n", th_last_error());
+        return;
+    }
+    files[n_vocabs] = f;
+    all_bytes[n_vocabs] = false;
+    vocabs[n_vocabs++] = v;
+}
+
 static void init(void) {
     static const char *const rel[] = {
         "fixtures/vocab/ggml-vocab-gpt-2.gguf", "fixtures/vocab/ggml-vocab-falcon.gguf",
@@ -65,6 +101,8 @@ static void init(void) {
     }
     const char *m = getenv("THESEUS_MODEL");
     add_vocab(m && *m ? m : "models/SmolLM2-135M-Instruct.Q4_1.gguf");
+    add_vocab("models/gemma-3-270m-Q4_K_M.gguf");
+    add_spaceless_spm();
     fprintf(stderr, "fuzz_tokenizer: %d vocabularies\n", n_vocabs);
     if (!n_vocabs) abort();
 }
@@ -85,10 +123,18 @@ static bool valid_utf8(const uint8_t *s, size_t n) {
 
 static void check_vocab(const th_vocab *v, bool complete, const uint8_t *d, size_t n, uint8_t flags) {
     bool add_special = flags & 1, parse_special = flags & 2;
-    size_t cap = n * 2 + 16, count = 0;
+    size_t cap = n + 8, count = 0;
     th_token *ids = malloc(cap * sizeof *ids);
     if (!ids) return;
     th_status st = th_vocab_tokenize(v, (const char *)d, n, add_special, parse_special, ids, cap, &count);
+    if (st == TH_ERR_CAPACITY) {   /* more tokens than bytes: ask again with the size it reported */
+        if (count <= cap) __builtin_trap();
+        free(ids);
+        cap = count;
+        if (!(ids = malloc(cap * sizeof *ids))) return;
+        st = th_vocab_tokenize(v, (const char *)d, n, add_special, parse_special, ids, cap, &count);
+        if (st == TH_OK && count != cap) __builtin_trap();
+    }
     if (st != TH_OK) {
         if (st != TH_ERR_NOMEM) { fprintf(stderr, "tokenize failed: %s\n", th_last_error()); __builtin_trap(); }
         free(ids);

@@ -137,6 +137,32 @@ def t_logprobs():
     return f"first token {content[0].token!r} {content[0].logprob:.3f}"
 
 
+def t_stop_logprobs():
+    # a stop string must take its tokens' logprobs with it: the entries cover
+    # exactly the returned text, every text_offset inside it (found with the
+    # openai client: stop " 7" returned text " 5, 6," with tokens ending " ", "7")
+    kw = dict(model="x", prompt="1, 2, 3, 4,", temperature=0, max_tokens=12)
+    ref = C.completions.create(**kw).choices[0].text
+    stop = " 7" if " 7" in ref else " " + ref.split()[2]
+    ch = C.completions.create(stop=[stop], logprobs=1, **kw).choices[0]
+    text, lp = ch.text, ch.logprobs
+    check(ch.finish_reason == "stop" and text == ref[:ref.index(stop)], f"{text!r} from {ref!r} with stop {stop!r}")
+    check("".join(lp.tokens) == text, f"logprob tokens {lp.tokens} do not spell {text!r}")
+    check(len(lp.token_logprobs) == len(lp.tokens) == len(lp.text_offset) == len(lp.top_logprobs), f"{lp}")
+    check(all(0 <= o < len(text.encode()) for o in lp.text_offset) and lp.text_offset == sorted(lp.text_offset),
+          f"offsets {lp.text_offset} outside the {len(text.encode())} bytes of {text!r}")
+    toks = []
+    for c in C.completions.create(stop=[stop], logprobs=1, stream=True, **kw):
+        if c.choices and c.choices[0].logprobs:
+            toks += c.choices[0].logprobs.tokens
+    check("".join(toks) == text, f"streamed logprob tokens {toks} do not spell {text!r}")
+    r = C.chat.completions.create(model="x", messages=FRANCE, temperature=0, max_tokens=16, stop=[" Paris"], logprobs=True)
+    m = r.choices[0]
+    check("Paris" not in m.message.content and "".join(e.token for e in m.logprobs.content) == m.message.content,
+          f"chat {m.message.content!r} vs {[e.token for e in m.logprobs.content]}")
+    return f"stop={stop!r} -> {text!r}, tokens {lp.tokens}"
+
+
 def t_seed():
     kw = dict(model="x", prompt=STORY, temperature=1.0, max_tokens=8)
     a = C.completions.create(seed=42, **kw).choices[0].text
@@ -196,7 +222,7 @@ def t_auth():
 
 for name, fn in [("models", t_models), ("chat", t_chat), ("completion_usage", t_completion_usage),
                  ("chat_stream", t_chat_stream), ("curl_stream", t_curl_stream), ("utf8_stream", t_utf8_stream), ("stop", t_stop), ("n2", t_n2),
-                 ("logprobs", t_logprobs), ("seed", t_seed), ("sampling_fields", t_sampling_fields),
+                 ("logprobs", t_logprobs), ("stop_logprobs", t_stop_logprobs), ("seed", t_seed), ("sampling_fields", t_sampling_fields),
                  ("tokenize_roundtrip", t_tokenize_roundtrip), ("metrics", t_metrics), ("auth", t_auth)]:
     run("server_" + name, fn)
 finish()

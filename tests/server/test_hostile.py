@@ -6,8 +6,8 @@ import socket
 import threading
 import time
 
-from common import (KEY, PORT, check, expect_error, http, metrics, raw_connect, raw_request_head, run, wait_idle,
-                    finish)
+from common import (KEY, PID, PORT, check, expect_error, http, metrics, raw_connect, raw_request_head, run,
+                    wait_idle, finish)
 
 MSG = [{"role": "user", "content": "Hi"}]
 
@@ -246,10 +246,187 @@ def t_misc_http():
     return "404, 405, garbage"
 
 
+# ---------------------------------------------------------------- issue 27
+
+def raw_exchange(data, first=None, wait=5):
+    """Sends data (after the request `first`, whose answer is read off, on the same
+    connection) and returns everything the server sends until it closes (or wait s)."""
+    s = raw_connect()
+    s.settimeout(wait)
+    if first:
+        s.sendall(first)
+        got = b""
+        while b"\r\n\r\n" not in got or len(got) < got.index(b"\r\n\r\n") + 4 + int(
+                got.split(b"Content-Length: ")[1].split(b"\r\n")[0]):
+            b = s.recv(65536)
+            check(b, f"no answer to the first request: {got!r}")
+            got += b
+    s.sendall(data)
+    out, closed = b"", False
+    t_end = time.time() + wait
+    try:
+        while time.time() < t_end:
+            b = s.recv(65536)
+            if not b:
+                closed = True
+                break
+            out += b
+    except (socket.timeout, ConnectionResetError):
+        pass
+    s.close()
+    return out, closed
+
+
+AUTH = f"Authorization: Bearer {KEY}\r\n" if KEY else ""
+BODY = b'{"prompt": "Hi", "max_tokens": 1}'
+HEALTH = b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n"
+
+
+def post(extra, body=b""):
+    return (f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n{AUTH}".encode()
+            + extra + b"\r\n" + body)
+
+
+SMUGGLING = [
+    # (name, request, expected status, may it come on a kept-alive connection too)
+    ("cl_and_te", post(b"Content-Length: 4\r\nTransfer-Encoding: chunked\r\n",
+                       b"%x\r\n%s\r\n0\r\n\r\n" % (len(BODY), BODY) + HEALTH), 400, True),
+    ("two_cl", post(b"Content-Length: %d\r\nContent-Length: 5\r\n" % len(BODY), BODY + HEALTH), 400, True),
+    ("te_xchunked", post(b"Transfer-Encoding: xchunked\r\n", BODY), 400, True),
+    ("te_gzip_chunked", post(b"Transfer-Encoding: gzip, chunked\r\n", BODY), 400, True),
+    ("cl_negative", post(b"Content-Length: -1\r\n", BODY), 400, False),
+    ("cl_overlong", post(b"Content-Length: 99999999999999999999999\r\n", BODY), 400, False),
+    ("chunk_overflow", post(b"Transfer-Encoding: chunked\r\n", b"FFFFFFFFFFFFFFFF\r\n" + BODY), 413, False),
+    ("space_before_colon", post(b"Content-Length : %d\r\n" % len(BODY), BODY), 400, False),
+    ("obs_fold", post(b"Content-Length: %d\r\nX-A: 1\r\n b\r\n" % len(BODY), BODY), 400, False),
+]
+
+
+def t_framing():
+    """RFC 9112: ambiguous framing is refused with one clean 400 (or 413) and the
+    connection closed, so a request hidden behind it is never answered. A new
+    connection's head is checked byte by byte at the gate; on a kept-alive
+    connection libmicrohttpd parses the head and the handler checks its fields
+    (libmicrohttpd 0.9.75 answers a malformed Content-Length there itself, with
+    its status line twice: that is what the nginx config in deploy/ is for)."""
+    done = []
+    for name, req, status, keepalive in SMUGGLING:
+        for first in ([None, HEALTH] if keepalive else [None]):
+            out, closed = raw_exchange(req, first)
+            where = "kept-alive" if first else "new connection"
+            check(out.count(b"HTTP/1.1 ") == 1, f"{name} ({where}): {out.count(b'HTTP/1.1 ')} status lines: {out[:300]!r}")
+            check(out.startswith(b"HTTP/1.1 %d" % status), f"{name} ({where}): {out[:200]!r}")
+            check(b"Connection: close" in out and closed, f"{name} ({where}): the connection was not closed")
+            check(b'"error"' in out, f"{name} ({where}): no error object: {out[:300]!r}")
+            done.append(name if not first else name + "+ka")
+    still_serving()
+    return f"{len(done)} cases, one answer each, closed"
+
+
+def t_key_before_routing():
+    if not KEY:
+        return "no key configured"
+    for method, path in (("GET", "/nope"), ("GET", "/v1/chat/completions"), ("POST", "/v1/models"), ("DELETE", "/metrics")):
+        st, body = http(method, path, key=False)
+        expect_error(st, body, 401, ["key"])
+    st, body = http("GET", "/nope")
+    expect_error(st, body, 404)
+    st, body = http("GET", "/health", key=False)
+    check(st == 200, f"/health without a key: {st}")
+    return "404/405 only with the key"
+
+
+def t_unsupported_fields():
+    cases = [
+        ("/v1/chat/completions", {"messages": MSG, "response_format": {"type": "json_object"}}, "response_format"),
+        ("/v1/chat/completions", {"messages": MSG, "tools": [{"type": "function", "function": {"name": "f"}}]}, "tools"),
+        ("/v1/chat/completions", {"messages": MSG, "tool_choice": "auto"}, "tool_choice"),
+        ("/v1/completions", {"prompt": "Hi", "best_of": 2}, "best_of"),
+        ("/v1/completions", {"prompt": "Hi", "suffix": "!"}, "suffix"),
+    ]
+    for path, body, word in cases:
+        st, r = http("POST", path, body)
+        expect_error(st, r, 400, [word, "not supported"])
+    for path, body in [("/v1/chat/completions", {"messages": MSG, "max_tokens": 1, "response_format": {"type": "text"},
+                                                  "tools": [], "tool_choice": "none"}),
+                       ("/v1/completions", {"prompt": "Hi", "max_tokens": 1, "best_of": 1, "suffix": ""})]:
+        st, r = http("POST", path, body)
+        check(st == 200, f"the no-op values must pass: {st} {r}")
+    st, r = http("POST", "/v1/completions", {"prompt": ["a", "b"], "max_tokens": 1})
+    msg = expect_error(st, r, 400, ["prompt", "one prompt per request"])
+    check("token" not in msg.split("one prompt")[0], f"names the wrong problem: {msg}")
+    return f"{len(cases)} fields refused by name; a list of prompts: '{msg[:60]}'"
+
+
+def t_content_parts_joined():
+    parts = [{"type": "text", "text": "What is"}, {"type": "text", "text": "the best book"}]
+    st, r = http("POST", "/v1/chat/completions", {"messages": [{"role": "user", "content": parts}],
+                                                  "chat_template": "{{ raise_exception('<' + messages[0].content + '>') }}"})
+    msg = expect_error(st, r, 400)
+    check("<What is\nthe best book>" in msg, f"the template got {msg!r}")
+    st, r = http("POST", "/v1/chat/completions", {"messages": [{"role": "user", "content": [
+        {"type": "text", "text": ""}, {"type": "text", "text": "a"}, {"type": "text", "text": ""}, {"type": "text", "text": "b"}]}],
+        "chat_template": "{{ raise_exception('<' + messages[0].content + '>') }}"})
+    msg = expect_error(st, r, 400)
+    check("<a\n\nb>" in msg, f"llama-server's rule (no separator before the first text): {msg!r}")
+    return "'What is' + 'the best book' -> 'What is\\nthe best book'"
+
+
+def vm(field):
+    with open(f"/proc/{PID}/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) // 1024
+    return 0
+
+
+def t_template_memory_budget():
+    """24 concurrent renders of a list-doubling template: each alone is stopped by
+    the per-render cap (256 MiB, a 400); together they share the server's
+    --mem-budget (t_server.sh: 384 MiB), so the server's memory stays bounded
+    and the excess gets 503 instead of the machine running out (before: 24 such
+    requests took the server from 164 MiB to 4.1 GiB)."""
+    tmpl = ("{% set ns = namespace(l=[1]) %}{% for i in range(60) %}{% set ns.l = ns.l + ns.l %}{% endfor %}"
+            "{{ ns.l | length }}")
+    rss0 = vm("VmRSS")
+    results, peak = [], [rss0]
+    stop = threading.Event()
+
+    def sample():
+        while not stop.is_set():
+            peak.append(vm("VmRSS"))
+            time.sleep(0.02)
+
+    def one():
+        st, r = http("POST", "/v1/chat/completions", {"messages": MSG, "chat_template": tmpl, "max_tokens": 1}, timeout=120)
+        results.append((st, (r.get("error") or {}).get("message", "") if isinstance(r, dict) else str(r)))
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    th = [threading.Thread(target=one) for _ in range(24)]
+    for t in th:
+        t.start()
+    for t in th:
+        t.join()
+    stop.set()
+    sampler.join()
+    codes = sorted(st for st, _ in results)
+    check(all(st in (400, 503) for st in codes), f"statuses {codes}: {results[:3]}")
+    check(any(st == 503 and "budget" in m for st, m in results), f"no request hit the shared budget: {results[:3]}")
+    grew = max(peak) - rss0
+    check(grew < 384 + 160, f"RSS grew by {grew} MiB ({rss0} -> {max(peak)})")
+    st, r = http("POST", "/v1/chat/completions", {"messages": MSG, "chat_template": tmpl, "max_tokens": 1}, timeout=120)
+    expect_error(st, r, 400, ["memory limit"])   # alone: the per-render cap, the template's own fault
+    still_serving()
+    return f"{codes.count(400)} x 400, {codes.count(503)} x 503; RSS {rss0} -> peak {max(peak)} MiB"
+
+
 for name, fn in [("invalid_json", t_invalid_json), ("deep_nesting", t_deep_nesting), ("wrong_types", t_wrong_types),
                  ("bad_token_ids", t_bad_token_ids), ("huge_limits", t_huge_limits),
                  ("nan_temperature", t_nan_temperature), ("huge_body", t_huge_body), ("slow_client", t_slow_client),
                  ("disconnect_mid_stream", t_disconnect_mid_stream), ("recursive_template", t_recursive_template),
-                 ("misc_http", t_misc_http)]:
+                 ("misc_http", t_misc_http), ("framing", t_framing), ("key_before_routing", t_key_before_routing),
+                 ("unsupported_fields", t_unsupported_fields), ("content_parts_joined", t_content_parts_joined),
+                 ("template_memory_budget", t_template_memory_budget)]:
     run("server_hostile_" + name, fn)
 finish()

@@ -1,0 +1,231 @@
+/* context.c — what a context does whatever the backend: th_decode (batch checks,
+ * positions, the output plan, KV reservation, then th_block_forward), the logits
+ * and argmax API, context creation (parameters, the KV cache's block tables,
+ * choosing the backend and letting it set up) and the KV API. */
+#include "context.h"
+#include "core/threadpool.h"
+#include "sample/greedy.h"
+#include <stdlib.h>
+
+/* ------------------------------------------------------------------ batch checks */
+
+static th_status check_batch(th_context *c, const th_batch *b, const int8_t **want) {
+    const th_model *m = c->model;
+    if (!b || b->n_tokens < 1 || !b->token)
+        return th_set_error(TH_ERR_ARG, "th_decode: empty batch");
+    if ((uint32_t)b->n_tokens > c->p.n_batch)
+        return th_set_error(TH_ERR_ARG, "th_decode: batch of %d tokens exceeds n_batch %u", b->n_tokens, c->p.n_batch);
+    for (uint32_t s = 0; s < c->p.n_seq_max; s++) c->new_len[s] = c->kv.seqs[s].len;
+    for (int32_t i = 0; i < b->n_tokens; i++) {
+        th_token t = b->token[i];
+        int32_t s = b->seq_id ? b->seq_id[i] : 0;
+        if (t < 0 || t >= m->hp.n_vocab)
+            return th_set_error(TH_ERR_ARG, "th_decode: token %d at batch index %d is outside the vocabulary [0, %d)", t, i, m->hp.n_vocab);
+        if (s < 0 || (uint32_t)s >= c->p.n_seq_max)
+            return th_set_error(TH_ERR_ARG, "th_decode: sequence id %d at batch index %d is outside [0, %u)", s, i, c->p.n_seq_max);
+        int32_t expect = c->new_len[s];
+        if (b->pos && b->pos[i] != expect)
+            return th_set_error(TH_ERR_ARG, "th_decode: token %d of sequence %d has position %d, expected %d (positions must continue the cached sequence)",
+                                i, s, b->pos[i], expect);
+        if ((uint32_t)expect >= c->p.n_ctx)
+            return th_set_error(TH_ERR_CAPACITY, "th_decode: sequence %d would exceed the context of %u tokens", s, c->p.n_ctx);
+        c->pos_buf[i] = expect;
+        c->seq_buf[i] = s;
+        c->new_len[s] = expect + 1;
+    }
+    if (b->logits) {
+        *want = b->logits;
+    } else { /* default: logits for the last token only */
+        memset(c->want_buf, 0, (size_t)b->n_tokens);
+        c->want_buf[b->n_tokens - 1] = 1;
+        *want = c->want_buf;
+    }
+    return TH_OK;
+}
+
+/* The backend keeps the logits on its device and returns only each row's argmax. */
+static bool argmax_on_device(const th_context *c) { return c->be->device_argmax && c->p.logits_argmax_only; }
+
+/* Number the tokens that want logits (out_row) and make room for their rows. */
+static th_status plan_outputs(th_context *c, const int8_t *want, int32_t n, int32_t *n_out) {
+    int32_t rows = 0;
+    for (int32_t t = 0; t < n; t++) c->out_row[t] = want[t] ? rows++ : -1;
+    if ((size_t)rows > c->logits_rows && !argmax_on_device(c)) {
+        float *nl = realloc(c->logits, (size_t)rows * (size_t)c->model->hp.n_vocab * sizeof(float));
+        if (!nl) return th_set_error(TH_ERR_NOMEM, "out of memory for %d rows of logits", rows);
+        c->logits = nl;
+        c->logits_rows = (size_t)rows;
+    }
+    *n_out = rows;
+    return TH_OK;
+}
+
+th_status th_decode(th_context *c, const th_batch *b) {
+    if (!c) return th_set_error(TH_ERR_ARG, "th_decode: no context");
+    const int8_t *want = NULL;
+    th_status s = check_batch(c, b, &want);
+    if (s) return s;
+    int32_t n = b->n_tokens, n_out = 0;
+    if ((s = plan_outputs(c, want, n, &n_out))) return s;
+    if ((s = th_kv_reserve(&c->kv, c->new_len))) return s;
+    c->n_last = 0;
+    bool dev_argmax = argmax_on_device(c);
+    th_step st = { .n = n, .tok = b->token, .pos = c->pos_buf, .seq = c->seq_buf, .out_row = c->out_row,
+                   .n_out = n_out, .logits = dev_argmax ? NULL : c->logits, .argmax = dev_argmax ? c->argmax : NULL };
+    if ((s = th_block_forward(c, &st))) return s;
+    for (uint32_t q = 0; q < c->p.n_seq_max; q++) c->kv.seqs[q].len = c->new_len[q];
+    c->n_last = n;
+    return TH_OK;
+}
+
+static bool has_output(const th_context *c, int32_t i) {
+    return c && i >= 0 && i < c->n_last && c->out_row[i] >= 0;
+}
+
+const float *th_get_logits(th_context *c, int32_t i) {
+    if (c && c->p.logits_argmax_only) {
+        th_set_error(TH_ERR_ARG, "th_get_logits: logits not kept: context created with logits_argmax_only (use th_get_argmax)");
+        return NULL;
+    }
+    if (!has_output(c, i)) {
+        th_set_error(TH_ERR_ARG, "th_get_logits: batch index %d has no logits", i);
+        return NULL;
+    }
+    return c->logits + (size_t)c->out_row[i] * (size_t)c->model->hp.n_vocab;
+}
+
+th_token th_get_argmax(th_context *c, int32_t i) {
+    if (!has_output(c, i)) {
+        th_set_error(TH_ERR_ARG, "th_get_argmax: batch index %d has no logits", i);
+        return -1;
+    }
+    if (argmax_on_device(c)) return c->argmax[c->out_row[i]];
+    int64_t nv = c->model->hp.n_vocab;
+    return th_greedy_argmax(c->logits + (size_t)c->out_row[i] * (size_t)nv, nv);
+}
+
+/* ------------------------------------------------------------------ context */
+
+th_context_params th_context_default_params(void) {
+    return (th_context_params){ .n_ctx = 0, .n_batch = 512, .n_seq_max = 1, .kv_block = 16,
+                                .n_threads = 0, .kv_type = TH_KV_F16, .gpu = false, .logits_argmax_only = false };
+}
+
+static void kv_copy_block(void *ud, int32_t dst, int32_t src) {
+    th_context *c = ud;
+    c->be->copy_block(c, dst, src);
+}
+
+static th_status check_params(const th_model *m, const th_context_params *params, th_context_params *out) {
+    th_context_params p = params ? *params : th_context_default_params();
+    if (p.n_ctx == 0) p.n_ctx = (uint32_t)TH_MIN(m->hp.n_ctx_train, 4096);
+    if (p.n_batch == 0) p.n_batch = 512;
+    if (p.n_seq_max == 0) p.n_seq_max = 1;
+    if (p.kv_block == 0) p.kv_block = 16;
+    if (p.n_threads <= 0) p.n_threads = th_n_cores();
+    if (p.n_ctx > (1u << 24) || p.n_batch > (1u << 16) || p.n_seq_max > 4096 || p.kv_block > 4096 ||
+        p.n_threads > 1024 || (p.kv_type != TH_KV_F16 && p.kv_type != TH_KV_F32))
+        return th_set_error(TH_ERR_ARG, "th_context_new: parameters out of range (n_ctx %u, n_batch %u, n_seq_max %u, kv_block %u, threads %d, kv_type %d)",
+                            p.n_ctx, p.n_batch, p.n_seq_max, p.kv_block, p.n_threads, p.kv_type);
+    *out = p;
+    return TH_OK;
+}
+
+#define ALLOC(ptr, count) do { if (!((ptr) = malloc((size_t)(count) * sizeof *(ptr) + 1))) ok = false; } while (0)
+
+th_status th_context_new(th_model *m, const th_context_params *params, th_context **out) {
+    *out = NULL;
+    if (!m) return th_set_error(TH_ERR_ARG, "th_context_new: no model");
+    if (!m->layers) return th_set_error(TH_ERR_ARG, "th_context_new: the model was loaded vocabulary-only");
+    th_context_params p;
+    th_status s = check_params(m, params, &p);
+    if (s) return s;
+    const th_backend *be = p.gpu ? th_backend_cuda() : &th_backend_cpu;
+    if (!be) return th_set_error(TH_ERR_UNSUPPORTED, "this build has no GPU backend (build with `make CUDA=1`)");
+    th_context *c = calloc(1, sizeof *c);
+    if (!c) return th_set_error(TH_ERR_NOMEM, "out of memory");
+    c->model = m;
+    c->p = p;
+    c->be = be;
+    const th_hparams *hp = &m->hp;
+    size_t B = p.n_batch;
+    bool ok = true;
+    ALLOC(c->out_row, B); ALLOC(c->pos_buf, B); ALLOC(c->seq_buf, B); ALLOC(c->argmax, B);
+    ALLOC(c->new_len, p.n_seq_max); ALLOC(c->want_buf, B);
+    s = ok ? TH_OK : th_set_error(TH_ERR_NOMEM, "out of memory for the context's batch buffers (batch %zu)", B);
+    if (!s) s = th_kv_init(&c->kv, hp->n_layer, (int64_t)hp->n_head_kv * hp->head_dim,
+                           (int64_t)hp->n_head_kv * hp->head_dim_v, p.n_ctx, (int32_t)p.kv_block,
+                           (int32_t)p.n_seq_max, p.kv_type == TH_KV_F16, be->kv_on_host);
+    if (!s && !be->kv_on_host) {
+        c->kv.copy_block = kv_copy_block;
+        c->kv.copy_ud = c;
+    }
+    if (!s) s = be->init(c);
+    if (s) { th_context_free(c); return s; }
+    *out = c;
+    return TH_OK;
+}
+#undef ALLOC
+
+void th_context_free(th_context *c) {
+    if (!c) return;
+    c->be->free(c);
+    th_kv_free(&c->kv);
+    free(c->logits);
+    free(c->out_row); free(c->pos_buf); free(c->seq_buf); free(c->new_len); free(c->want_buf); free(c->argmax);
+    free(c);
+}
+
+uint32_t th_context_n_ctx(const th_context *c) { return c->p.n_ctx; }
+
+th_status th_context_set_observer(th_context *c, const th_observer *obs) {
+    if (!c) return th_set_error(TH_ERR_ARG, "th_context_set_observer: no context");
+    if (!c->be->set_observer)
+        return th_set_error(TH_ERR_UNSUPPORTED, "th_context_set_observer: the %s backend cannot report matmul inputs or routing (use a CPU context)",
+                            c->be->name);
+    if (obs) c->obs = *obs;
+    return c->be->set_observer(c, obs ? &c->obs : NULL);
+}
+
+th_status th_gpu_available(char *desc, size_t cap) {
+    if (desc && cap) desc[0] = 0;
+    const th_backend *g = th_backend_cuda();
+    if (!g) return th_set_error(TH_ERR_UNSUPPORTED, "this build has no GPU backend (build with `make CUDA=1`)");
+    return g->probe(desc, cap);
+}
+
+/* ------------------------------------------------------------------ KV API */
+
+static th_status check_seq(const th_context *c, int32_t seq) {
+    if (!c || seq < 0 || (uint32_t)seq >= c->p.n_seq_max)
+        return th_set_error(TH_ERR_ARG, "sequence id %d is outside [0, %u)", seq, c ? c->p.n_seq_max : 0);
+    return TH_OK;
+}
+
+int32_t th_kv_seq_len(const th_context *c, int32_t seq) {
+    return check_seq(c, seq) ? -1 : c->kv.seqs[seq].len;
+}
+
+th_status th_kv_seq_clear(th_context *c, int32_t seq) { return th_kv_seq_truncate(c, seq, 0); }
+
+th_status th_kv_seq_truncate(th_context *c, int32_t seq, int32_t n_keep) {
+    th_status s = check_seq(c, seq);
+    if (s) return s;
+    th_kv_truncate(&c->kv, seq, n_keep);
+    return TH_OK;
+}
+
+th_status th_kv_seq_copy(th_context *c, int32_t dst, int32_t src) {
+    th_status s = check_seq(c, dst);
+    if (!s) s = check_seq(c, src);
+    if (s) return s;
+    th_kv_copy_seq(&c->kv, dst, src);
+    return TH_OK;
+}
+
+uint32_t th_kv_blocks_used(const th_context *c) { return th_kv_used(&c->kv); }
+uint32_t th_kv_blocks_total(const th_context *c) { return c->kv.n_blocks; }
+
+#ifndef TH_CUDA
+const th_backend *th_backend_cuda(void) { return NULL; }
+#endif

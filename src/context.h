@@ -1,0 +1,28 @@
+/* context.h — the backend-neutral part of a context (struct th_context): the
+ * model, the parameters, the KV cache's block tables, the per-batch plan and the
+ * host logits; the backend's own state hangs off `bd` (src/cpu/forward.h's
+ * th_cpu, src/cuda/gpu_internal.h's th_gpu). context.c owns it. */
+#ifndef TH_CONTEXT_H
+#define TH_CONTEXT_H
+
+#include "backend.h"
+#include "kv.h"
+
+struct th_context {
+    th_model *model;
+    th_context_params p;
+    const th_backend *be;
+    void *bd;                   /* backend data */
+    th_kv kv;                   /* block tables; the K/V data too when be->kv_on_host */
+    float *logits;              /* host rows (none with logits_argmax_only on a device_argmax backend) */
+    size_t logits_rows;
+    int32_t *argmax;            /* device_argmax with logits_argmax_only: the rows' argmax ids */
+    int32_t *out_row;           /* batch index → logits row or -1 */
+    int32_t *new_len;           /* per sequence, during a batch */
+    int32_t n_last;             /* tokens in the last batch */
+    int32_t *pos_buf, *seq_buf; /* filled-in positions / sequences */
+    int8_t *want_buf;           /* default logits flags */
+    th_observer obs;            /* th_context_set_observer's copy (its callbacks NULL: none) */
+};
+
+#endif

@@ -1,0 +1,73 @@
+/* repack.c (quant) — the 8-row interleaved weight layouts (see repack.h); plain C, run
+ * once per weight when a context is created (cpu/repack.c's th_repack_rows). The
+ * type table (types.c) points at these. */
+#include "quant/repack.h"
+#include "quant/ref_internal.h"
+#include <string.h>
+
+/* Q4_0: per block, the 8 rows' d, then R_k (k < 4) = the 8 rows' qs[4k..4k+3]. */
+void th_repack8_q4_0(const uint8_t *const rows[8], int64_t nblk, uint8_t *dst) {
+    const th_block_q4_0 *row[8];
+    for (int i = 0; i < 8; i++) row[i] = (const th_block_q4_0 *)(const void *)rows[i];
+    for (int64_t b = 0; b < nblk; b++, dst += 8 * sizeof(th_block_q4_0)) {
+        for (int i = 0; i < 8; i++) memcpy(dst + 2 * i, &row[i][b].d, 2);
+        for (int k = 0; k < 4; k++)
+            for (int i = 0; i < 8; i++) memcpy(dst + 16 + 32 * k + 4 * i, row[i][b].qs + 4 * k, 4);
+    }
+}
+
+/* Q8_0: per block, the 8 rows' d, then R_k (k < 8) = the 8 rows' qs[4k..4k+3]. */
+void th_repack8_q8_0(const uint8_t *const rows[8], int64_t nblk, uint8_t *dst) {
+    const th_block_q8_0 *row[8];
+    for (int i = 0; i < 8; i++) row[i] = (const th_block_q8_0 *)(const void *)rows[i];
+    for (int64_t b = 0; b < nblk; b++, dst += 8 * sizeof(th_block_q8_0)) {
+        for (int i = 0; i < 8; i++) memcpy(dst + 2 * i, &row[i][b].d, 2);
+        for (int k = 0; k < 8; k++)
+            for (int i = 0; i < 8; i++) memcpy(dst + 16 + 32 * k + 4 * i, row[i][b].qs + 4 * k, 4);
+    }
+}
+
+/* Q4_K: per super-block (8 x 148 bytes): the 8 rows' d, their dmin, 8 x 8 scales
+ * (byte 32 + 8c + i: row i, sub-block c), 4 x 16 mins (byte 96 + 16p + 2i + e: row i,
+ * sub-block 2p + e), then for p < 4, k < 8: 32 bytes = the 8 rows' qs[32p+4k..+3]. */
+void th_repack8_q4_K(const uint8_t *const rows[8], int64_t nsb, uint8_t *dst) {
+    const th_block_q4_K *row[8];
+    for (int i = 0; i < 8; i++) row[i] = (const th_block_q4_K *)(const void *)rows[i];
+    for (int64_t b = 0; b < nsb; b++, dst += 8 * TH_Q4_K_PACKED_BYTES) {
+        for (int i = 0; i < 8; i++) {
+            memcpy(dst + 2 * i, &row[i][b].d, 2);
+            memcpy(dst + 16 + 2 * i, &row[i][b].dmin, 2);
+            for (int c = 0; c < 8; c++) {
+                uint8_t sc, m;
+                th_k4_scale_min(c, row[i][b].scales, &sc, &m);
+                dst[32 + 8 * c + i] = sc;
+                dst[96 + 16 * (c / 2) + 2 * i + (c & 1)] = m;
+            }
+        }
+        for (int p = 0; p < 4; p++)
+            for (int k = 0; k < 8; k++)
+                for (int i = 0; i < 8; i++) memcpy(dst + 160 + 256 * p + 32 * k + 4 * i, row[i][b].qs + 32 * p + 4 * k, 4);
+    }
+}
+
+/* Q6_K: per super-block (8 x 210 bytes): the 8 rows' d, their 16 sub-block scales
+ * (byte 16 + 8s + i: row i, sub-block s), then for h, g < 2, k < 8: 32 bytes = the 8
+ * rows' ql[64h+32g+4k..+3] (byte 144 + 512h + 256g + 32k + 4i), then for h < 2, k < 8:
+ * 32 bytes = the 8 rows' qh[32h+4k..+3] (byte 1168 + 256h + 32k + 4i). */
+void th_repack8_q6_K(const uint8_t *const rows[8], int64_t nsb, uint8_t *dst) {
+    const th_block_q6_K *row[8];
+    for (int i = 0; i < 8; i++) row[i] = (const th_block_q6_K *)(const void *)rows[i];
+    for (int64_t b = 0; b < nsb; b++, dst += 8 * sizeof(th_block_q6_K)) {
+        for (int i = 0; i < 8; i++) {
+            memcpy(dst + 2 * i, &row[i][b].d, 2);
+            for (int j = 0; j < 16; j++) dst[16 + 8 * j + i] = (uint8_t)row[i][b].scales[j];
+        }
+        for (int h = 0; h < 2; h++)
+            for (int k = 0; k < 8; k++)
+                for (int i = 0; i < 8; i++) {
+                    for (int g = 0; g < 2; g++)
+                        memcpy(dst + 144 + 512 * h + 256 * g + 32 * k + 4 * i, row[i][b].ql + 64 * h + 32 * g + 4 * k, 4);
+                    memcpy(dst + 1168 + 256 * h + 32 * k + 4 * i, row[i][b].qh + 32 * h + 4 * k, 4);
+                }
+    }
+}

@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# make-seeds.sh OUT — writes a seed corpus for every fuzz target into OUT/<target>/
+# (generated, not committed, except the small text seeds of tests/fuzz/seeds/):
+#   fuzz_gguf       build/tests/test_gguf --write-seeds (writer files, shrunk fixtures)
+#   fuzz_template   every chat template of $SHARED/fixtures/chat-templates
+#   fuzz_tokenizer  every case of the vocab fixtures' .inp files (flags byte 0x03 + text)
+#   fuzz_request    tests/fuzz/seeds/request/*.json (first byte picks the endpoint)
+#   fuzz_http       tests/fuzz/seeds/http/*.txt (first byte picks a prefix length)
+#   fuzz_sampler    parameter blocks for greedy, top-k/p, min-p, penalties, NaN/inf logits
+#   fuzz_gbnf       llama.cpp's grammars (tests/data/grammar/llama-grammars), each + NUL + a case
+#   fuzz_schema     the schemas of tests/data/grammar/schemas.json and theseus.json
+#   fuzz_kld        small .kld base files (header, tokens, uint16-scaled rows), whole and cut
+#   fuzz_runtime_text  stop strings + token pieces (ASCII, split UTF-8, a stop across pieces)
+#                      and a ChatML context
+set -eu
+OUT=${1:?usage: make-seeds.sh OUT}
+SHARED=${SHARED:-$(cd "$(dirname "$0")/../../.." && pwd)/shared}
+BUILD=${BUILD:-build}
+here=$(cd "$(dirname "$0")" && pwd)
+mkdir -p "$OUT"/{fuzz_gguf,fuzz_template,fuzz_tokenizer,fuzz_request,fuzz_http,fuzz_sampler,fuzz_gbnf,fuzz_schema,fuzz_kld,fuzz_runtime_text}
+if [ -x "$BUILD/tests/test_gguf" ]; then SHARED=$SHARED "$BUILD/tests/test_gguf" --write-seeds "$OUT/fuzz_gguf" >/dev/null; fi
+for t in "$SHARED"/fixtures/chat-templates/*.jinja; do [ -f "$t" ] && cp "$t" "$OUT/fuzz_template/"; done
+cp "$here"/seeds/request/* "$OUT/fuzz_request/"
+cp "$here"/seeds/http/* "$OUT/fuzz_http/"
+python3 - "$SHARED" "$OUT" "$here/../data/grammar" <<'PY'
+import glob, os, struct, sys, math
+shared, out = sys.argv[1], sys.argv[2]
+n = 0
+for inp in sorted(glob.glob(os.path.join(shared, "fixtures/vocab/*.inp"))):
+    cases = open(inp, "rb").read().split(b"\n__ggml_vocab_test__\n")
+    for c in cases[:40]:
+        if c:
+            open(os.path.join(out, "fuzz_tokenizer", "case%03d" % n), "wb").write(b"\x03" + c)
+            n += 1
+def sampler(name, seed, temp, top_k, top_p, min_p, rep, pres, freq, last_n, nv, biases, hist, logits):
+    b = struct.pack("<IIfifffffII", seed >> 32, seed & 0xffffffff, temp, top_k, top_p, min_p, rep, pres, freq,
+                    last_n + 1, nv - 1)
+    b += struct.pack("<I", len(biases)) + b"".join(struct.pack("<if", t + 1, v) for t, v in biases)
+    b += struct.pack("<I", len(hist)) + b"".join(struct.pack("<I", t + 2) for t in hist)
+    b += b"".join(struct.pack("<f", v) for v in logits)
+    open(os.path.join(out, "fuzz_sampler", name), "wb").write(b)
+lg = [math.sin(i * 0.7) * 5 for i in range(64)]
+sampler("greedy", 1, 0.0, 0, 1.0, 0.0, 1.0, 0.0, 0.0, 64, 64, [], [], lg * 2)
+sampler("topk_topp", 42, 0.8, 40, 0.95, 0.05, 1.0, 0.0, 0.0, 64, 64, [(3, -100.0)], [1, 2, 3], lg * 4)
+sampler("penalties", 7, 1.0, 0, 1.0, 0.0, 1.3, 0.5, 0.25, 0, 64, [], [5, 5, 6, 7], lg * 3)
+sampler("nan_inf", 9, 1.0, 0, 1.0, 0.0, 1.0, 0.0, 0.0, 0, 16, [], [], [float("nan"), float("inf"), -float("inf")] * 20)
+sampler("small", 3, 2.0, 1, 0.5, 0.9, 1.0, 2.0, -2.0, 2, 1, [(0, 1.0)], [0], [0.0] * 8)
+
+import json
+gdir = sys.argv[3]
+def put(target, name, data):
+    open(os.path.join(out, target, name), "wb").write(data)
+for g in sorted(glob.glob(os.path.join(gdir, "llama-grammars", "*.gbnf"))):
+    base = os.path.splitext(os.path.basename(g))[0]
+    text = open(g, "rb").read()
+    cases = os.path.splitext(g)[0] + ".cases"
+    first = b""
+    if os.path.exists(cases):
+        try:
+            first = json.loads(open(cases).readline())["text"].encode()
+        except Exception:
+            first = b""
+    put("fuzz_gbnf", base, text + b"\0" + first)
+put("fuzz_gbnf", "tiny", b'root ::= "yes" | "no"\0yes')
+for f in ("schemas.json", "theseus.json"):
+    path = os.path.join(gdir, f)
+    if not os.path.exists(path):
+        continue
+    for i, c in enumerate(json.load(open(path)).get("cases", [])[:80]):
+        sch = c.get("schema")
+        if sch is not None:
+            put("fuzz_schema", "%s%03d" % (f[:3], i), (sch if isinstance(sch, str) else json.dumps(sch)).encode())
+# .kld: magic "_logits_" (8 bytes), u32 n_ctx, u32 n_vocab, u32 n_chunk, tokens i32[n_ctx*n_chunk],
+# then per scored position: f32 scale, f32 min, u16[n_vocab]
+def kld(n_ctx, n_vocab, n_chunk):
+    b = b"_logits_" + struct.pack("<III", n_ctx, n_vocab, n_chunk)
+    b += b"".join(struct.pack("<i", (i * 7) % n_vocab) for i in range(n_ctx * n_chunk))
+    rows = n_chunk * (n_ctx - 1 - n_ctx // 2)
+    for r in range(rows):
+        b += struct.pack("<ff", 0.01, -10.0) + b"".join(struct.pack("<H", (r * 31 + v * 17) % 1000) for v in range(n_vocab))
+    return b
+k = kld(8, 16, 2)
+put("fuzz_kld", "small", k)
+put("fuzz_kld", "cut", k[:len(k) // 2])
+put("fuzz_kld", "one_chunk", kld(4, 8, 1))
+def rt(stops, pieces):
+    b = bytes([len(stops)])
+    for s in stops:
+        b += bytes([len(s) - 1]) + s
+    for p in pieces:
+        b += bytes([len(p)]) + p
+    return b
+put("fuzz_runtime_text", "ascii", rt([b" 7"], [b" 5", b",", b" 6", b",", b" 7", b","]))
+put("fuzz_runtime_text", "utf8", rt([b"\xc3\xa9t"], [b"caf", b"\xc3", b"\xa9", b"t\xe2\x82", b"\xac"]))
+put("fuzz_runtime_text", "nostop", rt([], [b"Hello", b" world", b"\xf0\x9f", b"\x98\x80"]))
+put("fuzz_runtime_text", "chatml", b'{"messages":[{"role":"system","content":"s"},{"role":"user","content":"hi"}]}')
+PY
+echo "seeds written to $OUT"

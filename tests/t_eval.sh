@@ -1,0 +1,149 @@
+#!/usr/bin/env bash
+# t_eval.sh — `theseus perplexity` end to end: SmolLM2-135M Q4_1 and Gemma 3 270M
+# Q4_K_M over /usr/share/common-licenses/GPL-3 at -c 512 against llama-perplexity's
+# printed values (within 0.3 %), the output lines and labels, --json, a base file
+# written and compared through the CLI, llama.cpp's committed base file read by our
+# candidate, and clean errors on bad input. The goldens come from
+# tests/peer/make_ppl_goldens.sh (its output is in tests/peer/goldens/); the library
+# side is tests/test_eval.c. Prints ok/FAIL/SKIP lines for tests/run.sh.
+set -u
+T=${THESEUS:-build/theseus}
+S=${SHARED:-../shared}
+M=${THESEUS_MODEL:-models/SmolLM2-135M-Instruct.Q4_1.gguf}
+G=models/gemma-3-270m-Q4_K_M.gguf
+TEXT=/usr/share/common-licenses/GPL-3
+TINY=$S/fixtures/tiny
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+ok() { echo "ok $1"; }
+bad() { echo "FAIL $1"; shift; printf '  %s\n' "$@"; }
+if [ ! -x "$T" ]; then echo "SKIP eval_cli (no $T)"; exit 0; fi
+if [ ! -r "$TEXT" ]; then echo "SKIP eval_cli (no $TEXT)"; exit 0; fi
+
+# within REL (a fraction) of the golden?
+near() { awk -v a="$1" -v b="$2" -v r="$3" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= r * (b < 0 ? -b : b)) }'; }
+final_ppl() { sed -n 's/^Final estimate: PPL = \([0-9.]*\) +\/- .*/\1/p' "$1"; }
+
+# SmolLM2-135M-Instruct Q4_1, the whole text at -c 512 (14 chunks, 4 a pass).
+# llama.cpp c392e50 (CPU, -t 2):
+#   llama-perplexity -m models/SmolLM2-135M-Instruct.Q4_1.gguf -f /usr/share/common-licenses/GPL-3 -c 512 -t 2
+#   -> [1]16.2777,...,[14]18.3541,  Final estimate: PPL = 18.3541 +/- 0.86202
+LLAMA_SMOL_PPL=18.3541
+if [ ! -f "$M" ]; then echo "SKIP ppl_smollm2 (no $M)"; else
+    start=$(date +%s.%N)
+    if $T perplexity -m "$M" -f "$TEXT" -c 512 -t 2 --json "$tmp/smol.json" >"$tmp/out" 2>"$tmp/err"; then
+        secs=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+        p=$(final_ppl "$tmp/out")
+        if [ -n "$p" ] && near "$p" $LLAMA_SMOL_PPL 0.003 && grep -Eq '^\[1\][0-9]+\.[0-9]{4},.*\[14\][0-9.]+,$' "$tmp/out" &&
+           ! grep -q '\[15\]' "$tmp/out" && [ "$(tail -n 1 "$tmp/out" | cut -c1-22)" = "Final estimate: PPL = " ]; then
+            ok "ppl_smollm2 (PPL $p, llama.cpp $LLAMA_SMOL_PPL, $secs s)"
+        else bad ppl_smollm2 "PPL '$p' vs $LLAMA_SMOL_PPL" "$(cat "$tmp/out")"; fi
+        # the JSON holds the printed figures
+        if command -v python3 >/dev/null; then
+            if python3 - "$tmp/smol.json" "$p" <<'EOF'
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert abs(j["ppl"] - float(sys.argv[2])) < 1e-4, j["ppl"]
+assert j["run"]["n_ctx"] == 512 and j["run"]["n_chunks"] == 14 and j["run"]["n_seq"] == 4, j["run"]
+assert j["run"]["count"] == 14 * 255 and len(j["running_ppl"]) == 14 and len(j["chunk_ppl"]) == 14
+assert abs(j["running_ppl"][-1] - j["ppl"]) < 1e-9 and j["ppl_unc"] > 0 and "kld" not in j
+EOF
+            then ok json_ppl; else bad json_ppl "$(head -c 600 "$tmp/smol.json")"; fi
+        fi
+    else bad ppl_smollm2 "$(tail -c 600 "$tmp/err")"; fi
+fi
+
+# Gemma 3 270M Q4_K_M (BOS in place of each chunk's first token), the first 4 chunks
+# at -c 512. NO PEER GOLDEN YET: llama.cpp c392e50 predates Gemma 3, and the
+# ik_llama.cpp build made for it failed to link (see tests/peer/make_ppl_goldens.sh);
+# this checks only that the run is sane: 4 chunks, a finite PPL, the JSON agrees.
+# theseus printed PPL 15.1304 +/- 1.32096 (not a golden: our own value).
+if [ ! -f "$G" ]; then echo "SKIP ppl_gemma3 (no $G)"; else
+    if $T perplexity -m "$G" -f "$TEXT" -c 512 --chunks 4 -t 2 >"$tmp/out" 2>"$tmp/err"; then
+        p=$(final_ppl "$tmp/out")
+        if [ -n "$p" ] && awk -v p="$p" 'BEGIN { exit !(p > 5 && p < 40) }' && grep -q '\[4\]' "$tmp/out" && ! grep -q '\[5\]' "$tmp/out"; then
+            ok "ppl_gemma3 (PPL $p over 4 chunks; no peer golden)"
+        else bad ppl_gemma3 "PPL '$p'" "$(cat "$tmp/out")"; fi
+    else bad ppl_gemma3 "$(tail -c 600 "$tmp/err")"; fi
+fi
+
+# A base file written by the CLI (tiny F16, chunks of 64) and a candidate compared
+# with it: llama-perplexity's sections and labels, the JSON figures.
+if $T perplexity -m "$TINY/tiny-F16.gguf" -f "$TEXT" -c 64 --chunks 6 -b 256 -t 2 --kl-divergence-base "$tmp/f16.kld" \
+       >"$tmp/bout" 2>"$tmp/err" &&
+   $T perplexity -m "$TINY/tiny-Q4_0.gguf" --kl-divergence-base "$tmp/f16.kld" --kl-divergence -t 2 --json "$tmp/k.json" \
+       >"$tmp/kout" 2>>"$tmp/err"; then
+    # 6 chunks of 31 scored positions, rows of 4096 + 4 uint16, header 20 bytes, 6*64 tokens
+    size=$(stat -c %s "$tmp/f16.kld")
+    miss=""
+    for l in 'chunk             PPL               ln(PPL(Q)/PPL(base))' '====== Perplexity statistics ======' \
+             'Mean PPL(Q)                   :' 'Mean PPL(base)                :' 'Cor(ln(PPL(Q)), ln(PPL(base))):' \
+             'Mean ln(PPL(Q)/PPL(base))     :' 'Mean PPL(Q)/PPL(base)         :' 'Mean PPL(Q)-PPL(base)         :' \
+             '====== KL divergence statistics ======' 'Mean    KLD:' 'Maximum KLD:' '99.9%   KLD:' '99.0%   KLD:' \
+             '95.0%   KLD:' '90.0%   KLD:' 'Median  KLD:' '10.0%   KLD:' ' 5.0%   KLD:' ' 1.0%   KLD:' 'Minimum KLD:' \
+             '====== Token probability statistics ======' 'Mean    Δp:' 'Maximum Δp:' 'Median  Δp:' 'RMS Δp    :' 'Same top p:'; do
+        grep -qF -- "$l" "$tmp/kout" || miss="$miss [$l]"
+    done
+    if [ "$size" = $((20 + 6 * 64 * 4 + 6 * 31 * 4100 * 2)) ] && [ -z "$miss" ] && grep -Eq '^   6 ' "$tmp/kout" &&
+       grep -q '^\[6\]' <(tr ',' '\n' <"$tmp/bout"); then
+        ok "kld_cli ($(grep 'Mean    KLD' "$tmp/kout"))"
+    else bad kld_cli "size $size, missing:$miss" "$(cat "$tmp/kout")"; fi
+    if command -v python3 >/dev/null; then
+        kl=$(sed -n 's/^Mean    KLD: *\([0-9.]*\) .*/\1/p' "$tmp/kout")
+        if python3 - "$tmp/k.json" "$kl" <<'EOF'
+import json, sys
+j = json.load(open(sys.argv[1]))
+k = j["kld"]
+assert abs(k["kld"] - float(sys.argv[2])) < 1e-6 and k["count"] == 6 * 31 and j["run"]["n_ctx"] == 64
+for f in ("ppl", "ppl_base", "cor_ln_ppl", "ln_ppl_ratio", "ppl_ratio", "ppl_diff", "kld_unc", "kld_max", "kld_p99_9",
+          "kld_p99", "kld_p95", "kld_p90", "kld_median", "kld_p10", "kld_p5", "kld_p1", "kld_min", "dp", "dp_rms",
+          "same_top", "cor_p"):
+    assert f in k, f
+assert k["kld_min"] <= k["kld_median"] <= k["kld_max"] and 0 <= k["same_top"] <= 1 and abs(j["ppl"] - k["ppl"]) < 1e-9
+EOF
+        then ok json_kld; else bad json_kld "$(head -c 800 "$tmp/k.json")"; fi
+    fi
+else bad kld_cli "$(tail -c 800 "$tmp/err")"; fi
+
+# llama.cpp's base file (tests/peer/tiny-F16-c32.kld) read by our Q4_0 candidate;
+# llama.cpp's own Q4_0 run on it printed KL Divergence 0.00269 ± 0.00003 (test_eval.c).
+if $T perplexity -m "$TINY/tiny-Q4_0.gguf" --kl-divergence-base tests/peer/tiny-F16-c32.kld --kl-divergence -t 2 \
+       >"$tmp/lout" 2>"$tmp/err"; then
+    kl=$(sed -n 's/^Mean    KLD: *\([0-9.]*\) .*/\1/p' "$tmp/lout")
+    if [ -n "$kl" ] && near "$kl" 0.00269 0.02; then ok "llama_base_cli (Mean KLD $kl, llama.cpp 0.00269)"
+    else bad llama_base_cli "KLD '$kl'" "$(cat "$tmp/lout")"; fi
+else bad llama_base_cli "$(tail -c 600 "$tmp/err")"; fi
+
+# bad input: each a clear error (exit 1, the file named), usage errors exit 2
+head -c 2000 "$TEXT" >"$tmp/short.txt"
+$T perplexity -m "$TINY/tiny-Q4_0.gguf" -f "$tmp/short.txt" -c 512 >/dev/null 2>"$tmp/e"; rc=$?
+if [ $rc -eq 1 ] && grep -q "short.txt: the text tokenizes to only [0-9]* tokens" "$tmp/e" && grep -q 'at least 1024' "$tmp/e"; then
+    ok short_text; else bad short_text "rc=$rc $(cat "$tmp/e")"; fi
+head -c 200000 tests/peer/tiny-F16-c32.kld >"$tmp/trunc.kld"
+$T perplexity -m "$TINY/tiny-Q4_0.gguf" --kl-divergence-base "$tmp/trunc.kld" --kl-divergence >/dev/null 2>"$tmp/e"; rc=$?
+if [ $rc -eq 1 ] && grep -q "trunc.kld: truncated: 200000 bytes, 369404 expected" "$tmp/e" && grep -q 'inside chunk 2' "$tmp/e"; then
+    ok truncated_base; else bad truncated_base "rc=$rc $(cat "$tmp/e")"; fi
+if [ -f "$M" ]; then
+    $T perplexity -m "$M" --kl-divergence-base tests/peer/tiny-F16-c32.kld --kl-divergence >/dev/null 2>"$tmp/e"; rc=$?
+    if [ $rc -eq 1 ] && grep -q "tiny-F16-c32.kld: the base file is for a vocabulary of 4096 tokens, the model (.*) has 49152" "$tmp/e"; then
+        ok other_vocab_base; else bad other_vocab_base "rc=$rc $(cat "$tmp/e")"; fi
+fi
+$T perplexity -m "$TINY/tiny-Q4_0.gguf" --kl-divergence-base tests/peer/tiny-F16-c32.kld --kl-divergence -c 512 >/dev/null 2>"$tmp/e"; rc=$?
+if [ $rc -eq 1 ] && grep -q "chunks of 32 tokens, not 512" "$tmp/e"; then ok base_ctx_mismatch; else bad base_ctx_mismatch "rc=$rc $(cat "$tmp/e")"; fi
+$T perplexity -m "$TINY/tiny-Q4_0.gguf" -f "$tmp/short.txt" --kl-divergence-base "$tmp/text.txt" --kl-divergence >/dev/null 2>"$tmp/e"; rc=$?
+if [ $rc -eq 1 ] && grep -q "text.txt: cannot open" "$tmp/e"; then ok missing_base; else bad missing_base "rc=$rc $(cat "$tmp/e")"; fi
+cp "$tmp/short.txt" "$tmp/text.kld"
+$T perplexity -m "$TINY/tiny-Q4_0.gguf" --kl-divergence-base "$tmp/text.kld" --kl-divergence >/dev/null 2>"$tmp/e"; rc=$?
+if [ $rc -eq 1 ] && grep -q 'text.kld: not a KL-divergence base file' "$tmp/e"; then ok not_a_base; else bad not_a_base "rc=$rc $(cat "$tmp/e")"; fi
+$T perplexity -m "$TINY/tiny-Q4_0.gguf" -f /nonexistent.txt >/dev/null 2>"$tmp/e"; rc=$?
+if [ $rc -eq 1 ] && grep -q '/nonexistent.txt: cannot read' "$tmp/e"; then ok missing_text; else bad missing_text "rc=$rc $(cat "$tmp/e")"; fi
+$T perplexity -m "$TINY/tiny-Q4_0.gguf" --kl-divergence >/dev/null 2>"$tmp/e"; rc1=$?
+$T perplexity -m "$TINY/tiny-Q4_0.gguf" >/dev/null 2>"$tmp/e2"; rc2=$?
+$T perplexity -m "$TINY/tiny-Q4_0.gguf" -f "$TEXT" -c 2 >/dev/null 2>"$tmp/e3"; rc3=$?
+if [ $rc1 -eq 2 ] && grep -q 'needs --kl-divergence-base' "$tmp/e" && [ $rc2 -eq 2 ] && grep -q usage "$tmp/e2" &&
+   [ $rc3 -eq 2 ] && grep -q -- '-c needs an integer' "$tmp/e3"; then ok usage_errors
+else bad usage_errors "rc=$rc1/$rc2/$rc3 $(cat "$tmp/e" "$tmp/e2" "$tmp/e3")"; fi
+if ! $T perplexity -m "$TINY/tiny-Q4_0.gguf" -f "$TEXT" --gpu --chunks 2 >/dev/null 2>"$tmp/e"; then
+    if grep -qi 'cuda\|gpu' "$tmp/e" && ! grep -qi 'segmentation\|abort' "$tmp/e"; then ok gpu_flag_without_gpu
+    else bad gpu_flag_without_gpu "$(cat "$tmp/e")"; fi
+else echo "SKIP gpu_flag_without_gpu (a GPU is here: the --gpu run succeeded)"; fi
+if $T perplexity --help | grep -q -- '--kl-divergence-base' && $T --help | grep -q perplexity; then ok perplexity_help; else bad perplexity_help; fi
