@@ -84,16 +84,7 @@ static void job_bump(srv_job *j) { j->version++; pthread_cond_broadcast(&j->cv);
 /* ---------------------------------------------------------------- events -> job */
 
 static bool choice_append(srv_choice *c, const char *s, size_t n) {
-    if (c->n + n + 1 > c->cap) {
-        size_t nc = (c->n + n + 1) * 2;
-        char *nb = realloc(c->text, nc);
-        if (!nb) return false;
-        c->text = nb;
-        c->cap = nc;
-    }
-    memcpy(c->text + c->n, s, n);
-    c->n += n;
-    c->text[c->n] = 0;
+    if (!buf_append(&c->text, &c->n, &c->cap, s, n)) return false;
     c->ready = c->n;            /* the runtime releases only text that is final */
     return true;
 }

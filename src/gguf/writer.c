@@ -8,14 +8,13 @@
  */
 #include "gguf/gguf.h"
 #include "quant/quant.h"
+#include "core/bytes.h"
 
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
-
-typedef struct wbuf { uint8_t *p; uint64_t len, cap; bool oom; } wbuf;
 
 typedef struct wtensor {
     const void *data;
@@ -25,32 +24,18 @@ typedef struct wtensor {
 struct gguf_writer {
     uint32_t alignment;
     bool has_alignment_key;
-    wbuf kvs;          /* serialized key-values */
+    th_bytes kvs;          /* serialized key-values */
     uint64_t n_kv;
-    wbuf infos;        /* serialized tensor infos */
+    th_bytes infos;        /* serialized tensor infos */
     wtensor *tensors;
     uint64_t n_tensors, tensors_cap, data_size;
     th_status err;
     char msg[512];
 };
 
-static void buf_put(wbuf *b, const void *src, uint64_t n) {
-    if (b->oom || n == 0) return;
-    if (b->len + n > b->cap) {
-        uint64_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + n) cap *= 2;
-        uint8_t *p = realloc(b->p, cap);
-        if (!p) { b->oom = true; return; }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, src, n);
-    b->len += n;
-}
-
-static void put_u32(wbuf *b, uint32_t v) { buf_put(b, &v, 4); }
-static void put_u64(wbuf *b, uint64_t v) { buf_put(b, &v, 8); }
-static void put_str(wbuf *b, const char *s, uint64_t n) { put_u64(b, n); buf_put(b, s, n); }
+static void put_u32(th_bytes *b, uint32_t v) { th_bytes_put(b, &v, 4); }
+static void put_u64(th_bytes *b, uint64_t v) { th_bytes_put(b, &v, 8); }
+static void put_str(th_bytes *b, const char *s, uint64_t n) { put_u64(b, n); th_bytes_put(b, s, n); }
 
 static void fail(gguf_writer *w, th_status s, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void fail(gguf_writer *w, th_status s, const char *fmt, ...) {
@@ -90,12 +75,12 @@ static bool kv_begin(gguf_writer *w, const char *key, uint32_t type) {
 }
 
 void gguf_w_u32(gguf_writer *w, const char *key, uint32_t v) { if (kv_begin(w, key, GGUF_U32)) put_u32(&w->kvs, v); }
-void gguf_w_i32(gguf_writer *w, const char *key, int32_t v) { if (kv_begin(w, key, GGUF_I32)) buf_put(&w->kvs, &v, 4); }
-void gguf_w_f32(gguf_writer *w, const char *key, float v) { if (kv_begin(w, key, GGUF_F32)) buf_put(&w->kvs, &v, 4); }
+void gguf_w_i32(gguf_writer *w, const char *key, int32_t v) { if (kv_begin(w, key, GGUF_I32)) th_bytes_put(&w->kvs, &v, 4); }
+void gguf_w_f32(gguf_writer *w, const char *key, float v) { if (kv_begin(w, key, GGUF_F32)) th_bytes_put(&w->kvs, &v, 4); }
 
 void gguf_w_bool(gguf_writer *w, const char *key, bool v) {
     uint8_t b = v ? 1 : 0;
-    if (kv_begin(w, key, GGUF_BOOL)) buf_put(&w->kvs, &b, 1);
+    if (kv_begin(w, key, GGUF_BOOL)) th_bytes_put(&w->kvs, &b, 1);
 }
 
 void gguf_w_str(gguf_writer *w, const char *key, const char *v) {
@@ -124,7 +109,7 @@ void gguf_w_arr(gguf_writer *w, const char *key, uint32_t elem_type, const void 
     if (!kv_begin(w, key, GGUF_ARRAY)) return;
     put_u32(&w->kvs, elem_type);
     put_u64(&w->kvs, n);
-    buf_put(&w->kvs, data, total);
+    th_bytes_put(&w->kvs, data, total);
 }
 
 void gguf_w_arr_str(gguf_writer *w, const char *key, const char *const *strs, uint64_t n) {
@@ -161,8 +146,8 @@ void gguf_w_copy_kv(gguf_writer *w, const gguf_kv *kv) {
     key[kv->key.len] = 0;
     if (!kv_begin(w, key, kv->type)) return;
     if (kv->type == GGUF_STRING) put_str(&w->kvs, kv->str.ptr, kv->str.len);
-    else if (kv->type == GGUF_ARRAY) buf_put(&w->kvs, kv->raw, array_body_size(kv->raw));
-    else buf_put(&w->kvs, kv->raw, elem_size(kv->type));
+    else if (kv->type == GGUF_ARRAY) th_bytes_put(&w->kvs, kv->raw, array_body_size(kv->raw));
+    else th_bytes_put(&w->kvs, kv->raw, elem_size(kv->type));
 }
 
 void gguf_w_tensor(gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims,
@@ -200,9 +185,9 @@ void gguf_w_tensor(gguf_writer *w, const char *name, uint32_t type, uint32_t n_d
 }
 
 /* Header + kvs + infos + padding to the data section. */
-static th_status build_meta(gguf_writer *w, wbuf *m) {
+static th_status build_meta(gguf_writer *w, th_bytes *m) {
     if (!w) return th_set_error(TH_ERR_ARG, "gguf writer: NULL writer");
-    if (w->kvs.oom || w->infos.oom) fail(w, TH_ERR_NOMEM, "gguf writer: out of memory");
+    if (w->kvs.failed || w->infos.failed) fail(w, TH_ERR_NOMEM, "gguf writer: out of memory");
     if (w->err) return th_set_error(w->err, "%s", w->msg);
     bool add_align = w->alignment != 32 && !w->has_alignment_key;
     put_u32(m, 0x46554747u);
@@ -214,37 +199,37 @@ static th_status build_meta(gguf_writer *w, wbuf *m) {
         put_u32(m, GGUF_U32);
         put_u32(m, w->alignment);
     }
-    buf_put(m, w->kvs.p, w->kvs.len);
-    buf_put(m, w->infos.p, w->infos.len);
+    th_bytes_put(m, w->kvs.p, w->kvs.n);
+    th_bytes_put(m, w->infos.p, w->infos.n);
     static const uint8_t zeros[256];
-    uint64_t pad = (w->alignment - m->len % w->alignment) % w->alignment;
-    while (pad) { uint64_t k = TH_MIN(pad, sizeof zeros); buf_put(m, zeros, k); pad -= k; }
-    if (m->oom) { free(m->p); return th_set_error(TH_ERR_NOMEM, "gguf writer: out of memory"); }
+    uint64_t pad = (w->alignment - m->n % w->alignment) % w->alignment;
+    while (pad) { uint64_t k = TH_MIN(pad, sizeof zeros); th_bytes_put(m, zeros, k); pad -= k; }
+    if (m->failed) { free(m->p); return th_set_error(TH_ERR_NOMEM, "gguf writer: out of memory"); }
     return TH_OK;
 }
 
 th_status gguf_writer_to_mem(gguf_writer *w, uint8_t **out, uint64_t *size) {
-    wbuf m = { 0 };
+    th_bytes m = { 0 };
     th_status s = build_meta(w, &m);
     if (s) return s;
-    uint64_t total = m.len + w->data_size;
-    uint8_t *p = realloc(m.p, total ? total : 1);
+    uint64_t total = m.n + w->data_size;
+    uint8_t *p = realloc(m.p, total ? total : 1);   /* the data section after the metadata */
     if (!p) { free(m.p); return th_set_error(TH_ERR_NOMEM, "gguf writer: out of memory (%" PRIu64 " bytes)", total); }
-    memset(p + m.len, 0, w->data_size);
+    memset(p + m.n, 0, w->data_size);
     for (uint64_t i = 0; i < w->n_tensors; i++)
-        if (w->tensors[i].nbytes) memcpy(p + m.len + w->tensors[i].offset, w->tensors[i].data, w->tensors[i].nbytes);
+        if (w->tensors[i].nbytes) memcpy(p + m.n + w->tensors[i].offset, w->tensors[i].data, w->tensors[i].nbytes);
     *out = p;
     *size = total;
     return TH_OK;
 }
 
 th_status gguf_writer_to_file(gguf_writer *w, const char *path) {
-    wbuf m = { 0 };
+    th_bytes m = { 0 };
     th_status s = build_meta(w, &m);
     if (s) return s;
     FILE *fp = fopen(path, "wb");
     if (!fp) { free(m.p); return th_set_error(TH_ERR_IO, "gguf writer: cannot create '%s': %s", path, strerror(errno)); }
-    bool ok = fwrite(m.p, 1, m.len, fp) == m.len;
+    bool ok = fwrite(m.p, 1, m.n, fp) == m.n;
     free(m.p);
     static const uint8_t zeros[256];
     for (uint64_t i = 0; i < w->n_tensors && ok; i++) {

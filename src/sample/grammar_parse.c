@@ -12,6 +12,7 @@
  * into account, so hidden left recursion is caught too). Sizes, nesting and repetition
  * counts are bounded (grammar_internal.h). */
 #include "core/core.h"
+#include "core/bytes.h"
 #include "sample/grammar_internal.h"
 
 #include <stdarg.h>
@@ -711,28 +712,14 @@ static const char *type_name(uint32_t t) {
 }
 
 char *th_gbnf_dump(const th_grammar *g) {
-    size_t cap = 256, n = 0;
-    char *out = malloc(cap);
-    if (!out) return NULL;
+    th_bytes b = { 0 };
     for (uint32_t r = 0; r < g->n_rules; r++) {
+        th_bytes_printf(&b, "%u %s: ", r, g->names[r]);
         for (uint32_t i = g->rule_off[r];; i++) {
-            char item[640];
-            int k;
-            if (i == g->rule_off[r]) k = snprintf(item, sizeof item, "%u %s: ", r, g->names[r]);
-            else k = 0;
-            k += snprintf(item + k, sizeof item - (size_t)k, "%s %u%s", type_name(g->elems[i].type),
-                          g->elems[i].value, g->elems[i].type == GE_END ? "\n" : ", ");
-            if (n + (size_t)k + 1 > cap) {
-                while (n + (size_t)k + 1 > cap) cap *= 2;
-                char *o = realloc(out, cap);
-                if (!o) { free(out); return NULL; }
-                out = o;
-            }
-            memcpy(out + n, item, (size_t)k);
-            n += (size_t)k;
+            th_bytes_printf(&b, "%s %u%s", type_name(g->elems[i].type), g->elems[i].value,
+                            g->elems[i].type == GE_END ? "\n" : ", ");
             if (g->elems[i].type == GE_END) break;
         }
     }
-    out[n] = 0;
-    return out;
+    return th_bytes_take(&b);
 }

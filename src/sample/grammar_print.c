@@ -4,63 +4,35 @@
  * "base_N" inside, which is not a GBNF name) printed as "base-N" (with "-g" added until
  * the name is free). */
 #include "core/core.h"
+#include "core/bytes.h"
 #include "sample/grammar_internal.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-typedef struct sbuf { char *s; size_t n, cap; bool bad; } sbuf;
-
-static void sb_put(sbuf *b, const char *s, size_t n) {
-    if (b->bad) return;
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (b->n + n + 1 > cap) cap *= 2;
-        char *ns = realloc(b->s, cap);
-        if (!ns) { b->bad = true; return; }
-        b->s = ns;
-        b->cap = cap;
-    }
-    memcpy(b->s + b->n, s, n);
-    b->n += n;
-    b->s[b->n] = 0;
-}
-
-static void sb_str(sbuf *b, const char *s) { sb_put(b, s, strlen(s)); }
-
-__attribute__((format(printf, 2, 3)))
-static void sb_printf(sbuf *b, const char *fmt, ...) {
-    char tmp[64];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    if (n > 0) sb_put(b, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
-}
-
-static void put_utf8(sbuf *b, uint32_t c) {
+static void put_utf8(th_bytes *b, uint32_t c) {
     char u[4];
     size_t n;
     if (c < 0x80) { u[0] = (char)c; n = 1; }
     else if (c < 0x800) { u[0] = (char)(0xC0 | c >> 6); u[1] = (char)(0x80 | (c & 63)); n = 2; }
     else if (c < 0x10000) { u[0] = (char)(0xE0 | c >> 12); u[1] = (char)(0x80 | (c >> 6 & 63)); u[2] = (char)(0x80 | (c & 63)); n = 3; }
     else { u[0] = (char)(0xF0 | c >> 18); u[1] = (char)(0x80 | (c >> 12 & 63)); u[2] = (char)(0x80 | (c >> 6 & 63)); u[3] = (char)(0x80 | (c & 63)); n = 4; }
-    sb_put(b, u, n);
+    th_bytes_put(b, u, n);
 }
 
 /* One character inside "..." (in_class: inside [...]). */
-static void put_char(sbuf *b, uint32_t c, bool in_class) {
-    if (c == '\\') sb_str(b, "\\\\");
-    else if (c == '"') sb_str(b, "\\\"");
-    else if (c == '\n') sb_str(b, "\\n");
-    else if (c == '\r') sb_str(b, "\\r");
-    else if (c == '\t') sb_str(b, "\\t");
-    else if (in_class && (c == ']' || c == '[')) sb_printf(b, "\\%c", (char)c);
-    else if (in_class && (c == '-' || c == '^')) sb_printf(b, "\\x%02X", c);
-    else if (c < 0x20 || c == 0x7F) sb_printf(b, "\\x%02X", c);
-    else if ((c >= 0x80 && c < 0xA0) || (c >= 0xD800 && c < 0xE000)) sb_printf(b, "\\u%04X", c);
-    else if (c > 0x10FFFF) sb_printf(b, "\\U%08X", c);
+static void put_char(th_bytes *b, uint32_t c, bool in_class) {
+    if (c == '\\') th_bytes_str(b, "\\\\");
+    else if (c == '"') th_bytes_str(b, "\\\"");
+    else if (c == '\n') th_bytes_str(b, "\\n");
+    else if (c == '\r') th_bytes_str(b, "\\r");
+    else if (c == '\t') th_bytes_str(b, "\\t");
+    else if (in_class && (c == ']' || c == '[')) th_bytes_printf(b, "\\%c", (char)c);
+    else if (in_class && (c == '-' || c == '^')) th_bytes_printf(b, "\\x%02X", c);
+    else if (c < 0x20 || c == 0x7F) th_bytes_printf(b, "\\x%02X", c);
+    else if ((c >= 0x80 && c < 0xA0) || (c >= 0xD800 && c < 0xE000)) th_bytes_printf(b, "\\u%04X", c);
+    else if (c > 0x10FFFF) th_bytes_printf(b, "\\U%08X", c);
     else put_utf8(b, c);
 }
 
@@ -118,17 +90,17 @@ static char **print_names(const th_grammar *g) {
     return out;
 }
 
-static const th_gelem *put_class(sbuf *b, const th_gelem *e) {
-    sb_str(b, e->type == GE_CHAR_NOT ? "[^" : "[");
+static const th_gelem *put_class(th_bytes *b, const th_gelem *e) {
+    th_bytes_str(b, e->type == GE_CHAR_NOT ? "[^" : "[");
     do {
         put_char(b, e->value, true);
         if (e[1].type == GE_CHAR_RNG_UPPER) {
-            sb_str(b, "-");
+            th_bytes_str(b, "-");
             put_char(b, e[1].value, true);
             e += 2;
         } else e += 1;
     } while (e->type == GE_CHAR_ALT);
-    sb_str(b, "]");
+    th_bytes_str(b, "]");
     return e;
 }
 
@@ -137,50 +109,46 @@ th_status th_grammar_to_gbnf(const th_grammar *g, char **out) {
     *out = NULL;
     char **names = print_names(g);
     if (!names) return th_set_error(TH_ERR_NOMEM, "grammar: out of memory");
-    sbuf b = { 0 };
+    th_bytes b = { 0 };
     for (uint32_t r = 0; r < g->n_rules; r++) {
-        sb_str(&b, names[r]);
-        sb_str(&b, " ::=");
+        th_bytes_str(&b, names[r]);
+        th_bytes_str(&b, " ::=");
         const th_gelem *e = g->elems + g->rule_off[r];
         bool empty_alt = true;
         for (;;) {
             if (th_gelem_is_end(e)) {
-                if (empty_alt) sb_str(&b, " \"\"");
+                if (empty_alt) th_bytes_str(&b, " \"\"");
                 if (e->type == GE_END) break;
-                sb_str(&b, " |");
+                th_bytes_str(&b, " |");
                 empty_alt = true;
                 e++;
                 continue;
             }
             empty_alt = false;
-            sb_str(&b, " ");
+            th_bytes_str(&b, " ");
             if (e->type == GE_CHAR && e[1].type != GE_CHAR_ALT && e[1].type != GE_CHAR_RNG_UPPER) {
-                sb_str(&b, "\"");
+                th_bytes_str(&b, "\"");
                 while (e->type == GE_CHAR && e[1].type != GE_CHAR_ALT && e[1].type != GE_CHAR_RNG_UPPER) {
                     put_char(&b, e->value, false);
                     e++;
                 }
-                sb_str(&b, "\"");
+                th_bytes_str(&b, "\"");
             } else if (e->type == GE_CHAR || e->type == GE_CHAR_NOT) {
                 e = put_class(&b, e);
             } else if (e->type == GE_CHAR_ANY) {
-                sb_str(&b, ".");
+                th_bytes_str(&b, ".");
                 e++;
             } else if (e->type == GE_RULE_REF) {
-                sb_str(&b, e->value < g->n_rules ? names[e->value] : "?");
+                th_bytes_str(&b, e->value < g->n_rules ? names[e->value] : "?");
                 e++;
             } else {
                 e++;   /* stray CHAR_ALT / RNG_UPPER cannot come out of the parser */
             }
         }
-        sb_str(&b, "\n");
+        th_bytes_str(&b, "\n");
     }
     for (uint32_t r = 0; r < g->n_rules; r++) free(names[r]);
     free(names);
-    if (b.bad || !b.s) {
-        free(b.s);
-        return th_set_error(TH_ERR_NOMEM, "grammar: out of memory");
-    }
-    *out = b.s;
+    if (!(*out = th_bytes_take(&b))) return th_set_error(TH_ERR_NOMEM, "grammar: out of memory");
     return TH_OK;
 }

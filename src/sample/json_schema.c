@@ -45,66 +45,25 @@ struct jconv {
     th_status status;
 };
 
-/* ---------------------------------------------------------------- string builder */
+/* ---------------------------------------------------------------- GBNF text */
 
-void jsb_put(jsb *b, const char *s, size_t n) {
-    if (b->bad) return;
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 128;
-        while (b->n + n + 1 > cap) cap *= 2;
-        char *ns = cap > TH_JSON_SCHEMA_MAX_OUTPUT * 2 ? NULL : realloc(b->s, cap);
-        if (!ns) { b->bad = true; return; }
-        b->s = ns;
-        b->cap = cap;
-    }
-    memcpy(b->s + b->n, s, n);
-    b->n += n;
-    b->s[b->n] = 0;
-}
-
-void jsb_str(jsb *b, const char *s) { jsb_put(b, s, strlen(s)); }
-
-void jsb_printf(jsb *b, const char *fmt, ...) {
-    char tmp[256];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    if (n < 0) { b->bad = true; return; }
-    if ((size_t)n < sizeof tmp) { jsb_put(b, tmp, (size_t)n); return; }
-    char *big = malloc((size_t)n + 1);
-    if (!big) { b->bad = true; return; }
-    va_start(ap, fmt);
-    vsnprintf(big, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    jsb_put(b, big, (size_t)n);
-    free(big);
-}
-
-char *jsb_take(jsb *b) {
-    char *s = b->bad ? NULL : b->s ? b->s : strdup("");
-    if (b->bad) free(b->s);
-    *b = (jsb){ 0 };
-    return s;
-}
-
-void jsb_gbnf_escape(jsb *b, const char *s, size_t n) {
+void jsb_gbnf_escape(th_bytes *b, const char *s, size_t n) {
     for (size_t i = 0; i < n; i++) {
         unsigned char ch = (unsigned char)s[i];
-        if (ch == '"') jsb_str(b, "\\\"");
-        else if (ch == '\\') jsb_str(b, "\\\\");
-        else if (ch == '\n') jsb_str(b, "\\n");
-        else if (ch == '\r') jsb_str(b, "\\r");
-        else if (ch == '\t') jsb_str(b, "\\t");
-        else if (ch < 0x20 || ch == 0x7F) jsb_printf(b, "\\x%02X", ch);
-        else jsb_put(b, (const char *)&ch, 1);
+        if (ch == '"') th_bytes_str(b, "\\\"");
+        else if (ch == '\\') th_bytes_str(b, "\\\\");
+        else if (ch == '\n') th_bytes_str(b, "\\n");
+        else if (ch == '\r') th_bytes_str(b, "\\r");
+        else if (ch == '\t') th_bytes_str(b, "\\t");
+        else if (ch < 0x20 || ch == 0x7F) th_bytes_printf(b, "\\x%02X", ch);
+        else th_bytes_put(b, (const char *)&ch, 1);
     }
 }
 
-void jsb_gbnf_literal(jsb *b, const char *s, size_t n) {
-    jsb_str(b, "\"");
+void jsb_gbnf_literal(th_bytes *b, const char *s, size_t n) {
+    th_bytes_str(b, "\"");
     jsb_gbnf_escape(b, s, n);
-    jsb_str(b, "\"");
+    th_bytes_str(b, "\"");
 }
 
 /* ---------------------------------------------------------------- errors, names, rules */
@@ -141,15 +100,15 @@ char *js_sub_name(const char *name, const char *part) { return js_cat3(name, *na
 
 /* A JSON pointer one step further (~ and / escaped). */
 char *js_path_join(const char *path, const char *key) {
-    jsb b = { 0 };
-    jsb_str(&b, path);
-    jsb_str(&b, "/");
+    th_bytes b = JSB_INIT;
+    th_bytes_str(&b, path);
+    th_bytes_str(&b, "/");
     for (const char *k = key; *k; k++) {
-        if (*k == '~') jsb_str(&b, "~0");
-        else if (*k == '/') jsb_str(&b, "~1");
-        else jsb_put(&b, k, 1);
+        if (*k == '~') th_bytes_str(&b, "~0");
+        else if (*k == '/') th_bytes_str(&b, "~1");
+        else th_bytes_put(&b, k, 1);
     }
-    return jsb_take(&b);
+    return th_bytes_take(&b);
 }
 
 char *js_path_index(const char *path, const char *key, size_t i) {
@@ -436,33 +395,33 @@ char *js_constant(jconv *c, const cJSON *v, const char *path) {
     }
     char *txt = cJSON_PrintUnformatted(v);
     if (!txt) { js_nomem(c); return NULL; }
-    jsb b = { 0 };
+    th_bytes b = JSB_INIT;
     jsb_gbnf_literal(&b, txt, strlen(txt));
     cJSON_free(txt);
-    char *out = jsb_take(&b);
+    char *out = th_bytes_take(&b);
     if (!out) js_nomem(c);
     return out;
 }
 
 /* S{min,max} with an optional separator, as llama.cpp's build_repetition writes it. */
-void js_repetition(jsb *b, const char *item, long min, long max, const char *sep) {
+void js_repetition(th_bytes *b, const char *item, long min, long max, const char *sep) {
     bool has_max = max >= 0;
-    if (min == 0 && max == 1) { jsb_printf(b, "%s?", item); return; }
+    if (min == 0 && max == 1) { th_bytes_printf(b, "%s?", item); return; }
     if (!sep) {
-        if (min == 1 && !has_max) jsb_printf(b, "%s+", item);
-        else if (min == 0 && !has_max) jsb_printf(b, "%s*", item);
-        else if (has_max) jsb_printf(b, "%s{%ld,%ld}", item, min, max);
-        else jsb_printf(b, "%s{%ld,}", item, min);
+        if (min == 1 && !has_max) th_bytes_printf(b, "%s+", item);
+        else if (min == 0 && !has_max) th_bytes_printf(b, "%s*", item);
+        else if (has_max) th_bytes_printf(b, "%s{%ld,%ld}", item, min, max);
+        else th_bytes_printf(b, "%s{%ld,}", item, min);
         return;
     }
-    jsb inner = { 0 };
-    jsb_printf(&inner, "(%s %s)", sep, item);
-    char *in = jsb_take(&inner);
-    if (!in) { b->bad = true; return; }
-    if (min == 0) jsb_str(b, "(");
-    jsb_printf(b, "%s ", item);
+    th_bytes inner = JSB_INIT;
+    th_bytes_printf(&inner, "(%s %s)", sep, item);
+    char *in = th_bytes_take(&inner);
+    if (!in) { b->failed = true; return; }
+    if (min == 0) th_bytes_str(b, "(");
+    th_bytes_printf(b, "%s ", item);
     js_repetition(b, in, min == 0 ? 0 : min - 1, has_max ? max - 1 : -1, NULL);
-    if (min == 0) jsb_str(b, ")?");
+    if (min == 0) th_bytes_str(b, ")?");
     free(in);
 }
 
@@ -567,7 +526,7 @@ static jres resolve_ref(jconv *c, const char *ref, const char *path) {
 
 static jres union_rule(jconv *c, const cJSON *alts, bool copies_of_type, const cJSON *s, const char *name,
                        const char *rule_name, const char *path, const char *kw) {
-    jsb b = { 0 };
+    th_bytes b = JSB_INIT;
     unsigned types = 0;
     int i = 0;
     for (const cJSON *a = alts->child; a; a = a->next, i++) {
@@ -590,11 +549,11 @@ static jres union_rule(jconv *c, const cJSON *alts, bool copies_of_type, const c
         if ((!an || !ap || !alt) && !c->failed) js_nomem(c);
         free(an); free(ap);
         cJSON_Delete(copy);
-        if (!r.name) { free(jsb_take(&b)); return FAIL; }
-        jsb_printf(&b, "%s%s", i ? " | " : "", r.name);
+        if (!r.name) { free(th_bytes_take(&b)); return FAIL; }
+        th_bytes_printf(&b, "%s%s", i ? " | " : "", r.name);
         types |= r.types;
     }
-    char *body = jsb_take(&b);
+    char *body = th_bytes_take(&b);
     if (!body) { js_nomem(c); return FAIL; }
     jres res = { jconv_add_rule(c, rule_name, body), types };
     free(body);
@@ -626,11 +585,11 @@ static jres visit_string_length(jconv *c, const cJSON *s, const char *rule_name,
     /* with minLength >= 2 an escaped surrogate pair would count as two characters */
     const char *ch = jconv_add_primitive(c, min >= 2 ? "char-nosurrogate" : "char");
     if (!ch) return FAIL;
-    jsb b = { 0 };
-    jsb_str(&b, "\"\\\"\" ");
+    th_bytes b = JSB_INIT;
+    th_bytes_str(&b, "\"\\\"\" ");
     js_repetition(&b, ch, min, max, NULL);
-    jsb_str(&b, " \"\\\"\" space");
-    char *body = jsb_take(&b);
+    th_bytes_str(&b, " \"\\\"\" space");
+    char *body = th_bytes_take(&b);
     if (!body) { js_nomem(c); return FAIL; }
     jres r = { jconv_add_rule(c, rule_name, body), T_STR };
     free(body);
@@ -666,11 +625,11 @@ static jres visit_integer_range(jconv *c, const cJSON *s, const char *rule_name,
         jres r = { jconv_add_rule(c, rule_name, "(\"-\"? integral-part) space"), T_INT };
         return r.name && jconv_add_primitive(c, "integral-part") ? r : FAIL;
     }
-    jsb b = { 0 };
-    jsb_str(&b, "(");
+    th_bytes b = JSB_INIT;
+    th_bytes_str(&b, "(");
     json_int_range(&b, has_min, has_min ? (int64_t)lo : 0, has_max, has_max ? (int64_t)hi : 0);
-    jsb_str(&b, ") space");
-    char *body = jsb_take(&b);
+    th_bytes_str(&b, ") space");
+    char *body = th_bytes_take(&b);
     if (!body) { js_nomem(c); return FAIL; }
     jres r = { jconv_add_rule(c, rule_name, body), T_INT };
     free(body);
@@ -767,20 +726,20 @@ static jres visit_inner(jconv *c, const cJSON *s, const char *name, const char *
         USE("type");
         USE(cst ? "const" : "enum");
         if (en && (!cJSON_IsArray(en) || !en->child)) { jconv_fail(c, path, TH_ERR_FORMAT, "'enum' must be a non-empty array"); goto out; }
-        jsb b = { 0 };
+        th_bytes b = JSB_INIT;
         unsigned types = 0;
-        if (en) jsb_str(&b, "(");
+        if (en) th_bytes_str(&b, "(");
         for (const cJSON *v = cst ? cst : en->child; v; v = cst ? NULL : v->next) {
             unsigned vt = value_type(v);
-            if (t && !(vt & type_mask(t))) { free(jsb_take(&b)); jconv_fail(c, path, TH_ERR_UNSUPPORTED, "a %s value does not fit 'type' %s", cst ? "const" : "enum", t); goto out; }
+            if (t && !(vt & type_mask(t))) { free(th_bytes_take(&b)); jconv_fail(c, path, TH_ERR_UNSUPPORTED, "a %s value does not fit 'type' %s", cst ? "const" : "enum", t); goto out; }
             char *lit = js_constant(c, v, path);
-            if (!lit) { free(jsb_take(&b)); goto out; }
-            jsb_printf(&b, "%s%s", types ? " | " : "", lit);
+            if (!lit) { free(th_bytes_take(&b)); goto out; }
+            th_bytes_printf(&b, "%s%s", types ? " | " : "", lit);
             types |= vt;
             free(lit);
         }
-        jsb_str(&b, en ? ") space" : " space");
-        char *body = jsb_take(&b);
+        th_bytes_str(&b, en ? ") space" : " space");
+        char *body = th_bytes_take(&b);
         if (!body) { js_nomem(c); goto out; }
         r = (jres){ jconv_add_rule(c, rule_name, body), types };
         free(body);
@@ -904,9 +863,9 @@ th_status th_json_schema_convert(const char *schema, size_t len, char **gbnf_out
     th_status st = c.failed ? c.status : TH_OK;
     if (st == TH_OK) {
         qsort(c.rules, c.n_rules, sizeof *c.rules, cmp_rule);
-        jsb b = { 0 };
-        for (size_t i = 0; i < c.n_rules; i++) jsb_printf(&b, "%s ::= %s\n", c.rules[i].name, c.rules[i].body);
-        *gbnf_out = jsb_take(&b);
+        th_bytes b = JSB_INIT;
+        for (size_t i = 0; i < c.n_rules; i++) th_bytes_printf(&b, "%s ::= %s\n", c.rules[i].name, c.rules[i].body);
+        *gbnf_out = th_bytes_take(&b);
         if (!*gbnf_out) st = th_set_error(TH_ERR_NOMEM, "JSON schema: out of memory");
     }
     for (size_t i = 0; i < c.n_rules; i++) { free(c.rules[i].name); free(c.rules[i].body); }

@@ -11,71 +11,71 @@
 #include <stdio.h>
 #include <string.h>
 
-static void digit_range(jsb *o, char from, char to) {
-    if (from == to) jsb_printf(o, "[%c]", from);
-    else jsb_printf(o, "[%c-%c]", from, to);
+static void digit_range(th_bytes *o, char from, char to) {
+    if (from == to) th_bytes_printf(o, "[%c]", from);
+    else th_bytes_printf(o, "[%c-%c]", from, to);
 }
 
-static void more_digits(jsb *o, int min_d, int max_d) {
-    jsb_str(o, "[0-9]");
+static void more_digits(th_bytes *o, int min_d, int max_d) {
+    th_bytes_str(o, "[0-9]");
     if (min_d == max_d && min_d == 1) return;
-    if (min_d == max_d) jsb_printf(o, "{%d}", min_d);
-    else jsb_printf(o, "{%d,%d}", min_d, max_d);
+    if (min_d == max_d) th_bytes_printf(o, "{%d}", min_d);
+    else th_bytes_printf(o, "{%d,%d}", min_d, max_d);
 }
 
 /* Equal-length digit strings from <= s <= to (llama.cpp's uniform_range). */
-static void uniform_range(jsb *o, const char *from, const char *to, size_t len) {
+static void uniform_range(th_bytes *o, const char *from, const char *to, size_t len) {
     size_t i = 0;
     while (i < len && from[i] == to[i]) i++;
     if (i > 0) {
-        jsb_str(o, "\"");
-        jsb_put(o, from, i);
-        jsb_str(o, "\"");
+        th_bytes_str(o, "\"");
+        th_bytes_put(o, from, i);
+        th_bytes_str(o, "\"");
     }
     if (i >= len) return;
-    if (i > 0) jsb_str(o, " ");
+    if (i > 0) th_bytes_str(o, " ");
     size_t sub = len - i - 1;
-    if (sub == 0) { jsb_printf(o, "[%c-%c]", from[i], to[i]); return; }
+    if (sub == 0) { th_bytes_printf(o, "[%c-%c]", from[i], to[i]); return; }
     char zeros[24], nines[24];
     memset(zeros, '0', sub); zeros[sub] = 0;
     memset(nines, '9', sub); nines[sub] = 0;
     bool to_reached = false;
-    jsb_str(o, "(");
+    th_bytes_str(o, "(");
     if (!memcmp(from + i + 1, zeros, sub)) {
         digit_range(o, from[i], (char)(to[i] - 1));
-        jsb_str(o, " ");
+        th_bytes_str(o, " ");
         more_digits(o, (int)sub, (int)sub);
     } else {
-        jsb_printf(o, "[%c] (", from[i]);
+        th_bytes_printf(o, "[%c] (", from[i]);
         uniform_range(o, from + i + 1, nines, sub);
-        jsb_str(o, ")");
+        th_bytes_str(o, ")");
         if (from[i] < to[i] - 1) {
-            jsb_str(o, " | ");
+            th_bytes_str(o, " | ");
             if (!memcmp(to + i + 1, nines, sub)) {
                 digit_range(o, (char)(from[i] + 1), to[i]);
                 to_reached = true;
             } else digit_range(o, (char)(from[i] + 1), (char)(to[i] - 1));
-            jsb_str(o, " ");
+            th_bytes_str(o, " ");
             more_digits(o, (int)sub, (int)sub);
         }
     }
     if (!to_reached) {
-        jsb_str(o, " | ");
+        th_bytes_str(o, " | ");
         digit_range(o, to[i], to[i]);
-        jsb_str(o, " ");
+        th_bytes_str(o, " ");
         uniform_range(o, zeros, to + i + 1, sub);
     }
-    jsb_str(o, ")");
+    th_bytes_str(o, ")");
 }
 
 /* Digit strings of at most dl digits that are longer than r, or as long and >= r (r may
  * start with 0: it is the tail of a larger bound). top: no leading zero allowed. */
-static void at_least(jsb *o, const char *r, int dl, bool top) {
+static void at_least(th_bytes *o, const char *r, int dl, bool top) {
     size_t len = strlen(r);
     int less = dl - 1 > 1 ? dl - 1 : 1;
     bool zeros = strspn(r, "0") == len;
     if (zeros) {
-        if (top) { jsb_str(o, "[0] | [1-9] "); more_digits(o, 0, less); }
+        if (top) { th_bytes_str(o, "[0] | [1-9] "); more_digits(o, 0, less); }
         else more_digits(o, (int)len, dl);
         return;
     }
@@ -83,44 +83,44 @@ static void at_least(jsb *o, const char *r, int dl, bool top) {
     if (len == 1) {
         if (c > start) {
             digit_range(o, start, (char)(c - 1));
-            jsb_str(o, " ");
+            th_bytes_str(o, " ");
             more_digits(o, 1, less);
-            jsb_str(o, " | ");
+            th_bytes_str(o, " | ");
         }
         digit_range(o, c, '9');
-        jsb_str(o, " ");
+        th_bytes_str(o, " ");
         more_digits(o, 0, less);
         return;
     }
     if (c > start) {
         digit_range(o, start, (char)(c - 1));
-        jsb_str(o, " ");
+        th_bytes_str(o, " ");
         more_digits(o, (int)len, less);
-        jsb_str(o, " | ");
+        th_bytes_str(o, " | ");
     }
     digit_range(o, c, c);
-    jsb_str(o, " (");
+    th_bytes_str(o, " (");
     at_least(o, r + 1, less, false);
-    jsb_str(o, ")");
+    th_bytes_str(o, ")");
     if (c < '9') {
-        jsb_str(o, " | ");
+        th_bytes_str(o, " | ");
         digit_range(o, (char)(c + 1), '9');
-        jsb_str(o, " ");
+        th_bytes_str(o, " ");
         more_digits(o, (int)len - 1, less);
     }
 }
 
-static void both(jsb *o, int64_t min, int64_t max) {
+static void both(th_bytes *o, int64_t min, int64_t max) {
     if (min < 0 && max < 0) {
-        jsb_str(o, "\"-\" (");
+        th_bytes_str(o, "\"-\" (");
         both(o, -max, -min);
-        jsb_str(o, ")");
+        th_bytes_str(o, ")");
         return;
     }
     if (min < 0) {
-        jsb_str(o, "\"-\" (");
+        th_bytes_str(o, "\"-\" (");
         both(o, 0, -min);
-        jsb_str(o, ") | ");
+        th_bytes_str(o, ") | ");
         min = 0;
     }
     char min_s[24], max_s[24], nines[24];
@@ -133,20 +133,20 @@ static void both(jsb *o, int64_t min, int64_t max) {
         min_s[0] = '1';
         memset(min_s + 1, '0', d);
         min_s[d + 1] = 0;
-        jsb_str(o, " | ");
+        th_bytes_str(o, " | ");
     }
     uniform_range(o, min_s, max_s, max_d);
 }
 
-void json_int_range(jsb *o, bool has_min, int64_t min, bool has_max, int64_t max) {
+void json_int_range(th_bytes *o, bool has_min, int64_t min, bool has_max, int64_t max) {
     const int dl = 16, less = 15;
     char buf[24];
     if (has_min && has_max) { both(o, min, max); return; }
     if (has_min) {
         if (min < 0) {
-            jsb_str(o, "\"-\" (");
+            th_bytes_str(o, "\"-\" (");
             both(o, 0, -min);     /* llama.cpp reaches the same through its max-only case */
-            jsb_str(o, ") | [0] | [1-9] ");
+            th_bytes_str(o, ") | [0] | [1-9] ");
             more_digits(o, 0, dl - 1);
         } else {
             snprintf(buf, sizeof buf, "%lld", (long long)min);
@@ -155,14 +155,14 @@ void json_int_range(jsb *o, bool has_min, int64_t min, bool has_max, int64_t max
         return;
     }
     if (max >= 0) {
-        jsb_str(o, "\"-\" [1-9] ");
+        th_bytes_str(o, "\"-\" [1-9] ");
         more_digits(o, 0, less);
-        jsb_str(o, " | ");
+        th_bytes_str(o, " | ");
         both(o, 0, max);
     } else {
         snprintf(buf, sizeof buf, "%lld", (long long)-max);
-        jsb_str(o, "\"-\" (");
+        th_bytes_str(o, "\"-\" (");
         at_least(o, buf, dl, true);
-        jsb_str(o, ")");
+        th_bytes_str(o, ")");
     }
 }

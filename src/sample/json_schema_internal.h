@@ -5,6 +5,7 @@
 #define TH_SAMPLE_JSON_SCHEMA_INTERNAL_H
 
 #include "theseus.h"
+#include "core/bytes.h"
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -15,16 +16,13 @@
 #define TH_JSON_SCHEMA_MAX_OUTPUT (8u << 20)   /* bytes of grammar */
 #define TH_JSON_SCHEMA_MAX_INT    999999999999999LL  /* integer bounds: 15 digits */
 
-typedef struct jsb { char *s; size_t n, cap; bool bad; } jsb;
-void jsb_put(jsb *b, const char *s, size_t n);
-void jsb_str(jsb *b, const char *s);
-void jsb_printf(jsb *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* The text built so far ("" when empty); NULL when an allocation failed. Resets b. */
-char *jsb_take(jsb *b);
+/* Every text builder of the converter is a th_bytes with this limit. */
+#define JSB_INIT { .limit = TH_JSON_SCHEMA_MAX_OUTPUT * 2 }
+
 /* A GBNF literal "..." matching exactly the bytes s[0..n) (UTF-8). */
-void jsb_gbnf_literal(jsb *b, const char *s, size_t n);
+void jsb_gbnf_literal(th_bytes *b, const char *s, size_t n);
 /* s[0..n) escaped for use inside a GBNF literal, without the quotes. */
-void jsb_gbnf_escape(jsb *b, const char *s, size_t n);
+void jsb_gbnf_escape(th_bytes *b, const char *s, size_t n);
 
 typedef struct jconv jconv;
 /* Add rule `name` (made a valid rule name) with body; if that name holds another body,
@@ -53,7 +51,7 @@ const struct cJSON *js_pointer(const struct cJSON *root, const char *p);
 const struct cJSON *jconv_root(const jconv *c);
 bool js_get_count(jconv *c, const struct cJSON *s, const char *k, long def, long *out, const char *path);
 char *js_constant(jconv *c, const struct cJSON *v, const char *path);   /* GBNF literal of v's JSON text */
-void js_repetition(jsb *b, const char *item, long min, long max, const char *sep);
+void js_repetition(th_bytes *b, const char *item, long min, long max, const char *sep);
 uint64_t js_kw_bit(const char *k);
 uint64_t js_other_keywords(const struct cJSON *s, uint64_t allowed);
 const char *js_first_keyword(uint64_t m);
@@ -63,7 +61,7 @@ jres js_visit_array(jconv *c, const struct cJSON *s, const char *name, const cha
 
 /* json_schema_int.c: a GBNF expression for the integers in [min, max] (either side may be
  * open) written as JSON, at most 16 digits. */
-void json_int_range(jsb *out, bool has_min, int64_t min, bool has_max, int64_t max);
+void json_int_range(th_bytes *out, bool has_min, int64_t min, bool has_max, int64_t max);
 
 /* json_schema_regex.c: a rule named rule_name matching JSON strings whose value matches
  * the ECMA-262 pattern (the common subset; see the file). Returns the rule name or NULL. */

@@ -52,32 +52,32 @@ static bool trie_insert(trie *t, const char *s) {
     return true;
 }
 
-static void class_char(jsb *b, uint32_t c) {
+static void class_char(th_bytes *b, uint32_t c) {
     char u[4];
-    if (c == '\\' || c == ']' || c == '[') { jsb_printf(b, "\\%c", (char)c); return; }
-    if (c == '-' || c == '^') { jsb_printf(b, "\\x%02X", c); return; }
-    if (c < 0x80) { u[0] = (char)c; jsb_put(b, u, 1); }
-    else if (c < 0x800) { u[0] = (char)(0xC0 | c >> 6); u[1] = (char)(0x80 | (c & 63)); jsb_put(b, u, 2); }
-    else if (c < 0x10000) { u[0] = (char)(0xE0 | c >> 12); u[1] = (char)(0x80 | (c >> 6 & 63)); u[2] = (char)(0x80 | (c & 63)); jsb_put(b, u, 3); }
-    else { u[0] = (char)(0xF0 | c >> 18); u[1] = (char)(0x80 | (c >> 12 & 63)); u[2] = (char)(0x80 | (c >> 6 & 63)); u[3] = (char)(0x80 | (c & 63)); jsb_put(b, u, 4); }
+    if (c == '\\' || c == ']' || c == '[') { th_bytes_printf(b, "\\%c", (char)c); return; }
+    if (c == '-' || c == '^') { th_bytes_printf(b, "\\x%02X", c); return; }
+    if (c < 0x80) { u[0] = (char)c; th_bytes_put(b, u, 1); }
+    else if (c < 0x800) { u[0] = (char)(0xC0 | c >> 6); u[1] = (char)(0x80 | (c & 63)); th_bytes_put(b, u, 2); }
+    else if (c < 0x10000) { u[0] = (char)(0xE0 | c >> 12); u[1] = (char)(0x80 | (c >> 6 & 63)); u[2] = (char)(0x80 | (c & 63)); th_bytes_put(b, u, 3); }
+    else { u[0] = (char)(0xF0 | c >> 18); u[1] = (char)(0x80 | (c >> 12 & 63)); u[2] = (char)(0x80 | (c >> 6 & 63)); u[3] = (char)(0x80 | (c & 63)); th_bytes_put(b, u, 4); }
 }
 
-static void not_strings_node(jsb *o, const trie *t, const char *ch) {
+static void not_strings_node(th_bytes *o, const trie *t, const char *ch) {
     for (int i = 0; i < t->n_kids; i++) {
-        if (i) jsb_str(o, " | ");
-        jsb_str(o, "[");
+        if (i) th_bytes_str(o, " | ");
+        th_bytes_str(o, "[");
         class_char(o, t->kids[i].cp);
-        jsb_str(o, "]");
+        th_bytes_str(o, "]");
         if (t->kids[i].n_kids) {
-            jsb_str(o, " (");
+            th_bytes_str(o, " (");
             not_strings_node(o, &t->kids[i], ch);
-            jsb_str(o, ")");
-        } else if (t->kids[i].end) jsb_printf(o, " %s+", ch);
+            th_bytes_str(o, ")");
+        } else if (t->kids[i].end) th_bytes_printf(o, " %s+", ch);
     }
     if (t->n_kids) {
-        jsb_str(o, " | [^\"\\\\");
+        th_bytes_str(o, " | [^\"\\\\");
         for (int i = 0; i < t->n_kids; i++) class_char(o, t->kids[i].cp);
-        jsb_printf(o, "\\x7F\\x00-\\x1F] %s*", ch);
+        th_bytes_printf(o, "\\x7F\\x00-\\x1F] %s*", ch);
     }
 }
 
@@ -99,14 +99,14 @@ static char *not_strings(jconv *c, const char **names, int n, const char *path) 
     }
     const char *ch = jconv_add_primitive(c, "char");
     if (!ch) { trie_free(&root); return NULL; }
-    jsb o = { 0 };
-    jsb_str(&o, "[\"] ( ");
+    th_bytes o = JSB_INIT;
+    th_bytes_str(&o, "[\"] ( ");
     not_strings_node(&o, &root, ch);
-    jsb_str(&o, " )");
-    if (!root.end) jsb_str(&o, "?");
-    jsb_str(&o, " [\"] space");
+    th_bytes_str(&o, " )");
+    if (!root.end) th_bytes_str(&o, "?");
+    th_bytes_str(&o, " [\"] space");
     trie_free(&root);
-    char *out = jsb_take(&o);
+    char *out = th_bytes_take(&o);
     if (!out) js_nomem(c);
     return out;
 }
@@ -115,11 +115,11 @@ static char *not_strings(jconv *c, const char **names, int n, const char *path) 
 static char *optional_chain(jconv *c, const char **kv, const char **keys, int n, bool first_optional, const char *name) {
     if (n == 0) return strdup("");
     bool star = keys[0] == NULL;
-    jsb b = { 0 };
-    if (first_optional) jsb_printf(&b, "( \",\" space %s )%s", kv[0], star ? "*" : "?");
+    th_bytes b = JSB_INIT;
+    if (first_optional) th_bytes_printf(&b, "( \",\" space %s )%s", kv[0], star ? "*" : "?");
     else {
-        jsb_str(&b, kv[0]);
-        if (star) jsb_printf(&b, " ( \",\" space %s )*", kv[0]);
+        th_bytes_str(&b, kv[0]);
+        if (star) th_bytes_printf(&b, " ( \",\" space %s )*", kv[0]);
     }
     if (n > 1) {
         char *rest = optional_chain(c, kv + 1, keys + 1, n - 1, true, name);
@@ -127,13 +127,13 @@ static char *optional_chain(jconv *c, const char **kv, const char **keys, int n,
         char *rn2 = rn ? js_cat3(rn, "-rest", "") : NULL;
         const char *r = rest && rn2 ? jconv_add_rule(c, rn2, rest) : NULL;
         if (!rest || !rn2) js_nomem(c);
-        if (r) jsb_printf(&b, " %s", r);
+        if (r) th_bytes_printf(&b, " %s", r);
         free(rest);
         free(rn);
         free(rn2);
-        if (!r) { free(jsb_take(&b)); return NULL; }
+        if (!r) { free(th_bytes_take(&b)); return NULL; }
     }
-    char *out = jsb_take(&b);
+    char *out = th_bytes_take(&b);
     if (!out) js_nomem(c);
     return out;
 }
@@ -199,24 +199,24 @@ static char *object_rule(jconv *c, prop *props, int n, const char **excluded, in
         keys[n_opt] = NULL;       /* the additional-properties entry */
         n_opt++;
     }
-    jsb b = { 0 };
-    jsb_str(&b, "\"{\" space ");
+    th_bytes b = JSB_INIT;
+    th_bytes_str(&b, "\"{\" space ");
     for (int i = 0; i < n; i++)
-        if (props[i].required) jsb_printf(&b, "%s%s", n_req++ ? " \",\" space " : "", props[i].kv);
+        if (props[i].required) th_bytes_printf(&b, "%s%s", n_req++ ? " \",\" space " : "", props[i].kv);
     if (n_opt) {
-        jsb_str(&b, " (");
-        if (n_req) jsb_str(&b, " \",\" space ( ");
+        th_bytes_str(&b, " (");
+        if (n_req) th_bytes_str(&b, " \",\" space ( ");
         for (int i = 0; i < n_opt; i++) {
             char *ch = optional_chain(c, kv + i, keys + i, n_opt - i, false, name);
-            if (!ch) { free(jsb_take(&b)); goto done; }
-            jsb_printf(&b, "%s%s", i ? " | " : "", ch);
+            if (!ch) { free(th_bytes_take(&b)); goto done; }
+            th_bytes_printf(&b, "%s%s", i ? " | " : "", ch);
             free(ch);
         }
-        if (n_req) jsb_str(&b, " )");
-        jsb_str(&b, " )?");
+        if (n_req) th_bytes_str(&b, " )");
+        th_bytes_str(&b, " )?");
     }
-    jsb_str(&b, " \"}\" space");
-    out = jsb_take(&b);
+    th_bytes_str(&b, " \"}\" space");
+    out = th_bytes_take(&b);
     if (!out) js_nomem(c);
 done:
     free(kv); free(keys); free(all);
@@ -357,7 +357,7 @@ jres js_visit_array(jconv *c, const cJSON *s, const char *name, const char *rule
     else if (items) rest = items;
     else if (prefix) { rest = prefix; rest_kw = "prefixItems"; }       /* llama.cpp: one prefixItems schema acts as items */
     else any_rest = true;                                                /* only minItems / maxItems */
-    jsb b = { 0 };
+    th_bytes b = JSB_INIT;
     jres res = FAIL;
     const char *item_rule = NULL;
     if (any_rest || cJSON_IsTrue(rest)) item_rule = jconv_add_primitive(c, "value");
@@ -368,7 +368,7 @@ jres js_visit_array(jconv *c, const cJSON *s, const char *name, const char *rule
         free(in); free(ip);
     } else if (!tuple) max = 0;                                         /* items: false */
     if (jconv_failed(c)) return FAIL;
-    jsb_str(&b, "\"[\" space ");
+    th_bytes_str(&b, "\"[\" space ");
     if (tuple) {
         int nt = cJSON_GetArraySize(tuple), i = 0;
         if (max >= 0 && max < nt) { jconv_fail(c, path, TH_ERR_UNSUPPORTED, "maxItems smaller than the number of prefixItems"); goto done; }
@@ -381,16 +381,16 @@ jres js_visit_array(jconv *c, const cJSON *s, const char *name, const char *rule
             if ((!tn || !tp) && !jconv_failed(c)) js_nomem(c);
             free(tn); free(tp);
             if (!r.name) goto done;
-            jsb_printf(&b, "%s%s", i ? " \",\" space " : "", r.name);
+            th_bytes_printf(&b, "%s%s", i ? " \",\" space " : "", r.name);
         }
         if (item_rule) {
             long rmin = min > nt ? min - nt : 0, rmax = max >= 0 ? max - nt : -1;
-            jsb in = { 0 };
-            jsb_printf(&in, "( \",\" space %s )", item_rule);
-            char *t = jsb_take(&in);
+            th_bytes in = JSB_INIT;
+            th_bytes_printf(&in, "( \",\" space %s )", item_rule);
+            char *t = th_bytes_take(&in);
             if (!t) { js_nomem(c); goto done; }
             if (nt == 0) js_repetition(&b, item_rule, rmin, rmax, "\",\" space");
-            else if (rmax != 0) { jsb_str(&b, " "); js_repetition(&b, t, rmin, rmax, NULL); }
+            else if (rmax != 0) { th_bytes_str(&b, " "); js_repetition(&b, t, rmin, rmax, NULL); }
             free(t);
         }
     } else if (item_rule) {
@@ -399,14 +399,14 @@ jres js_visit_array(jconv *c, const cJSON *s, const char *name, const char *rule
         jconv_fail(c, path, TH_ERR_UNSUPPORTED, "minItems with items false");
         goto done;
     }
-    jsb_str(&b, " \"]\" space");
-    char *body = jsb_take(&b);
+    th_bytes_str(&b, " \"]\" space");
+    char *body = th_bytes_take(&b);
     if (!body) { js_nomem(c); return FAIL; }
     res = (jres){ jconv_add_rule(c, rule_name, body), T_ARR };
     free(body);
     return res.name ? res : FAIL;
 done:
-    free(jsb_take(&b));
+    free(th_bytes_take(&b));
     return FAIL;
 }
 

@@ -83,10 +83,10 @@ static bool cc_has(const cclass *cc, uint32_t c) {
     return in != cc->negated;
 }
 
-static void put_class_char(jsb *b, uint32_t c) {
-    if (c == '\\' || c == ']' || c == '[') jsb_printf(b, "\\%c", (char)c);
-    else if (c == '-' || c == '^' || c < 0x20 || c == 0x7F) jsb_printf(b, "\\x%02X", c);
-    else if ((c >= 0x80 && c < 0xA0) || (c >= 0xD800 && c < 0xE000)) jsb_printf(b, "\\u%04X", c);
+static void put_class_char(th_bytes *b, uint32_t c) {
+    if (c == '\\' || c == ']' || c == '[') th_bytes_printf(b, "\\%c", (char)c);
+    else if (c == '-' || c == '^' || c < 0x20 || c == 0x7F) th_bytes_printf(b, "\\x%02X", c);
+    else if ((c >= 0x80 && c < 0xA0) || (c >= 0xD800 && c < 0xE000)) th_bytes_printf(b, "\\u%04X", c);
     else {
         char u[4];
         int n;
@@ -94,16 +94,16 @@ static void put_class_char(jsb *b, uint32_t c) {
         else if (c < 0x800) { u[0] = (char)(0xC0 | c >> 6); u[1] = (char)(0x80 | (c & 63)); n = 2; }
         else if (c < 0x10000) { u[0] = (char)(0xE0 | c >> 12); u[1] = (char)(0x80 | (c >> 6 & 63)); u[2] = (char)(0x80 | (c & 63)); n = 3; }
         else { u[0] = (char)(0xF0 | c >> 18); u[1] = (char)(0x80 | (c >> 12 & 63)); u[2] = (char)(0x80 | (c >> 6 & 63)); u[3] = (char)(0x80 | (c & 63)); n = 4; }
-        jsb_put(b, u, (size_t)n);
+        th_bytes_put(b, u, (size_t)n);
     }
 }
 
 /* '-' goes last so that "[a-z_-]" prints as written. */
-static void put_range(jsb *b, rng r, bool *dash) {
+static void put_range(th_bytes *b, rng r, bool *dash) {
     if (r.lo == '-' && r.hi == '-') { *dash = true; return; }
     put_class_char(b, r.lo);
     if (r.hi != r.lo) {
-        jsb_str(b, "-");
+        th_bytes_str(b, "-");
         put_class_char(b, r.hi);
     }
 }
@@ -113,17 +113,17 @@ static void put_range(jsb *b, rng r, bool *dash) {
 static char *class_text(rx *x, const cclass *cc) {
     static const struct { uint32_t c; char e; } ESC[] = { { '"', '"' }, { '\\', '\\' }, { 8, 'b' }, { 12, 'f' },
                                                            { 10, 'n' }, { 13, 'r' }, { 9, 't' } };
-    jsb raw = { 0 }, esc = { 0 };
+    th_bytes raw = JSB_INIT, esc = JSB_INIT;
     bool dash = false, any_raw = false;
     if (cc->negated) {
-        jsb_str(&raw, "[^");
+        th_bytes_str(&raw, "[^");
         for (int k = 0; k < cc->n; k++) put_range(&raw, cc->r[k], &dash);
-        jsb_str(&raw, "\"\\\\\\x00-\\x1F");
-        if (dash) jsb_str(&raw, "-");
-        jsb_str(&raw, "]");
+        th_bytes_str(&raw, "\"\\\\\\x00-\\x1F");
+        if (dash) th_bytes_str(&raw, "-");
+        th_bytes_str(&raw, "]");
         any_raw = true;
     } else {
-        jsb_str(&raw, "[");
+        th_bytes_str(&raw, "[");
         for (int k = 0; k < cc->n; k++) {
             uint32_t lo = cc->r[k].lo, hi = cc->r[k].hi;
             /* drop the characters JSON escapes: 0x00-0x1F, '"', '\\' */
@@ -143,26 +143,26 @@ static char *class_text(rx *x, const cclass *cc) {
                 a = b + 1;
             }
         }
-        if (dash) { jsb_str(&raw, "-"); any_raw = true; }
-        jsb_str(&raw, "]");
+        if (dash) { th_bytes_str(&raw, "-"); any_raw = true; }
+        th_bytes_str(&raw, "]");
     }
     int n_esc = 0;
     for (size_t k = 0; k < sizeof ESC / sizeof ESC[0]; k++)
         if (cc_has(cc, ESC[k].c)) {
-            if (n_esc++ == 0) jsb_str(&esc, "\"\\\\\" [");
-            if (ESC[k].e == '"' || ESC[k].e == '\\') jsb_printf(&esc, "%s", ESC[k].e == '"' ? "\"" : "\\\\");
-            else jsb_printf(&esc, "%c", ESC[k].e);
+            if (n_esc++ == 0) th_bytes_str(&esc, "\"\\\\\" [");
+            if (ESC[k].e == '"' || ESC[k].e == '\\') th_bytes_printf(&esc, "%s", ESC[k].e == '"' ? "\"" : "\\\\");
+            else th_bytes_printf(&esc, "%c", ESC[k].e);
         }
-    if (n_esc) jsb_str(&esc, "]");
-    char *r = jsb_take(&raw), *e = jsb_take(&esc);
+    if (n_esc) th_bytes_str(&esc, "]");
+    char *r = th_bytes_take(&raw), *e = th_bytes_take(&esc);
     char *out = NULL;
     if (!r || !e) rx_fail(x, "out of memory");
     else if (!any_raw && !n_esc) rx_fail(x, "character class matches only characters JSON would write as \\u escapes");
     else {
-        jsb o = { 0 };
-        if (any_raw && n_esc) jsb_printf(&o, "(%s | %s)", r, e);
-        else jsb_str(&o, any_raw ? r : e);
-        out = jsb_take(&o);
+        th_bytes o = JSB_INIT;
+        if (any_raw && n_esc) th_bytes_printf(&o, "(%s | %s)", r, e);
+        else th_bytes_str(&o, any_raw ? r : e);
+        out = th_bytes_take(&o);
         if (!out) rx_fail(x, "out of memory");
     }
     free(r);
@@ -307,31 +307,31 @@ static void seq_free(seq *s) {
 }
 
 static char *to_rule(const item *it) {
-    jsb b = { 0 };
-    if (it->literal) jsb_printf(&b, "\"%s\"", it->text);
-    else jsb_str(&b, it->text);
-    return jsb_take(&b);
+    th_bytes b = JSB_INIT;
+    if (it->literal) th_bytes_printf(&b, "\"%s\"", it->text);
+    else th_bytes_str(&b, it->text);
+    return th_bytes_take(&b);
 }
 
 /* The sequence as GBNF: consecutive literals merged, items separated by spaces. */
 static char *join_seq(rx *x, seq *s) {
-    jsb b = { 0 }, lit = { 0 };
+    th_bytes b = JSB_INIT, lit = JSB_INIT;
     bool first = true;
     for (int k = 0; k <= s->n; k++) {
-        if (k < s->n && s->v[k].literal) { jsb_str(&lit, s->v[k].text); continue; }
+        if (k < s->n && s->v[k].literal) { th_bytes_str(&lit, s->v[k].text); continue; }
         if (lit.n) {
-            if (!first) jsb_str(&b, " ");
-            jsb_printf(&b, "\"%s\"", lit.s);
+            if (!first) th_bytes_str(&b, " ");
+            th_bytes_printf(&b, "\"%s\"", lit.p);
             lit.n = 0;
             first = false;
         }
         if (k == s->n) break;
-        if (!first) jsb_str(&b, " ");
-        jsb_str(&b, s->v[k].text);
+        if (!first) th_bytes_str(&b, " ");
+        th_bytes_str(&b, s->v[k].text);
         first = false;
     }
-    free(lit.s);
-    char *out = jsb_take(&b);
+    free(lit.p);
+    char *out = th_bytes_take(&b);
     if (!out) rx_fail(x, "out of memory");
     return out;
 }
@@ -339,7 +339,7 @@ static char *join_seq(rx *x, seq *s) {
 static bool is_quant(int c) { return c == '*' || c == '+' || c == '?' || c == '{'; }
 
 /* The JSON text of one literal character, escaped for a GBNF literal. */
-static void literal_char(jsb *b, uint32_t cp) {
+static void literal_char(th_bytes *b, uint32_t cp) {
     char json[16];
     size_t n;
     if (cp == '"') n = (size_t)snprintf(json, sizeof json, "\\\"");
@@ -394,9 +394,9 @@ static bool quantify(rx *x, seq *s) {
     if (is_quant(peekc(x, 0)) && peekc(x, 0) != '{') return rx_fail(x, "nested quantifiers are not supported");
     char *sub = to_rule(last);
     if (!sub) return rx_fail(x, "out of memory");
-    jsb b = { 0 };
+    th_bytes b = JSB_INIT;
     if (q != '{') {
-        jsb_printf(&b, "%s%c", sub, q);
+        th_bytes_printf(&b, "%s%c", sub, q);
     } else {
         if (!last->literal) {
             /* a repeated non-literal gets its own rule (name-1, name-2, ...) */
@@ -425,14 +425,14 @@ static bool quantify(rx *x, seq *s) {
             sub = strdup(id);
             if (!sub) return rx_fail(x, "out of memory");
         }
-        if (min == 0 && max == 1) jsb_printf(&b, "%s?", sub);
-        else if (min == 1 && max < 0) jsb_printf(&b, "%s+", sub);
-        else if (min == 0 && max < 0) jsb_printf(&b, "%s*", sub);
-        else if (max < 0) jsb_printf(&b, "%s{%ld,}", sub, min);
-        else jsb_printf(&b, "%s{%ld,%ld}", sub, min, max);
+        if (min == 0 && max == 1) th_bytes_printf(&b, "%s?", sub);
+        else if (min == 1 && max < 0) th_bytes_printf(&b, "%s+", sub);
+        else if (min == 0 && max < 0) th_bytes_printf(&b, "%s*", sub);
+        else if (max < 0) th_bytes_printf(&b, "%s{%ld,}", sub, min);
+        else th_bytes_printf(&b, "%s{%ld,%ld}", sub, min, max);
     }
     free(sub);
-    char *t = jsb_take(&b);
+    char *t = th_bytes_take(&b);
     if (!t) return rx_fail(x, "out of memory");
     free(last->text);
     last->text = t;
@@ -443,7 +443,7 @@ static bool quantify(rx *x, seq *s) {
 /* A sequence up to ')' (nested) or the end; returns its GBNF (malloc'd) or NULL. */
 static char *transform(rx *x, bool nested) {
     seq s = { 0 };
-    jsb lit = { 0 };
+    th_bytes lit = JSB_INIT;
     char *out = NULL;
     for (;;) {
         int ch = peekc(x, 0);
@@ -459,7 +459,7 @@ static char *transform(rx *x, bool nested) {
             if (k == 2) {
                 char *t = class_text(x, cc);
                 free(cc);
-                if (lit.n && !seq_push(x, &s, jsb_take(&lit), true)) { free(t); goto done; }
+                if (lit.n && !seq_push(x, &s, th_bytes_take(&lit), true)) { free(t); goto done; }
                 if (!t || !seq_push(x, &s, t, false)) goto done;
                 continue;
             }
@@ -473,13 +473,13 @@ static char *transform(rx *x, bool nested) {
         if (lit_char) {
             /* a character followed by a quantifier stands alone, so the quantifier takes only it */
             if (is_quant(peekc(x, 0))) {
-                if (lit.n && !seq_push(x, &s, jsb_take(&lit), true)) goto done;
+                if (lit.n && !seq_push(x, &s, th_bytes_take(&lit), true)) goto done;
                 literal_char(&lit, cp);
-                if (!seq_push(x, &s, jsb_take(&lit), true)) goto done;
+                if (!seq_push(x, &s, th_bytes_take(&lit), true)) goto done;
             } else literal_char(&lit, cp);
             continue;
         }
-        if (lit.n && !seq_push(x, &s, jsb_take(&lit), true)) goto done;
+        if (lit.n && !seq_push(x, &s, th_bytes_take(&lit), true)) goto done;
         if (ch < 0) {
             if (nested) { rx_fail(x, "unbalanced '('"); goto done; }
             break;
@@ -517,16 +517,16 @@ static char *transform(rx *x, bool nested) {
             char *inner = transform(x, true);
             x->depth--;
             if (!inner) goto done;
-            jsb g = { 0 };
-            jsb_printf(&g, "(%s)", inner);
+            th_bytes g = JSB_INIT;
+            th_bytes_printf(&g, "(%s)", inner);
             free(inner);
-            if (!seq_push(x, &s, jsb_take(&g), false)) goto done;
+            if (!seq_push(x, &s, th_bytes_take(&g), false)) goto done;
             continue;
         }
     }
     out = join_seq(x, &s);
 done:
-    free(lit.s);
+    free(lit.p);
     seq_free(&s);
     if (x->failed) { free(out); out = NULL; }
     return out;
@@ -544,13 +544,13 @@ const char *json_pattern_rule(jconv *c, const char *pattern, size_t len, const c
     const char *name = NULL;
     if (body) {
         const char *any = (!start || !end) ? jconv_add_primitive(c, "char") : "";
-        jsb b = { 0 };
-        jsb_str(&b, "\"\\\"\" (");
-        if (!start) jsb_printf(&b, "%s* ", any ? any : "char");
-        jsb_str(&b, body);
-        if (!end) jsb_printf(&b, " %s*", any ? any : "char");
-        jsb_str(&b, ") \"\\\"\" space");
-        char *t = jsb_take(&b);
+        th_bytes b = JSB_INIT;
+        th_bytes_str(&b, "\"\\\"\" (");
+        if (!start) th_bytes_printf(&b, "%s* ", any ? any : "char");
+        th_bytes_str(&b, body);
+        if (!end) th_bytes_printf(&b, " %s*", any ? any : "char");
+        th_bytes_str(&b, ") \"\\\"\" space");
+        char *t = th_bytes_take(&b);
         if (!t) jconv_fail(c, path, TH_ERR_NOMEM, "out of memory");
         else name = jconv_add_rule(c, rule_name, t);
         free(t);

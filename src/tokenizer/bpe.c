@@ -26,7 +26,7 @@ typedef struct word_cache {
     uint32_t *slots;         /* entry index + 1, 0 = empty */
     cache_entry *e;
     uint32_t n;
-    th_buf words;
+    th_bytes words;
     th_ids ids;
 } word_cache;
 
@@ -34,7 +34,7 @@ typedef struct bpe_ctx {
     const th_vocab *v;
     word_cache cache;
     th_ids *out;
-    th_buf enc;
+    th_bytes enc;
     sym *syms;
     size_t syms_cap;
     bigram *heap;
@@ -90,9 +90,9 @@ static void merge_word(bpe_ctx *c, const char *w, size_t wn) {
     for (size_t i = 0; i < wn; i++) {             /* bytes -> GPT-2 code points */
         int l;
         const char *u = th_gpt2_byte_utf8((uint8_t)w[i], &l);
-        th_buf_add(&c->enc, u, (size_t)l);
+        th_bytes_put(&c->enc, u, (size_t)l);
     }
-    if (c->enc.oom) { c->oom = true; return; }
+    if (c->enc.failed) { c->oom = true; return; }
     const char *e = c->enc.p;
     size_t n = c->enc.n;
     if (v->ignore_merges) {
@@ -161,9 +161,9 @@ static void on_word(void *ctx, const char *w, size_t n) {
     merge_word(c, w, n);
     if (!slot || c->oom || c->out->oom || wc->n >= CACHE_SLOTS / 2) return;
     cache_entry ce = { (uint32_t)wc->words.n, (uint32_t)n, (uint32_t)wc->ids.n, (uint32_t)(c->out->n - start) };
-    th_buf_add(&wc->words, w, n);
+    th_bytes_put(&wc->words, w, n);
     for (size_t k = start; k < c->out->n; k++) th_ids_push(&wc->ids, c->out->p[k]);
-    if (wc->words.oom || wc->ids.oom) return;     /* just stop caching */
+    if (wc->words.failed || wc->ids.oom) return;     /* just stop caching */
     wc->e[wc->n++] = ce;
     *slot = wc->n;
 }

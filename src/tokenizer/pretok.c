@@ -179,31 +179,31 @@ struct th_pretok {
 
 /* Rewrite \s and \S (see the top of the file). Returns false if the pattern
  * has \S inside a class (not used by any pre type). */
-static bool rewrite_ws(const char *rx, th_buf *out) {
+static bool rewrite_ws(const char *rx, th_bytes *out) {
     bool in_class = false;
     for (const char *p = rx; *p; p++) {
         if (*p == '\\' && p[1]) {
             char c = p[1];
             p++;
             if (c == 's') {
-                if (!in_class) th_buf_add(out, "[", 1);
-                th_buf_add(out, WS_CLASS_BODY, strlen(WS_CLASS_BODY));
-                if (!in_class) th_buf_add(out, "]", 1);
+                if (!in_class) th_bytes_put(out, "[", 1);
+                th_bytes_put(out, WS_CLASS_BODY, strlen(WS_CLASS_BODY));
+                if (!in_class) th_bytes_put(out, "]", 1);
             } else if (c == 'S') {
                 if (in_class) return false;
-                th_buf_add(out, "[^" WS_CLASS_BODY "]", strlen("[^" WS_CLASS_BODY "]"));
+                th_bytes_put(out, "[^" WS_CLASS_BODY "]", strlen("[^" WS_CLASS_BODY "]"));
             } else {
                 char two[2] = { '\\', c };
-                th_buf_add(out, two, 2);
+                th_bytes_put(out, two, 2);
             }
             continue;
         }
         if (*p == '[' && !in_class) in_class = true;
         else if (*p == ']' && in_class) in_class = false;
-        th_buf_add(out, p, 1);
+        th_bytes_put(out, p, 1);
     }
-    th_buf_add(out, "", 1);
-    return !out->oom;
+    th_bytes_put(out, "", 1);
+    return !out->failed;
 }
 
 void th_pretok_free(th_pretok *p) {
@@ -213,7 +213,7 @@ void th_pretok_free(th_pretok *p) {
 }
 
 static th_status compile_one(const char *name, const char *rx, pcre2_code **out) {
-    th_buf pat = {0};
+    th_bytes pat = {0};
     if (!rewrite_ws(rx, &pat)) {
         free(pat.p);
         return th_set_error(TH_ERR_INTERNAL, "pre-tokenizer '%s': cannot rewrite regex %s", name, rx);
@@ -273,8 +273,8 @@ static bool spans_push(spans *s, size_t off, size_t len) {
 }
 
 /* norm: the text as llama.cpp re-encodes it; subj: what the regexes see (same length). */
-static bool normalize(const uint8_t *in, size_t n, th_buf *norm, th_buf *subj) {
-    if (!th_buf_reserve(norm, n * 3 + 4) || !th_buf_reserve(subj, n * 3 + 4)) return false;
+static bool normalize(const uint8_t *in, size_t n, th_bytes *norm, th_bytes *subj) {
+    if (!th_bytes_reserve(norm, n * 3 + 4) || !th_bytes_reserve(subj, n * 3 + 4)) return false;
     for (size_t i = 0; i < n;) {
         uint32_t c = th_utf8_next(in, n, &i);
         int l = th_utf8_put(c, norm->p + norm->n);
@@ -330,7 +330,7 @@ static th_status split_by(const pcre2_code *code, const char *subj, const spans 
 }
 
 th_status th_pretok_split(const th_pretok *p, const char *text, size_t len, th_word_fn emit, void *ctx) {
-    th_buf norm = {0}, subj = {0};
+    th_bytes norm = {0}, subj = {0};
     spans a = {0}, b = {0};
     matcher m = {0};
     th_status st = TH_OK;

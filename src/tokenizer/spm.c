@@ -99,16 +99,16 @@ static bool merge_range(const th_vocab *v, const char *text, sym *s, int32_t a, 
  * no merge can join a symbol to a following "▁" symbol, so the text is merged
  * word by word: the same result as one pass over everything, with small heaps. */
 th_status th_spm_tokenize(const th_vocab *v, const char *in, size_t len, th_ids *out) {
-    th_buf text = {0};
+    th_bytes text = {0};
     sym *s = NULL;
     heap h = {0};
     th_status st = TH_OK;
     if (!len) return TH_OK;
     for (size_t i = 0; i < len; i++) {            /* ' ' -> U+2581 */
-        if (in[i] == ' ') th_buf_add(&text, "\xE2\x96\x81", 3);
-        else th_buf_add(&text, in + i, 1);
+        if (in[i] == ' ') th_bytes_put(&text, "\xE2\x96\x81", 3);
+        else th_bytes_put(&text, in + i, 1);
     }
-    if (text.oom || text.n > UINT32_MAX / 2 || !(s = malloc(text.n * sizeof *s))) goto oom;
+    if (text.failed || text.n > UINT32_MAX / 2 || !(s = malloc(text.n * sizeof *s))) goto oom;
     int32_t n = 0;
     for (size_t off = 0; off < text.n; n++) {
         size_t l = TH_MIN(th_utf8_len((uint8_t)text.p[off]), text.n - off);

@@ -91,7 +91,7 @@ oom:
 static th_status tokenize_fragments(const th_vocab *v, const char *text, const frags *fr, bool add_special, th_ids *out) {
     th_status st = TH_OK;
     bool prev_special = true;             /* SPM: a space prefix on the first fragment */
-    th_buf tmp = {0};
+    th_bytes tmp = {0};
     if (add_special && v->add_bos && v->kind != TH_VOCAB_WPM) th_ids_push(out, v->bos);
     if (add_special && v->kind == TH_VOCAB_WPM) th_ids_push(out, v->bos);
     for (size_t k = 0; k < fr->n && st == TH_OK; k++) {
@@ -99,9 +99,9 @@ static th_status tokenize_fragments(const th_vocab *v, const char *text, const f
         if (f->tok >= 0) { th_ids_push(out, f->tok); prev_special = true; continue; }
         if (v->kind == TH_VOCAB_SPM) {
             tmp.n = 0;
-            if (v->add_space_prefix && prev_special) th_buf_add(&tmp, " ", 1);
-            th_buf_add(&tmp, text + f->off, f->len);
-            if (tmp.oom) { st = th_set_error(TH_ERR_NOMEM, "tokenize: out of memory"); break; }
+            if (v->add_space_prefix && prev_special) th_bytes_put(&tmp, " ", 1);
+            th_bytes_put(&tmp, text + f->off, f->len);
+            if (tmp.failed) { st = th_set_error(TH_ERR_NOMEM, "tokenize: out of memory"); break; }
             st = th_spm_tokenize(v, tmp.p, tmp.n, out);
         } else if (v->kind == TH_VOCAB_BPE) {
             st = th_bpe_tokenize(v, text + f->off, f->len, out);

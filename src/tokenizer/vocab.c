@@ -459,17 +459,17 @@ static uint8_t byte_of_token(const char *t, uint32_t l) {
 }
 
 /* Append token id's piece (special = true) to b. */
-static void piece_of(const th_vocab *v, int32_t id, th_buf *b) {
+static void piece_of(const th_vocab *v, int32_t id, th_bytes *b) {
     uint32_t a = v->attr[id], l;
     const char *t = th_tok_text(v, id, &l);
-    if (a & (TH_ATTR_UNKNOWN | TH_ATTR_CONTROL | TH_ATTR_USER_DEFINED)) { th_buf_add(b, t, l); return; }
+    if (a & (TH_ATTR_UNKNOWN | TH_ATTR_CONTROL | TH_ATTR_USER_DEFINED)) { th_bytes_put(b, t, l); return; }
     if (a & TH_ATTR_NORMAL) {
         if (v->kind != TH_VOCAB_BPE) {              /* SPM, WPM: '▁' -> ' ' */
             for (uint32_t i = 0; i < l; i++) {
                 if (i + 2 < l && (uint8_t)t[i] == 0xE2 && (uint8_t)t[i + 1] == 0x96 && (uint8_t)t[i + 2] == 0x81) {
-                    th_buf_add(b, " ", 1);
+                    th_bytes_put(b, " ", 1);
                     i += 2;
-                } else th_buf_add(b, t + i, 1);
+                } else th_bytes_put(b, t + i, 1);
             }
             return;
         }
@@ -477,27 +477,27 @@ static void piece_of(const th_vocab *v, int32_t id, th_buf *b) {
             size_t s = i;
             uint32_t c = th_utf8_next((const uint8_t *)t, l, &i);
             int byte = th_gpt2_cpt_byte(c);
-            if (byte >= 0) { char ch = (char)byte; th_buf_add(b, &ch, 1); continue; }
+            if (byte >= 0) { char ch = (char)byte; th_bytes_put(b, &ch, 1); continue; }
             char tmp[16];
-            th_buf_add(b, "[UNK_BYTE_0x", 12);
-            for (size_t k = s; k < i; k++) { snprintf(tmp, sizeof tmp, "%02x", (uint8_t)t[k]); th_buf_add(b, tmp, 2); }
-            th_buf_add(b, t, l);
-            th_buf_add(b, "]", 1);
+            th_bytes_put(b, "[UNK_BYTE_0x", 12);
+            for (size_t k = s; k < i; k++) { snprintf(tmp, sizeof tmp, "%02x", (uint8_t)t[k]); th_bytes_put(b, tmp, 2); }
+            th_bytes_put(b, t, l);
+            th_bytes_put(b, "]", 1);
         }
         return;
     }
-    if (a & TH_ATTR_BYTE) { char ch = (char)byte_of_token(t, l); th_buf_add(b, &ch, 1); }
+    if (a & TH_ATTR_BYTE) { char ch = (char)byte_of_token(t, l); th_bytes_put(b, &ch, 1); }
 }
 
 static th_status build_pieces(th_vocab *v) {
-    th_buf b = {0};
+    th_bytes b = {0};
     v->piece_off = malloc((size_t)v->n_tokens * sizeof *v->piece_off);
     v->piece_len = malloc((size_t)v->n_tokens * sizeof *v->piece_len);
     if (!v->piece_off || !v->piece_len) return th_set_error(TH_ERR_NOMEM, "vocab: out of memory");
     for (int32_t i = 0; i < v->n_tokens; i++) {
         size_t before = b.n;
         piece_of(v, i, &b);
-        if (b.oom || b.n > UINT32_MAX) { free(b.p); return th_set_error(TH_ERR_NOMEM, "vocab: out of memory"); }
+        if (b.failed || b.n > UINT32_MAX) { free(b.p); return th_set_error(TH_ERR_NOMEM, "vocab: out of memory"); }
         v->piece_off[i] = (uint32_t)before;
         v->piece_len[i] = (uint32_t)(b.n - before);
     }

@@ -5,6 +5,7 @@
 #define TH_TOK_VOCAB_INTERNAL_H
 
 #include "tokenizer/tokenizer.h"
+#include "core/bytes.h"
 #include <stdlib.h>
 
 /* llama.cpp token attributes (from tokenizer.ggml.token_type). */
@@ -88,19 +89,7 @@ static inline void th_ids_push(th_ids *a, th_token t) {
     }
     a->p[a->n++] = t;
 }
-typedef struct th_buf { char *p; size_t n, cap; bool oom; } th_buf;
-static inline bool th_buf_reserve(th_buf *b, size_t extra) {
-    if (b->n + extra <= b->cap) return true;
-    size_t nc = b->cap ? b->cap : 256;
-    while (nc < b->n + extra) nc *= 2;
-    char *np = realloc(b->p, nc);
-    if (!np) { b->oom = true; return false; }
-    b->p = np; b->cap = nc;
-    return true;
-}
-static inline void th_buf_add(th_buf *b, const char *s, size_t n) {
-    if (n && th_buf_reserve(b, n)) { memcpy(b->p + b->n, s, n); b->n += n; }
-}
+/* Text scratch is a th_bytes (core/bytes.h). */
 
 /* Algorithms on one raw-text fragment (after special-token splitting). */
 th_status th_spm_tokenize(const th_vocab *v, const char *text, size_t len, th_ids *out);

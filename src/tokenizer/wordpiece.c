@@ -14,11 +14,11 @@ static bool is_chinese(uint32_t c) {
 }
 
 /* Greedy longest match of "▁" + word; appends tokens or one [UNK]. */
-static void match_word(const th_vocab *v, const char *w, size_t wn, th_buf *tmp, th_ids *out) {
+static void match_word(const th_vocab *v, const char *w, size_t wn, th_bytes *tmp, th_ids *out) {
     tmp->n = 0;
-    th_buf_add(tmp, "\xE2\x96\x81", 3);
-    th_buf_add(tmp, w, wn);
-    if (tmp->oom) return;
+    th_bytes_put(tmp, "\xE2\x96\x81", 3);
+    th_bytes_put(tmp, w, wn);
+    if (tmp->failed) return;
     size_t n = tmp->n, start = out->n;
     for (size_t i = 0; i < n; i++) {
         bool found = false;
@@ -33,9 +33,9 @@ static void match_word(const th_vocab *v, const char *w, size_t wn, th_buf *tmp,
 }
 
 th_status th_wpm_tokenize(const th_vocab *v, const char *text, size_t len, th_ids *out) {
-    th_buf word = {0}, tmp = {0};
+    th_bytes word = {0}, tmp = {0};
     const uint8_t *s = (const uint8_t *)text;
-    for (size_t i = 0; i < len && !word.oom && !tmp.oom;) {
+    for (size_t i = 0; i < len && !word.failed && !tmp.failed;) {
         uint32_t c = th_utf8_next(s, len, &i);
         if (v->strip_accents) c = th_cpt_nfd_first(c);
         unsigned f = th_cpt_flags(c);
@@ -51,11 +51,11 @@ th_status th_wpm_tokenize(const th_vocab *v, const char *text, size_t len, th_id
             if (word.n) { match_word(v, word.p, word.n, &tmp, out); word.n = 0; }
             match_word(v, u, (size_t)l, &tmp, out);
         } else {
-            th_buf_add(&word, u, (size_t)l);
+            th_bytes_put(&word, u, (size_t)l);
         }
     }
-    if (word.n && !word.oom) match_word(v, word.p, word.n, &tmp, out);
-    bool oom = word.oom || tmp.oom;
+    if (word.n && !word.failed) match_word(v, word.p, word.n, &tmp, out);
+    bool oom = word.failed || tmp.failed;
     free(word.p); free(tmp.p);
     return oom ? th_set_error(TH_ERR_NOMEM, "tokenize: out of memory") : TH_OK;
 }
