@@ -40,7 +40,7 @@ LIB_SRC := $(filter-out $(ARM64_LEVELS), $(LIB_SRC))
 endif
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 
-TOOL_SRC := $(wildcard tools/*.c)
+TOOL_SRC := $(wildcard tools/*.c tools/serve/*.c)
 TOOL_OBJ := $(TOOL_SRC:%.c=$(BUILD)/%.o)
 
 TEST_SRC := $(wildcard tests/test_*.c)
@@ -100,7 +100,7 @@ $(BUILD)/bench/%: bench/%.c $(BUILD)/libtheseus.a
 	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libtheseus.a $(LDLIBS)
 
 # test_harden also compiles the server's pure parts (request-head checks, key digest)
-$(BUILD)/tests/test_harden: tools/serve_frame.c tools/serve_frame.h tools/serve_auth.c tools/serve.h
+$(BUILD)/tests/test_harden: tools/serve/serve_frame.c tools/serve/serve_frame.h tools/serve/serve_auth.c tools/serve/serve.h
 
 tests: $(TEST_BIN)
 bench: $(BENCH_BIN)
@@ -131,9 +131,9 @@ asan: deps
 
 FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
 # Targets over server code link the tool sources they test (no libmicrohttpd).
-FUZZ_EXTRA_fuzz_request := tools/serve_req.c tools/serve_resp.c
-FUZZ_EXTRA_fuzz_http    := tools/serve_frame.c
-FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -Itools $(PKG_CFLAGS) -O1 -g \
+FUZZ_EXTRA_fuzz_request := tools/serve/serve_req.c tools/serve/serve_resp.c
+FUZZ_EXTRA_fuzz_http    := tools/serve/serve_frame.c
+FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -Itools -Itools/serve $(PKG_CFLAGS) -O1 -g \
               -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
 fuzz: deps
 	@$(MAKE) --no-print-directory CC=clang BUILD=build/fuzz \

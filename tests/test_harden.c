@@ -8,14 +8,14 @@
  *   - out-of-vocabulary special-token ids and short embedding matrices are
  *     refused naming the key / the tensor; shapes print without padding dims;
  *   - th_mem_budget and th_chat_render_budget (a shared cap across renders);
- *   - the server's request-head checks (tools/serve_frame.c) on RFC 9112's
- *     framing cases, and the API key's SHA-256 (tools/serve_auth.c) on known vectors.
+ *   - the server's request-head checks (tools/serve/serve_frame.c) on RFC 9112's
+ *     framing cases, and the API key's SHA-256 (tools/serve/serve_auth.c) on known vectors.
  * `test_harden --write-spaceless OUT.gguf` writes the tiny model with its '▁'
  * pieces renamed, for tests/t_harden.sh (the CLI and the server on it). */
 #include "check.h"
 #include "gguf/gguf.h"
-#include "../tools/serve_auth.c"
-#include "../tools/serve_frame.c"
+#include "../tools/serve/serve_auth.c"
+#include "../tools/serve/serve_frame.c"
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>

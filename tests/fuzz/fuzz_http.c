@@ -1,5 +1,5 @@
 /* fuzz_http.c — libFuzzer target for the server's request-head checks
- * (tools/serve_frame.c): the input is the first bytes of a connection. The head
+ * (tools/serve/serve_frame.c): the input is the first bytes of a connection. The head
  * parser and, for a chunked request, the chunk-size scan run on every prefix
  * length the first byte picks and on the whole input. Properties (trap on
  * failure): the verdict is 0, 1 or -1; a complete head ends with LF inside the

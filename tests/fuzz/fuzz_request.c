@@ -1,5 +1,5 @@
 /* fuzz_request.c — libFuzzer target for the server's JSON request layer
- * (tools/serve_req.c): the input is a request body, parsed as
+ * (tools/serve/serve_req.c): the input is a request body, parsed as
  * /v1/chat/completions, /v1/completions, /tokenize and /detokenize (the first
  * byte picks which, or all), against the vocabulary of the default model
  * (SmolLM2: its chat template, BPE tokenizer) or, without it, the tiny fixture's.

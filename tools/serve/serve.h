@@ -12,7 +12,7 @@
 #ifndef TH_SERVE_H
 #define TH_SERVE_H
 
-#include "cli.h"
+#include "../cli.h"
 #include <cJSON.h>
 #include <pthread.h>
 #include <stdatomic.h>
