@@ -571,7 +571,7 @@ static void test_type_table_kernels(void) {
         CHECK(packs == (ti->repack8 != NULL) && packs == (ti->packed_bytes != 0), "%s: packed layout", ti->name);
         if (packs) CHECK(ti->packed_bytes == (t == TH_Q4_K ? 148u : ti->bytes), "%s: %u packed bytes", ti->name, ti->packed_bytes);
     }
-    CHECK(supported == 16, "%d supported types (F32 F16 BF16, 7 of 32 elements, 5 K-quants, IQ4_XS)", supported);
+    CHECK(supported == 23, "%d supported types (F32 F16 BF16, 7 of 32 elements, 5 K-quants, IQ4_XS, q2..q8)", supported);
 }
 
 static void test_unsupported_types(void) {
