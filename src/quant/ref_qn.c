@@ -25,14 +25,17 @@ static void put_planes(int n, uint16_t d16, const uint8_t codes[TH_QN_BLOCK], ui
     }
 }
 
-/* The code (q + 2^(n-1)) of the level d * (q + 1/2) just below or at t, clamped. NaN
- * goes to the lowest code (no undefined float-to-int conversion). */
+/* The code (q + 2^(n-1)) of the level d * (q + 1/2) nearest to t: q = floor(t / d)
+ * (as t * (1/d)), clamped to the 2^n levels. NaN goes to the lowest code (no undefined
+ * float-to-int conversion). */
 static int level_code(int n, float t, float id) {
     const float qmin = -(float)(1 << (n - 1)), qmax = (float)((1 << (n - 1)) - 1);
-    float q = floorf(t * id);
-    if (!(q >= qmin)) q = qmin;
-    if (q > qmax) q = qmax;
-    return (int)q + (1 << (n - 1));
+    float f = t * id;
+    if (!(f >= qmin)) f = qmin;
+    if (f > qmax) f = qmax;
+    int q = (int)f;                 /* floor of the clamped value (without a libm call) */
+    q -= (float)q > f;
+    return q + (1 << (n - 1));
 }
 
 /* The group's value of code c at scale d (as th_qn_dequantize computes it). */
@@ -67,15 +70,48 @@ static float group_amax(const float *x) {
     return amax;
 }
 
+/* sse[k] = feedback_codes(n, x, d[k], .)'s result for every candidate k < QN_SEARCH_STEPS
+ * (d[k] > 0), the same float operations in the same order, but the candidates side by
+ * side so that the loop over them vectorizes (the feedback chain of one candidate is
+ * sequential). */
+static void search_sse(int n, const float *x, const float *d, float *sse) {
+    const float qmin = -(float)(1 << (n - 1)), qmax = (float)((1 << (n - 1)) - 1);
+    float e[QN_SEARCH_STEPS], id[QN_SEARCH_STEPS];
+    for (int k = 0; k < QN_SEARCH_STEPS; k++) { e[k] = 0.0f; sse[k] = 0.0f; id[k] = 1.0f / d[k]; }
+    for (int j = 0; j < TH_QN_BLOCK; j++)
+        for (int k = 0; k < QN_SEARCH_STEPS; k++) {
+            const float t = x[j] + e[k];
+            float f = t * id[k];
+            f = f >= qmin ? f : qmin;
+            f = f > qmax ? qmax : f;
+            int q = (int)f;
+            q -= (float)q > f;
+            const float v = d[k] * (0.5f * (float)(2 * q + 1));
+            e[k] = t - v;
+            sse[k] += (x[j] - v) * (x[j] - v);
+        }
+}
+
 void th_qn_encode_group(int n, const float *x, uint8_t *out) {
     const float top = (float)(1 << (n - 1)) - 0.5f;
     const float amax = group_amax(x);
     uint8_t best_codes[TH_QN_BLOCK], codes[TH_QN_BLOCK];
     float best_d = 0.0f, best = feedback_codes(n, x, 0.0f, best_codes);
-    for (int k = 0; k < QN_SEARCH_STEPS && amax > 0.0f; k++) {
-        const float d = f16_round(TH_MIN(amax * (QN_SEARCH_S0 + QN_SEARCH_DS * (float)k) / top, QN_F16_MAX));
-        const float sse = feedback_codes(n, x, d, codes);
-        if (sse < best) { best = sse; best_d = d; memcpy(best_codes, codes, sizeof codes); }
+    /* candidates that round to a zero f16 scale are the d = 0 case above; they are
+     * searched with d = 1 (to keep the loop uniform) and their result ignored */
+    float d[QN_SEARCH_STEPS], sse[QN_SEARCH_STEPS];
+    bool valid[QN_SEARCH_STEPS], any = false;
+    for (int k = 0; k < QN_SEARCH_STEPS; k++) {
+        d[k] = amax > 0.0f ? f16_round(TH_MIN(amax * (QN_SEARCH_S0 + QN_SEARCH_DS * (float)k) / top, QN_F16_MAX)) : 0.0f;
+        valid[k] = d[k] > 0.0f;
+        any |= valid[k];
+        if (!valid[k]) d[k] = 1.0f;
+    }
+    if (any) {
+        search_sse(n, x, d, sse);
+        for (int k = 0; k < QN_SEARCH_STEPS; k++)
+            if (valid[k] && sse[k] < best) { best = sse[k]; best_d = d[k]; }
+        if (best_d > 0.0f) best = feedback_codes(n, x, best_d, best_codes);
     }
     /* one more candidate: the least-squares scale of the best codes, re-rounded */
     double num = 0.0, den = 0.0;
@@ -85,9 +121,9 @@ void th_qn_encode_group(int n, const float *x, uint8_t *out) {
         den += l * l;
     }
     if (den > 0.0 && num > 0.0) {
-        const float d = f16_round((float)TH_MIN(num / den, (double)QN_F16_MAX));
-        const float sse = feedback_codes(n, x, d, codes);
-        if (sse < best) { best = sse; best_d = d; memcpy(best_codes, codes, sizeof codes); }
+        const float dl = f16_round((float)TH_MIN(num / den, (double)QN_F16_MAX));
+        const float s = feedback_codes(n, x, dl, codes);
+        if (s < best) { best = s; best_d = dl; memcpy(best_codes, codes, sizeof codes); }
     }
     put_planes(n, th_f32_to_f16(best_d), best_codes, out);
 }
