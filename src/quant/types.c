@@ -75,7 +75,8 @@ static const th_type_info type_table[TH_TYPE_COUNT] = {
     /* qN, theseus's own (docs/qn.md): groups of 64, 8n + 2 bytes, Q8_0 activations;
      * the encoder (error feedback + scale search) serves as both quantizers */
 #define QN_ENTRY(N) [TH_Q##N] = { .name = "q" #N, .block = TH_QN_BLOCK, .bytes = 8 * N + 2, .supported = true, \
-                                  .act_type = TH_Q8_0, REF_KERNELS(q##N, th_ref_q_q##N) }
+                                  .act_type = TH_Q8_0, REF_KERNELS(q##N, th_ref_q_q##N), \
+                                  .packed_bytes = 8 * N + 2, .repack8 = th_repack8_q##N }
     QN_ENTRY(2), QN_ENTRY(3), QN_ENTRY(4), QN_ENTRY(5), QN_ENTRY(6), QN_ENTRY(7), QN_ENTRY(8),
 #undef QN_ENTRY
 };

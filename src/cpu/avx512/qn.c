@@ -4,8 +4,18 @@
  * weights' own order. One vpdpbusd gives sum code * a per 4 bytes, a second with ones
  * sum a; isum = 2 sum code a - (2^n - 1) sum a is the reference's exact integer per
  * 32-element activation block (lanes 0..7: the group's first half, 8..15: the second).
- * The batch gemm decodes each group once for up to 4 activation rows. */
+ * The batch gemm decodes each group once for up to 4 activation rows.
+ *
+ * The packed gemm (decode and prefill on weights repacked by quant/repack.c's qN layout)
+ * takes 8 rows at a time in ymm registers: per 4-element step k, the 32-bit mask of
+ * plane p holds bit p of the 8 rows' 4 codes, so n masked byte adds give the 32 code
+ * bytes (lane i = row i), and one vpdpbusd with the activation's 4 bytes broadcast adds
+ * 4 products to each row. For n <= 7 the adds build 2 code (<= 254) and the sum starts
+ * at -(2^n - 1) sum(a) (side table per activation block), which is the reference's
+ * isum exactly; for n = 8, isum = 2 sum(code a) - 255 sum(a). */
 #include "cpu/avx512/util.h"
+#include "cpu/gemm_packed.h"
+#include "cpu/repack.h"
 #include "quant/qn.h"
 
 /* The 64 codes of group g (u8). */
@@ -81,6 +91,127 @@ static inline __attribute__((always_inline)) void qn_batch(const int N, int64_t 
     }
 }
 
+/* ---- the packed gemm ---- */
+
+enum { QN_NCMAX = 8 };
+
+/* Per activation block (32 elements): its scale and the start value of the block's sum. */
+typedef struct { float d; int32_t start; } qn_atab;
+
+static inline int32_t q8_sum32(const int8_t *qs) {
+    __m256i v = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(1), _mm256_loadu_si256((const __m256i *)qs));
+    __m128i h = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4e));
+    return _mm_cvtsi128_si32(_mm_add_epi32(h, _mm_shuffle_epi32(h, 0xb1)));
+}
+
+/* acc + u (unsigned bytes) x the 4 signed bytes at p broadcast (the memory operand with {1to8}). */
+static inline __m256i dpbusd_b8(__m256i acc, __m256i u, const void *p) {
+    __asm__("vpdpbusd %2%{1to8%}, %1, %0" : "+v"(acc) : "v"(u), "m"(*(const int32_t *)p));
+    return acc;
+}
+
+static inline __attribute__((always_inline)) void qn_prep(const int N, int64_t nblk, const char *x, size_t xs, int64_t c0,
+                                                          int64_t c1, qn_atab *tab) {
+    const int32_t k = (1 << N) - 1;
+    for (int64_t c = c0; c < c1; c++) {
+        const th_block_q8_0 *a = (const th_block_q8_0 *)(x + (size_t)c * xs);
+        qn_atab *t = tab + (c - c0) * nblk;
+        for (int64_t b = 0; b < nblk; b++) {
+            t[b].d = _cvtsh_ss(a[b].d);
+            t[b].start = -k * q8_sum32(a[b].qs);
+        }
+    }
+}
+
+/* 8 rows (one packed group of rows) x NC activation rows. */
+static inline __attribute__((always_inline)) void qn_tile(const int N, const int NC, int64_t ngr, const uint8_t *wg,
+                                                          const char *const x[QN_NCMAX], const qn_atab *const t[QN_NCMAX],
+                                                          __m256 out[QN_NCMAX]) {
+    const int64_t gb8 = 8 * (8 * N + 2);
+    __m256 acc[QN_NCMAX];
+    _Pragma("GCC unroll 8") for (int j = 0; j < NC; j++) acc[j] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < ngr; b++) {
+        const uint8_t *pg = wg + b * gb8;
+        if (NC == 1) th_prefetch_span(pg + TH_PREFETCH_AHEAD, (size_t)gb8);
+        __m256i c[16];
+        _Pragma("GCC unroll 16") for (int k = 0; k < 16; k++) {
+            c[k] = _mm256_setzero_si256();
+            _Pragma("GCC unroll 8") for (int p = 0; p < N; p++) {
+                uint32_t m;
+                memcpy(&m, pg + 16 + 4 * (N * k + p), 4);
+                c[k] = _mm256_mask_add_epi8(c[k], (__mmask32)m, c[k], _mm256_set1_epi8((char)(N < 8 ? 2 << p : 1 << p)));
+            }
+        }
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)pg));
+        _Pragma("GCC unroll 8") for (int j = 0; j < NC; j++) {
+            const th_block_q8_0 *a = (const th_block_q8_0 *)x[j] + 2 * b;
+            const qn_atab *ta = t[j] + 2 * b;
+            _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
+                __m256i s = N < 8 ? _mm256_set1_epi32(ta[h].start) : _mm256_setzero_si256();
+                _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) s = dpbusd_b8(s, c[8 * h + k], a[h].qs + 4 * k);
+                if (N == 8) s = _mm256_add_epi32(_mm256_add_epi32(s, s), _mm256_set1_epi32(ta[h].start));
+                acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(dw, _mm256_set1_ps(ta[h].d)), acc[j]);
+            }
+        }
+    }
+    _Pragma("GCC unroll 8") for (int j = 0; j < NC; j++) out[j] = _mm256_mul_ps(acc[j], _mm256_set1_ps(0.5f));
+}
+
+typedef void (*qn_tile_fn)(int64_t ngr, const uint8_t *wg, const char *const x[QN_NCMAX], const qn_atab *const t[QN_NCMAX],
+                           __m256 out[QN_NCMAX]);
+
+/* Rows [r0, r1) (multiples of 8) of a packed matrix whose row r starts at w + r * ws. */
+static inline __attribute__((always_inline)) void qn_walk(const int N, qn_tile_fn t8, qn_tile_fn t4, qn_tile_fn t1,
+                                                          int64_t n, int64_t r0, int64_t r1, const void *w, size_t ws,
+                                                          int64_t nb, const void *x, size_t xs, float *y, int64_t ys) {
+    const int64_t ngr = n / TH_QN_BLOCK, nblk = n / TH_QK;
+    const int64_t chunk = th_packed_chunk_rows((size_t)nblk * sizeof(qn_atab));
+    _Alignas(64) qn_atab tab[TH_PACKED_TAB_BYTES / sizeof(qn_atab)];
+    for (int64_t c0 = 0; c0 < nb; c0 += chunk) {
+        const int64_t c1 = TH_MIN(nb, c0 + chunk);
+        qn_prep(N, nblk, x, xs, c0, c1, tab);
+        for (int64_t r = r0; r < r1; r += 8) {
+            const uint8_t *wg = (const uint8_t *)w + (size_t)r * ws;
+            for (int64_t c = c0; c < c1;) {
+                const int cn = (int)TH_MIN(QN_NCMAX, c1 - c);
+                const char *xp[QN_NCMAX];
+                const qn_atab *tp[QN_NCMAX];
+                for (int j = 0; j < QN_NCMAX; j++) {
+                    const int64_t cj = c + TH_MIN(j, cn - 1);
+                    xp[j] = (const char *)x + (size_t)cj * xs;
+                    tp[j] = tab + (cj - c0) * nblk;
+                }
+                __m256 out[QN_NCMAX];
+                (cn > 4 ? t8 : cn > 1 ? t4 : t1)(ngr, wg, xp, tp, out);
+                for (int j = 0; j < cn; j++) _mm256_storeu_ps(y + (c + j) * ys + r, out[j]);
+                c += cn;
+            }
+        }
+    }
+}
+
+#define QN_TILE(N, NC)                                                                                             \
+    static __attribute__((noinline)) void tile_q##N##_##NC(int64_t ngr, const uint8_t *wg, const char *const x[QN_NCMAX], \
+                                                           const qn_atab *const t[QN_NCMAX], __m256 out[QN_NCMAX]) { \
+        qn_tile(N, NC, ngr, wg, x, t, out);                                                                          \
+    }
+#define QN_PACKED(N)                                                                                               \
+    QN_TILE(N, 8)                                                                                                  \
+    QN_TILE(N, 4)                                                                                                  \
+    QN_TILE(N, 1)                                                                                                  \
+    static void packed_q##N(int64_t n, int64_t r0, int64_t r1, const void *w, size_t ws, int64_t nb, const void *x,   \
+                            size_t xs, float *y, int64_t ys) {                                                     \
+        qn_walk(N, tile_q##N##_8, tile_q##N##_4, tile_q##N##_1, n, r0, r1, w, ws, nb, x, xs, y, ys);              \
+    }
+QN_PACKED(2)
+QN_PACKED(3)
+QN_PACKED(4)
+QN_PACKED(5)
+QN_PACKED(6)
+QN_PACKED(7)
+QN_PACKED(8)
+
 #define QN_LEVEL(N)                                                                                              \
     static void dot_q##N(int64_t n, float *s, const void *w, const void *a) { qn_dot(N, n, s, w, a); }           \
     static void batch_q##N(int64_t n, int64_t r0, int64_t r1, const void *w, size_t ws, int64_t nb, const void *x, \
@@ -97,7 +228,7 @@ QN_LEVEL(7)
 QN_LEVEL(8)
 
 void th_avx512_fill_qn(th_kernels *k) {
-#define SET(N) k->vec_dot[TH_Q##N] = dot_q##N; k->gemm[TH_Q##N] = gemm_q##N;
+#define SET(N) k->vec_dot[TH_Q##N] = dot_q##N; k->gemm[TH_Q##N] = gemm_q##N; k->gemm_packed[TH_Q##N] = packed_q##N;
     SET(2) SET(3) SET(4) SET(5) SET(6) SET(7) SET(8)
 #undef SET
 }
