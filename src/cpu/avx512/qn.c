@@ -124,23 +124,27 @@ static inline __attribute__((always_inline)) void qn_prep(const int N, int64_t n
     }
 }
 
-/* 8 rows (one packed group of rows) x NC activation rows. */
+/* 8 rows (one packed group of rows) x NC activation rows. Per step pair kk a zmm of
+ * codes: lanes 0..7 rows 0..7 at elements 8kk..8kk+3, lanes 8..15 the same rows at
+ * 8kk+4..8kk+7, against the activation's two 4-byte words spread the same way; the two
+ * halves are added at the end of each activation block. */
 static inline __attribute__((always_inline)) void qn_tile(const int N, const int NC, int64_t ngr, const uint8_t *wg,
                                                           const char *const x[QN_NCMAX], const qn_atab *const t[QN_NCMAX],
                                                           __m256 out[QN_NCMAX]) {
     const int64_t gb8 = 8 * (8 * N + 2);
+    const __m512i spread = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
     __m256 acc[QN_NCMAX];
     _Pragma("GCC unroll 8") for (int j = 0; j < NC; j++) acc[j] = _mm256_setzero_ps();
     for (int64_t b = 0; b < ngr; b++) {
         const uint8_t *pg = wg + b * gb8;
         if (NC == 1) th_prefetch_span(pg + TH_PREFETCH_AHEAD, (size_t)gb8);
-        __m256i c[16];
-        _Pragma("GCC unroll 16") for (int k = 0; k < 16; k++) {
-            c[k] = _mm256_setzero_si256();
+        __m512i c[8];
+        _Pragma("GCC unroll 8") for (int kk = 0; kk < 8; kk++) {
+            c[kk] = _mm512_setzero_si512();
             _Pragma("GCC unroll 8") for (int p = 0; p < N; p++) {
-                uint32_t m;
-                memcpy(&m, pg + 16 + 4 * (N * k + p), 4);
-                c[k] = _mm256_mask_add_epi8(c[k], (__mmask32)m, c[k], _mm256_set1_epi8((char)(N < 8 ? 2 << p : 1 << p)));
+                uint64_t m;
+                memcpy(&m, pg + 16 + 8 * (N * kk + p), 8);
+                c[kk] = _mm512_mask_add_epi8(c[kk], (__mmask64)m, c[kk], _mm512_set1_epi8((char)(N < 8 ? 2 << p : 1 << p)));
             }
         }
         const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)pg));
@@ -148,10 +152,16 @@ static inline __attribute__((always_inline)) void qn_tile(const int N, const int
             const th_block_q8_0 *a = (const th_block_q8_0 *)x[j] + 2 * b;
             const qn_atab *ta = t[j] + 2 * b;
             _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
-                __m256i s = N < 8 ? _mm256_set1_epi32(ta[h].start) : _mm256_setzero_si256();
-                _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) s = dpbusd_b8(s, c[8 * h + k], a[h].qs + 4 * k);
-                if (N == 8) s = _mm256_add_epi32(_mm256_add_epi32(s, s), _mm256_set1_epi32(ta[h].start));
-                acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(dw, _mm256_set1_ps(ta[h].d)), acc[j]);
+                const __m512i st = _mm512_maskz_set1_epi32((__mmask16)0x00ff, ta[h].start);
+                __m512i s = N < 8 ? st : _mm512_setzero_si512();
+                _Pragma("GCC unroll 4") for (int q = 0; q < 4; q++) {
+                    int64_t a8;
+                    memcpy(&a8, a[h].qs + 8 * q, 8);
+                    s = _mm512_dpbusd_epi32(s, c[4 * h + q], _mm512_permutexvar_epi32(spread, _mm512_set1_epi64(a8)));
+                }
+                if (N == 8) s = _mm512_add_epi32(_mm512_add_epi32(s, s), st);
+                const __m256i f = _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
+                acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(f), _mm256_mul_ps(dw, _mm256_set1_ps(ta[h].d)), acc[j]);
             }
         }
     }
