@@ -13,14 +13,22 @@
  * - q8 is not Q8_0: other bytes per element, and decoded values differ (half-integers);
  * - the reference dot product equals the double-precision sum of the decoded weights
  *   times the decoded activations (relative 1e-5 of sum |w a|);
- * - edge inputs: zeros, NaN, huge values encode without crashing to finite values.
+ * - edge inputs: zeros, NaN, huge values encode without crashing to finite values;
+ * - files: `quantize --type q8` / `q4` of tiny-F32 (th_quantize_file) writes every
+ *   matrix as qN with the encoder's bytes and general.file_type 1000 + n; the model
+ *   loads and its logits are compared with llama.cpp's F32 golden: q8 within the
+ *   quantized-type tolerance of test_model.c (rel-L2 <= 5e-2, top-1 >= 0.9), the
+ *   others printed (the CPU path, repacked where the level packs qN).
  * The SIMD kernels of every level are checked against the reference in
  * test_kernels.c (and test_kernels_neon.c), whose type list includes q2..q8. */
 #include "check.h"
 #include "gguf/gguf.h"
+#include "logits.h"
+#include "theseus.h"
 #include "quant/qn.h"
 #include "quant/ref_encode.h"
 #include <stdint.h>
+#include <unistd.h>
 
 static uint64_t rng = 0x243f6a8885a308d3ULL;
 static uint32_t rnd(void) {
@@ -299,6 +307,67 @@ static void test_qn_edges(void) {
     }
 }
 
+static void check_file(int n, bool strict) {
+    char out[64];
+    snprintf(out, sizeof out, "/tmp/theseus-test-qn-%d-q%d.gguf", (int)getpid(), n);
+    th_quantize_params qp = th_quantize_default_params();
+    char type[8];
+    snprintf(type, sizeof type, "q%d", n);
+    qp.type = type;
+    qp.n_threads = 2;
+    CHECK(th_quantize_file(fixture("tiny/tiny-F32.gguf"), out, &qp) == TH_OK, "quantize %s: %s", type, th_last_error());
+    gguf_file *src = NULL, *got = NULL;
+    CHECK(gguf_open(fixture("tiny/tiny-F32.gguf"), &src) == TH_OK && gguf_open(out, &got) == TH_OK, "%s", th_last_error());
+    if (!src || !got) { gguf_close(src); gguf_close(got); remove(out); return; }
+    uint32_t ft = 0;
+    CHECK(gguf_get_u32(got, "general.file_type", &ft) && ft == 1000u + (uint32_t)n, "file_type %u", ft);
+    int mats = 0, same = 0;
+    for (uint64_t i = 0; i < got->n_tensors; i++) {
+        const gguf_tensor *t = &got->tensors[i], *st = &src->tensors[i];
+        if (t->n_dims < 2) { CHECK(t->type == TH_F32, "vector of type %u", t->type); continue; }
+        mats++;
+        CHECK(t->type == 1000u + (uint32_t)n, "matrix %.*s has type %u", (int)t->name.len, t->name.ptr, t->type);
+        uint8_t *want = malloc(t->nbytes);
+        th_ref_quantize(t->type, st->data, want, (int64_t)(st->nbytes / 4));
+        same += memcmp(want, t->data, t->nbytes) == 0;
+        free(want);
+    }
+    CHECK(mats == 30 && same == mats, "%d matrices, %d with the encoder's bytes", mats, same);
+    gguf_close(src);
+    gguf_close(got);
+    thlg g;
+    th_model *m = NULL;
+    if (!thlg_load(fixture("tiny/golden/tiny-F32.logits"), &g)) { CHECK(0, "no golden"); remove(out); return; }
+    CHECK(th_model_load(out, NULL, &m) == TH_OK, "load: %s", th_last_error());
+    if (m) {
+        th_context_params cp = th_context_default_params();
+        cp.n_ctx = 64;
+        cp.n_threads = 2;
+        cp.kv_type = TH_KV_F32;
+        float *lg = decode_all_logits(m, g.tok, (int)g.n, &cp);
+        CHECK(lg != NULL, "decode: %s", th_last_error());
+        if (lg) {
+            double worst, top1;
+            compare_logits(lg, g.logits, (int)g.n, (int)g.nv, &worst, NULL, &top1);
+            printf("  q%d vs llama.cpp's F32 logits: rel_l2_max=%.3e top1=%.3f\n", n, worst, top1);
+            if (strict) CHECK(worst <= 5e-2 && top1 >= 0.9, "q%d: rel-L2 %.3e, top-1 %.3f", n, worst, top1);
+            else CHECK(isfinite(worst) && worst < 1.5, "q%d: rel-L2 %.3e", n, worst);
+        }
+        free(lg);
+        th_model_free(m);
+    }
+    thlg_free(&g);
+    remove(out);
+}
+
+static void test_qn_files(void) {
+    FILE *probe = fopen(fixture("tiny/tiny-F32.gguf"), "rb");
+    if (!probe) SKIP("tiny-F32.gguf not found (set SHARED)");
+    fclose(probe);
+    check_file(8, true);
+    for (int n = 2; n <= 6; n++) check_file(n, false);
+}
+
 int main(void) {
     RUN(test_qn_type_table);
     RUN(test_qn_layout);
@@ -310,5 +379,6 @@ int main(void) {
     RUN(test_q8_is_not_q8_0);
     RUN(test_qn_dot_matches_decoded);
     RUN(test_qn_edges);
+    RUN(test_qn_files);
     return CHECK_DONE();
 }
