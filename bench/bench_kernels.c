@@ -40,6 +40,7 @@ static const wtype wtypes[] = {
     { TH_Q4_1, 0, 2 },  { TH_Q5_0, 0, -1 }, { TH_Q5_1, 0, 2 },   { TH_IQ4_NL, 0, -1 },
     { TH_Q2_K, 80, 82 }, { TH_Q3_K, 108, -1 }, { TH_Q4_K, 0, 2 }, { TH_Q5_K, 0, 2 }, { TH_Q6_K, 208, -1 },
     { TH_IQ4_XS, 0, -1 },
+    { TH_Q2, 0, -1 }, { TH_Q3, 0, -1 }, { TH_Q4, 0, -1 }, { TH_Q5, 0, -1 }, { TH_Q6, 0, -1 }, { TH_Q8, 0, -1 },
 };
 
 static void fill_weights(const wtype *wt, uint8_t *dst, size_t bytes) {

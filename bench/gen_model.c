@@ -5,7 +5,7 @@
  *             [--random-blocks] --type TYPE -o FILE
  *
  * TYPE is a single weight type (F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K
- * Q4_K Q5_K Q6_K IQ4_NL IQ4_XS ...) used for every 2-D weight, or a mix:
+ * Q4_K Q5_K Q6_K IQ4_NL IQ4_XS, theseus's q2..q8 ...) used for every 2-D weight, or a mix:
  *   Q4_K_M / Q5_K_M — Q4_K / Q5_K for most weights; Q6_K for output.weight and
  *   for attn_v and ffn_down in every other layer (odd layer indices, so that
  *   layer 0, which th_model_desc looks at, shows the base type). This is a
@@ -99,6 +99,9 @@ static const block_scales scales_tab[] = {
     { TH_Q5_1, 0, 2, 9.2f, 15.5f }, { TH_Q8_0, 0, -1, 74.0f, 0 },   { TH_IQ4_NL, 0, -1, 70.0f, 0 },
     { TH_Q2_K, 80, 82, 11.0f, 1.5f }, { TH_Q3_K, 108, -1, 40.0f, 0 }, { TH_Q4_K, 0, 2, 220.0f, 7.5f },
     { TH_Q5_K, 0, 2, 450.0f, 15.5f }, { TH_Q6_K, 208, -1, 1370.0f, 0 }, { TH_IQ4_XS, 0, -1, 1100.0f, 0 },
+    /* qN: levels c - (2^n - 1)/2 of uniform codes have sd sqrt((4^n - 1) / 12) */
+    { TH_Q2, 0, -1, 1.118f, 0 }, { TH_Q3, 0, -1, 2.291f, 0 }, { TH_Q4, 0, -1, 4.610f, 0 }, { TH_Q5, 0, -1, 9.233f, 0 },
+    { TH_Q6, 0, -1, 18.47f, 0 }, { TH_Q7, 0, -1, 36.95f, 0 }, { TH_Q8, 0, -1, 73.90f, 0 },
 };
 
 static const block_scales *find_scales(uint32_t type) {
@@ -298,7 +301,7 @@ static void usage(FILE *f) {
                "  --ctx N            llama.context_length (default 2048)\n"
                "  --tied | --untied  output shares token_embd (default: tied for 135M, else untied)\n"
                "  --type T           F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K Q4_K Q5_K Q6_K\n"
-               "                     IQ4_NL IQ4_XS, or the mixes Q4_K_M Q5_K_M\n"
+               "                     IQ4_NL IQ4_XS, theseus's q2..q8, or the mixes Q4_K_M Q5_K_M\n"
                "  --random-blocks    random valid blocks for every quantized type (fast, no quantizer)\n"
                "  --seed S           random seed\n");
 }

@@ -31,6 +31,9 @@ static const wtype wtypes[] = {
     { TH_Q6_K, offsetof(th_block_q6_K, d), -1 },
     { TH_IQ4_XS, 0, -1 },
     { TH_MXFP4, -1, -1 }, /* scale: the E8M0 byte at offset 0, set by random_weights */
+    /* qN (random bytes are random codes in every bit-plane) */
+    { TH_Q2, 0, -1 }, { TH_Q3, 0, -1 }, { TH_Q4, 0, -1 }, { TH_Q5, 0, -1 }, { TH_Q6, 0, -1 },
+    { TH_Q7, 0, -1 }, { TH_Q8, 0, -1 },
 };
 enum { N_WTYPES = sizeof wtypes / sizeof wtypes[0] };
 

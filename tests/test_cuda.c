@@ -123,7 +123,8 @@ static void test_no_gpu_message(void) {
 /* ------------------------------------------------------------------ kernels */
 
 static const uint32_t all_types[] = { TH_F32, TH_F16, TH_BF16, TH_Q4_0, TH_Q4_1, TH_Q5_0, TH_Q5_1, TH_Q8_0,
-                                      TH_Q2_K, TH_Q3_K, TH_Q4_K, TH_Q5_K, TH_Q6_K, TH_IQ4_NL, TH_IQ4_XS, TH_MXFP4 };
+                                      TH_Q2_K, TH_Q3_K, TH_Q4_K, TH_Q5_K, TH_Q6_K, TH_IQ4_NL, TH_IQ4_XS, TH_MXFP4,
+                                      TH_Q2, TH_Q3, TH_Q4, TH_Q5, TH_Q6, TH_Q7, TH_Q8 };   /* qN: K a multiple of 64 */
 
 /* The embedding lookup's decoder (th_cu_dequant_rows to fp32), both layouts, against
  * the reference dequantization: bit for bit, except for the types whose weight is
@@ -245,10 +246,13 @@ static void test_matmul_kernels(void) {
     NEED_GPU();
     for (size_t i = 0; i < sizeof all_types / sizeof all_types[0]; i++) {
         uint32_t t = all_types[i];
-        bool kq = th_type_info_get(t)->block == 256;
-        check_matmul_type(t, 37, kq ? 768 : 96);     /* short rows: lanes idle, rows not a multiple of 4 */
-        check_matmul_type(t, 67, kq ? 2816 : 1312);  /* longer rows: several steps per lane */
+        bool kq = th_type_info_get(t)->block == 256, qn = th_type_info_get(t)->block == 64;
+        check_matmul_type(t, 37, kq ? 768 : qn ? 128 : 96);      /* short rows: lanes idle, rows not a multiple of 4 */
+        check_matmul_type(t, 67, kq ? 2816 : qn ? 1344 : 1312);  /* longer rows: several steps per lane */
     }
+    /* qN: 64 groups a row (two steps per lane) and many rows */
+    check_matmul_type(TH_Q4, 3205, 4096);
+    check_matmul_type(TH_Q3, 64, 4160);
     /* many rows (at least 16 a SM on GPUs of up to 200 SMs): Q4_0 and Q8_0 take
      * the two-rows-a-warp GEMV there; 3205 rows leave a partial last block */
     check_matmul_type(TH_Q4_0, 3205, 320);

@@ -696,8 +696,12 @@ static void test_bad_tensors(void) {
     EXPECT_BAD(b, size, "tensor 't.a'"); EXPECT_BAD(b, size, "unknown tensor type 99"); free(b);
     b = dup_buf(buf, size); put32(b + ta + 4 + 16, 4);       /* Q4_2: removed from ggml */
     EXPECT_BAD(b, size, "unknown tensor type 4"); free(b);
-    b = dup_buf(buf, size); put32(b + ta + 4 + 16, TH_TYPE_COUNT);
+    b = dup_buf(buf, size); put32(b + ta + 4 + 16, TH_GGML_TYPE_COUNT);
     EXPECT_BAD(b, size, "unknown tensor type 40"); free(b);
+    b = dup_buf(buf, size); put32(b + ta + 4 + 16, TH_TYPE_COUNT);   /* past theseus's qN ids */
+    EXPECT_BAD(b, size, "unknown tensor type 1009"); free(b);
+    b = dup_buf(buf, size); put32(b + ta + 4 + 16, 1001);            /* q1: not a qN type */
+    EXPECT_BAD(b, size, "unknown tensor type 1001"); free(b);
     b = dup_buf(buf, size); put64(b + ta + 4 + 8, 0);
     EXPECT_BAD(b, size, "dimension 1"); EXPECT_BAD(b, size, "is 0"); free(b);
     b = dup_buf(buf, size); put64(b + ta + 4, 1ull << 40); put64(b + ta + 12, 1ull << 40);

@@ -198,12 +198,14 @@ static void test_tolerance_catches_one_bad_element(void) {
     random_weights(&wtypes[3], w, 1, n);
     random_acts(x, n);
     th_ref_quantize(TH_Q8_0, x, a, n);
+    th_block_q4_0 *blk = (th_block_q4_0 *)w;
+    th_block_q8_0 *ab = (th_block_q8_0 *)a;
+    /* (a tiny block scale or activation would hide it, whatever the random state) */
+    blk[5].d = th_f32_to_f16(0.015f);
+    ab[5].qs[3] = 100;
     float good;
     K->vec_dot[TH_Q4_0](n, &good, w, a);
-    th_block_q4_0 *blk = (th_block_q4_0 *)w;
     blk[5].qs[3] ^= 0x08; /* element 3 of block 5 moves by 8 codes */
-    th_block_q8_0 *ab = (th_block_q8_0 *)a;
-    if (ab[5].qs[3] == 0) ab[5].qs[3] = 1; /* (an activation of 0 would hide it) */
     float ref = th_ref_vec_dot(TH_Q4_0, n, w, a);
     double tol = 1e-5 * dot_scale(TH_Q4_0, w, a, n);
     CHECK(fabs((double)good - ref) > tol, "one corrupted element changed the dot by %.3g, tol %.3g",

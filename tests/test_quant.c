@@ -567,11 +567,11 @@ static void test_type_table_kernels(void) {
         if (!ti->supported)
             CHECK(!ti->quantize_weights && !ti->vec_dot && !ti->repack8, "%s: kernels of a type we do not run", ti->name);
         if (!ti->quantize) CHECK(!ti->dequantize, "%s: a decoder without an encoder", ti->name);
-        const bool packs = t == TH_Q4_0 || t == TH_Q8_0 || t == TH_Q4_K || t == TH_Q6_K;
+        const bool packs = t == TH_Q4_0 || t == TH_Q8_0 || t == TH_Q4_K || t == TH_Q6_K || th_is_qn(t);
         CHECK(packs == (ti->repack8 != NULL) && packs == (ti->packed_bytes != 0), "%s: packed layout", ti->name);
         if (packs) CHECK(ti->packed_bytes == (t == TH_Q4_K ? 148u : ti->bytes), "%s: %u packed bytes", ti->name, ti->packed_bytes);
     }
-    CHECK(supported == 16, "%d supported types (F32 F16 BF16, 7 of 32 elements, 5 K-quants, IQ4_XS)", supported);
+    CHECK(supported == 23, "%d supported types (F32 F16 BF16, 7 of 32 elements, 5 K-quants, IQ4_XS, q2..q8)", supported);
 }
 
 static void test_unsupported_types(void) {

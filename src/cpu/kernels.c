@@ -12,7 +12,7 @@
 
 /* The generic gemm of type id T: every (weight row, activation row) through the type's
  * reference dot product. th_gemm_fn carries no type, so there is one function per type
- * id (0..39); th_kernels_fill_generic puts those of the types with a reference dot
+ * id (0..39, and the qN ids); th_kernels_fill_generic puts those of the types with a reference dot
  * product in the table. */
 #define REF_GEMM(T)                                                                                         \
     static void ref_gemm_##T(int64_t n, int64_t r0, int64_t r1, const void *w, size_t ws, int64_t nb,      \
@@ -21,10 +21,13 @@
     }
 #define TEN(D, F) F(D##0) F(D##1) F(D##2) F(D##3) F(D##4) F(D##5) F(D##6) F(D##7) F(D##8) F(D##9)
 #define ALL_IDS(F) TEN(, F) TEN(1, F) TEN(2, F) TEN(3, F)
-_Static_assert(TH_TYPE_COUNT == 40, "ALL_IDS enumerates the type ids 0..39");
+#define QN_IDS(F) F(1002) F(1003) F(1004) F(1005) F(1006) F(1007) F(1008)   /* TH_Q2..TH_Q8 */
+_Static_assert(TH_GGML_TYPE_COUNT == 40 && TH_Q2 == 1002 && TH_Q8 == 1008 && TH_TYPE_COUNT == 1009,
+               "ALL_IDS enumerates the ggml ids 0..39, QN_IDS the qN ids");
 ALL_IDS(REF_GEMM)
+QN_IDS(REF_GEMM)
 #define REF_GEMM_AT(T) [T] = ref_gemm_##T,
-static const th_gemm_fn ref_gemm[TH_TYPE_COUNT] = { ALL_IDS(REF_GEMM_AT) };
+static const th_gemm_fn ref_gemm[TH_TYPE_COUNT] = { ALL_IDS(REF_GEMM_AT) QN_IDS(REF_GEMM_AT) };
 
 void th_gemm_by_vec_dot(uint32_t type, const th_kernels *k, int64_t n, int64_t r0, int64_t r1,
                         const void *w, size_t w_stride, int64_t nb, const void *x,

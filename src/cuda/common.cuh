@@ -149,6 +149,18 @@ static __device__ void dq32(uint32_t type, const uint8_t *row, int64_t g, float 
         const uint8_t *b = row + g * 17; float d = e8m0_half(b[0]);
         for (int j = 0; j < 16; j++) { out[j] = d * k_mxfp4[b[1 + j] & 15]; out[j + 16] = d * k_mxfp4[b[1 + j] >> 4]; }
         break; }
+    case TH_Q2: case TH_Q3: case TH_Q4: case TH_Q5: case TH_Q6: case TH_Q7: case TH_Q8: {
+        // qN (quant/qn.h): 64-weight groups of 8n + 2 bytes, d then n bit-planes; half g % 2 of group g / 2
+        const int n = (int)(type - TH_QN_BASE), h = (int)(g & 1);
+        const uint8_t *b = row + (g >> 1) * (8 * n + 2); float d = h2f(ld_u16(b));
+        uint32_t pl[8];
+        for (int p = 0; p < n; p++) pl[p] = ld_u16(b + 2 + 8 * p + 4 * h) | ((uint32_t)ld_u16(b + 4 + 8 * p + 4 * h) << 16);
+        for (int j = 0; j < 32; j++) {
+            int c = 0;
+            for (int p = 0; p < n; p++) c |= (int)((pl[p] >> j) & 1u) << p;
+            out[j] = d * (0.5f * (float)(2 * c - ((1 << n) - 1)));
+        }
+        break; }
     default:
         for (int j = 0; j < 32; j++) out[j] = 0.0f;
     }

@@ -18,6 +18,7 @@ bool th_cu_type_supported(uint32_t t) {
     case TH_F32: case TH_F16: case TH_BF16: case TH_Q4_0: case TH_Q4_1: case TH_Q5_0: case TH_Q5_1:
     case TH_Q8_0: case TH_Q2_K: case TH_Q3_K: case TH_Q4_K: case TH_Q5_K: case TH_Q6_K: case TH_IQ4_NL:
     case TH_IQ4_XS: case TH_MXFP4:
+    case TH_Q2: case TH_Q3: case TH_Q4: case TH_Q5: case TH_Q6: case TH_Q7: case TH_Q8:   /* qN: file layout */
         return true;
     default:
         return false;

@@ -342,7 +342,7 @@ static const char *shape_str(const gguf_tensor *t, char *buf, size_t cap) {
 static th_status check_tensor_shape(gguf_tensor *t, const where *w, uint64_t dims_at) {
     char sh[120];
     const th_type_info *ti = th_type_info_get(t->type);
-    if (!ti) return fmt_err(w, "unknown tensor type %u (not a ggml type id)", t->type);
+    if (!ti) return fmt_err(w, "unknown tensor type %u (not a ggml or theseus qN type id)", t->type);
     uint64_t elems = 1;
     for (uint32_t d = 0; d < t->n_dims; d++) {
         if (t->ne[d] == 0)

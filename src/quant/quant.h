@@ -18,11 +18,21 @@ enum th_type {
     TH_IQ1_S = 19, TH_IQ4_NL = 20, TH_IQ3_S = 21, TH_IQ2_S = 22, TH_IQ4_XS = 23,
     TH_I8 = 24, TH_I16 = 25, TH_I32 = 26, TH_I64 = 27, TH_F64 = 28, TH_IQ1_M = 29,
     TH_BF16 = 30, TH_TQ1_0 = 34, TH_TQ2_0 = 35, TH_MXFP4 = 39,
-    TH_TYPE_COUNT = 40
+    TH_GGML_TYPE_COUNT = 40,
+    /* qN, theseus's own n-bit format (docs/qn.md), n = 2..8: ids 1000 + n, well outside
+     * ggml's range, so no other engine mistakes such a tensor for one of its types. */
+    TH_QN_BASE = 1000, TH_Q2 = 1002, TH_Q3 = 1003, TH_Q4 = 1004, TH_Q5 = 1005, TH_Q6 = 1006,
+    TH_Q7 = 1007, TH_Q8 = 1008,
+    TH_TYPE_COUNT = 1009   /* bound of every array indexed by type id (most entries empty) */
 };
 
 #define TH_QK 32     /* block size of the legacy quants */
 #define TH_QK_K 256  /* super-block size of the K-quants */
+#define TH_QN_BLOCK 64  /* group size of qN: 8n + 2 bytes, an f16 scale then n bit-planes */
+
+/* qN: true for the ids TH_Q2..TH_Q8; th_qn_bits the n of one. */
+static inline bool th_is_qn(uint32_t type) { return type >= TH_Q2 && type <= TH_Q8; }
+static inline int th_qn_bits(uint32_t type) { return (int)(type - TH_QN_BASE); }
 
 /* The kernel signatures (the CPU kernel table, cpu/kernels.h, uses the same ones). */
 /* *s = dot(weight row w of n elements, activation row act in the weight type's act_type) */

@@ -40,6 +40,9 @@ static const th_qmix mixes[] = {
     { "Q4_K_S", FT_Q4_K_S, TH_Q4_K },  { "Q4_K_M", FT_Q4_K_M, TH_Q4_K },  { "Q5_K_S", FT_Q5_K_S, TH_Q5_K },
     { "Q5_K_M", FT_Q5_K_M, TH_Q5_K },  { "Q6_K", FT_Q6_K, TH_Q6_K },      { "IQ4_NL", FT_IQ4_NL, TH_IQ4_NL },
     { "IQ4_XS", FT_IQ4_XS, TH_IQ4_XS },
+    /* theseus's own qN (docs/qn.md): one type for every weight, general.file_type 1000 + n */
+    { "q2", TH_Q2, TH_Q2 }, { "q3", TH_Q3, TH_Q3 }, { "q4", TH_Q4, TH_Q4 }, { "q5", TH_Q5, TH_Q5 },
+    { "q6", TH_Q6, TH_Q6 }, { "q7", TH_Q7, TH_Q7 }, { "q8", TH_Q8, TH_Q8 },
 };
 #define N_MIXES (sizeof mixes / sizeof mixes[0])
 
@@ -54,7 +57,7 @@ const th_qmix *th_qmix_find(const char *name) {
 }
 
 const char *th_quantize_type_names(void) {
-    static char buf[256];
+    static char buf[320];
     if (!buf[0]) {
         size_t len = 0;
         for (size_t i = 0; i < N_MIXES; i++)
@@ -247,7 +250,7 @@ int th_qplan_types(const th_qmix *mix, bool pure, const th_qmodel *m, const th_q
         if (!allows_quantization(ti)) { out[i] = ti->type; continue; }
         uint32_t type = mix->base;
         if (quantized_base) {
-            if (!pure) type = mix_rules(&s, ti, type);
+            if (!pure && !th_is_qn(mix->base)) type = mix_rules(&s, ti, type);   /* qN mixes are uniform */
             type = row_fallback(type, ti->ne[0], &n_fallback);
         }
         out[i] = type;

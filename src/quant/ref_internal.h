@@ -107,4 +107,12 @@ void th_ref_dot_iq4_nl(int64_t n, float *s, const void *w, const void *a);
 void th_ref_dot_iq4_xs(int64_t n, float *s, const void *w, const void *a);
 void th_ref_dot_mxfp4(int64_t n, float *s, const void *w, const void *a);
 
+/* qN (ref_qn.c; the generic forms are quant/qn.h's) */
+#define TH_QN_DECL(N)                                             \
+    void th_ref_dq_q##N(const void *src, float *dst, int64_t n);   \
+    void th_ref_q_q##N(const float *src, void *dst, int64_t n);    \
+    void th_ref_dot_q##N(int64_t n, float *s, const void *w, const void *a);
+TH_QN_DECL(2) TH_QN_DECL(3) TH_QN_DECL(4) TH_QN_DECL(5) TH_QN_DECL(6) TH_QN_DECL(7) TH_QN_DECL(8)
+#undef TH_QN_DECL
+
 #endif

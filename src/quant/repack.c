@@ -3,6 +3,7 @@
  * type table (types.c) points at these. */
 #include "quant/repack.h"
 #include "quant/ref_internal.h"
+#include "quant/qn.h"
 #include <string.h>
 
 /* Q4_0: per block, the 8 rows' d, then R_k (k < 4) = the 8 rows' qs[4k..4k+3]. */
@@ -71,3 +72,39 @@ void th_repack8_q6_K(const uint8_t *const rows[8], int64_t nsb, uint8_t *dst) {
                 }
     }
 }
+
+/* qN (n bits, groups of 64): per group of the 8 rows (8 x (8n + 2) bytes): the 8 rows'
+ * d, then for each pair of 4-element steps kk < 8 (elements 8kk..8kk+7) and p < n a
+ * 64-bit little-endian mask at byte 16 + 8 (n kk + p) whose bit 32h + 4i + e is bit p of
+ * the code of element 8kk + 4h + e of row i: as a mask register it gives the 8 rows'
+ * codes of both steps as 64 bytes (avx512/qn.c). */
+static void repack8_qn(int n, const uint8_t *const rows[8], int64_t ngr, uint8_t *dst) {
+    const size_t gb = th_qn_group_bytes(n);
+    for (int64_t b = 0; b < ngr; b++, dst += 8 * gb) {
+        uint8_t codes[8][TH_QN_BLOCK];
+        for (int i = 0; i < 8; i++) {
+            memcpy(dst + 2 * i, rows[i] + b * gb, 2);
+            th_qn_codes(rows[i] + b * gb, n, codes[i]);
+        }
+        for (int kk = 0; kk < 8; kk++)
+            for (int p = 0; p < n; p++) {
+                uint64_t m = 0;
+                for (int h = 0; h < 2; h++)
+                    for (int i = 0; i < 8; i++)
+                        for (int e = 0; e < 4; e++)
+                            m |= (uint64_t)((codes[i][8 * kk + 4 * h + e] >> p) & 1u) << (32 * h + 4 * i + e);
+                uint8_t *o = dst + 16 + 8 * (n * kk + p);
+                for (int y = 0; y < 8; y++) o[y] = (uint8_t)(m >> (8 * y));
+            }
+    }
+}
+
+#define QN_REPACK(N) \
+    void th_repack8_q##N(const uint8_t *const rows[8], int64_t ngr, uint8_t *dst) { repack8_qn(N, rows, ngr, dst); }
+QN_REPACK(2)
+QN_REPACK(3)
+QN_REPACK(4)
+QN_REPACK(5)
+QN_REPACK(6)
+QN_REPACK(7)
+QN_REPACK(8)

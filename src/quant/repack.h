@@ -17,5 +17,13 @@ void th_repack8_q4_0(const uint8_t *const rows[8], int64_t nblk, uint8_t *dst);
 void th_repack8_q8_0(const uint8_t *const rows[8], int64_t nblk, uint8_t *dst);
 void th_repack8_q4_K(const uint8_t *const rows[8], int64_t nblk, uint8_t *dst);
 void th_repack8_q6_K(const uint8_t *const rows[8], int64_t nblk, uint8_t *dst);
+/* qN (quant/qn.h): same size as the original; layout in repack.c */
+void th_repack8_q2(const uint8_t *const rows[8], int64_t ngr, uint8_t *dst);
+void th_repack8_q3(const uint8_t *const rows[8], int64_t ngr, uint8_t *dst);
+void th_repack8_q4(const uint8_t *const rows[8], int64_t ngr, uint8_t *dst);
+void th_repack8_q5(const uint8_t *const rows[8], int64_t ngr, uint8_t *dst);
+void th_repack8_q6(const uint8_t *const rows[8], int64_t ngr, uint8_t *dst);
+void th_repack8_q7(const uint8_t *const rows[8], int64_t ngr, uint8_t *dst);
+void th_repack8_q8(const uint8_t *const rows[8], int64_t ngr, uint8_t *dst);
 
 #endif

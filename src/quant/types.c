@@ -3,7 +3,8 @@
  * product, its reference kernels, its CPU packed layout), designated initializers by
  * type id as ggml's type_traits. Sizes are GGML's and are used to validate files.
  * Everything else (the reference entry points of ref_dispatch.c, the generic level of
- * the CPU kernel table, the packed layouts' entry points) reads it. */
+ * the CPU kernel table, the packed layouts' entry points) reads it. Besides ggml's ids
+ * (0..39) it holds theseus's own qN types at 1000 + n (quant/qn.h). */
 #include "quant/quant.h"
 #include "quant/ref_encode.h"
 #include "quant/ref_internal.h"
@@ -71,6 +72,13 @@ static const th_type_info type_table[TH_TYPE_COUNT] = {
     [TH_I32] = { .name = "I32", .block = 1, .bytes = 4, .act_type = TH_I32 },
     [TH_I64] = { .name = "I64", .block = 1, .bytes = 8, .act_type = TH_I64 },
     [TH_F64] = { .name = "F64", .block = 1, .bytes = 8, .act_type = TH_F64 },
+    /* qN, theseus's own (docs/qn.md): groups of 64, 8n + 2 bytes, Q8_0 activations;
+     * the encoder (error feedback + scale search) serves as both quantizers */
+#define QN_ENTRY(N) [TH_Q##N] = { .name = "q" #N, .block = TH_QN_BLOCK, .bytes = 8 * N + 2, .supported = true, \
+                                  .act_type = TH_Q8_0, REF_KERNELS(q##N, th_ref_q_q##N), \
+                                  .packed_bytes = 8 * N + 2, .repack8 = th_repack8_q##N }
+    QN_ENTRY(2), QN_ENTRY(3), QN_ENTRY(4), QN_ENTRY(5), QN_ENTRY(6), QN_ENTRY(7), QN_ENTRY(8),
+#undef QN_ENTRY
 };
 
 /* The block structs of quant.h have GGML's sizes. */

@@ -37,6 +37,7 @@ void th_kernels_fill_avx2(th_kernels *k) {
     SET(MXFP4, mxfp4) SET(Q2_K, q2_K) SET(Q3_K, q3_K) SET(Q4_K, q4_K) SET(Q5_K, q5_K) SET(Q6_K, q6_K)
     SET(IQ4_XS, iq4_xs)
 #undef SET
+    th_avx2_fill_qn(k);
 
     k->gemm_packed[TH_Q4_0] = th_avx2_packed_q4_0;
     k->gemm_packed[TH_Q8_0] = th_avx2_packed_q8_0;

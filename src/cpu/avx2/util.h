@@ -246,4 +246,7 @@ void th_avx2_swiglu(float *a, const float *gate, const float *up, int64_t n);
 void th_avx2_attn_chunk(const th_attn_chunk *a);
 void th_avx2_dequant_f16(const void *src, float *dst, int64_t n);
 
+/* qn.c: the qN vec_dot and gemm entries of this level (TH_Q2..TH_Q8) */
+void th_avx2_fill_qn(th_kernels *k);
+
 #endif

@@ -44,6 +44,7 @@ void th_kernels_fill_avx512(th_kernels *k) {
     SET(MXFP4, mxfp4) SET(Q2_K, q2_K) SET(Q3_K, q3_K) SET(Q4_K, q4_K) SET(Q5_K, q5_K) SET(Q6_K, q6_K)
     SET(IQ4_XS, iq4_xs)
 #undef SET
+    th_avx512_fill_qn(k);
     if (cpu_has_avx512_bf16()) {
         k->vec_dot[TH_BF16] = th_avx512_dot_bf16;
         k->gemm[TH_BF16] = gemm_bf16;

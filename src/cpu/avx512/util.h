@@ -126,4 +126,7 @@ th_gemm_kernel th_avx512_packed_q8_0;
 th_gemm_kernel th_avx512_packed_q4_K;
 th_gemm_kernel th_avx512_packed_q6_K;
 
+/* qn.c: the qN vec_dot and gemm entries of this level (TH_Q2..TH_Q8) */
+void th_avx512_fill_qn(th_kernels *k);
+
 #endif

@@ -37,4 +37,5 @@ void th_kernels_fill_neon(th_kernels *k) {
     SET(MXFP4, mxfp4) SET(Q2_K, q2_K) SET(Q3_K, q3_K) SET(Q4_K, q4_K) SET(Q5_K, q5_K) SET(Q6_K, q6_K)
     SET(IQ4_XS, iq4_xs)
 #undef SET
+    th_neon_fill_qn(k);
 }

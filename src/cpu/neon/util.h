@@ -133,4 +133,7 @@ th_gemm_kernel th_neon_batch_q5_K;
 th_gemm_kernel th_neon_batch_q6_K;
 th_gemm_kernel th_neon_batch_iq4_xs;
 
+/* qn.c: the qN vec_dot and gemm entries of this level (TH_Q2..TH_Q8) */
+void th_neon_fill_qn(th_kernels *k);
+
 #endif
