@@ -591,6 +591,14 @@ typedef struct th_request_params {
     /* Polled by the driver every step while the request is queued or running
      * (may be NULL): returning true cancels it as th_request_cancel does. */
     bool (*cancelled)(void *user);
+    /* Grammar-constrained generation (docs/grammar.md): every choice's text follows this
+     * grammar (one th_constraint per choice, made at submit: the caller may free the grammar
+     * then). Tokens it forbids are masked (the sampled token is checked first), end of
+     * generation is allowed only where the grammar is complete, and a choice ends with
+     * TH_FINISH_STOP as soon as the grammar can take nothing more. Needs full logits (not a
+     * logits_argmax_only context). A choice with no allowed token fails the request
+     * (TH_ERR_CAPACITY, "grammar: ..."). NULL: unconstrained. */
+    const th_grammar *grammar;
 } th_request_params;
 
 th_request_params th_request_default_params(void);   /* greedy, one choice, no limit */
@@ -623,6 +631,8 @@ typedef struct th_request_stats {
     double t_queue;             /* seconds from submit to admission */
     double t_prompt;            /* admission to the prompt's last chunk decoded */
     double t_generate;          /* from then to the last choice's finish */
+    double t_grammar;           /* of t_generate, seconds in the grammar (checks, masks, advancing) */
+    uint64_t grammar_masks;     /* whole-vocabulary masks the grammar needed (rejected first picks) */
 } th_request_stats;
 void th_request_stats_get(const th_request *r, th_request_stats *out);
 
