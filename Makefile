@@ -131,7 +131,7 @@ asan: deps
 
 FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
 # Targets over server code link the tool sources they test (no libmicrohttpd).
-FUZZ_EXTRA_fuzz_request := tools/serve/serve_req.c tools/serve/serve_resp.c
+FUZZ_EXTRA_fuzz_request := tools/serve/serve_req.c tools/serve/serve_resp.c tools/serve/serve_tools.c
 FUZZ_EXTRA_fuzz_http    := tools/serve/serve_frame.c
 FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -Itools -Itools/serve $(PKG_CFLAGS) -O1 -g \
               -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined

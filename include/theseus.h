@@ -591,6 +591,14 @@ typedef struct th_request_params {
     /* Polled by the driver every step while the request is queued or running
      * (may be NULL): returning true cancels it as th_request_cancel does. */
     bool (*cancelled)(void *user);
+    /* Grammar-constrained generation (docs/grammar.md): every choice's text follows this
+     * grammar (one th_constraint per choice, made at submit: the caller may free the grammar
+     * then). Tokens it forbids are masked (the sampled token is checked first), end of
+     * generation is allowed only where the grammar is complete, and a choice ends with
+     * TH_FINISH_STOP as soon as the grammar can take nothing more. Needs full logits (not a
+     * logits_argmax_only context). A choice with no allowed token fails the request
+     * (TH_ERR_CAPACITY, "grammar: ..."). NULL: unconstrained. */
+    const th_grammar *grammar;
 } th_request_params;
 
 th_request_params th_request_default_params(void);   /* greedy, one choice, no limit */
@@ -623,6 +631,8 @@ typedef struct th_request_stats {
     double t_queue;             /* seconds from submit to admission */
     double t_prompt;            /* admission to the prompt's last chunk decoded */
     double t_generate;          /* from then to the last choice's finish */
+    double t_grammar;           /* of t_generate, seconds in the grammar (checks, masks, advancing) */
+    uint64_t grammar_masks;     /* whole-vocabulary masks the grammar needed (rejected first picks) */
 } th_request_stats;
 void th_request_stats_get(const th_request *r, th_request_stats *out);
 
@@ -631,6 +641,51 @@ void th_request_stats_get(const th_request *r, th_request_stats *out);
  * th_chat_render takes ({"messages": [{"role", "content"}, ...]}; a null
  * content is ""); for models without a chat template. *out is malloc'd. */
 th_status th_chat_render_chatml(const char *context_json, const th_chat_opts *opts, char **out);
+/* ---------------------------------------------------------------- tool calls */
+
+/* Tool calls in the format a model's chat template teaches (src/runtime/toolcall.c):
+ *   TH_TOOLS_HERMES   <tool_call>\n{"name": N, "arguments": {...}}\n</tool_call> (Hermes,
+ *                     Qwen 2.5, Qwen 3, SmolLM3; also the format to teach a model whose
+ *                     template ignores `tools`)
+ *   TH_TOOLS_LLAMA3   the whole message is {"name": N, "parameters": {...}} (Llama 3.1/3.2)
+ *   TH_TOOLS_MISTRAL  [TOOL_CALLS][{"name": N, "arguments": {...}, "id": I}] (Mistral Nemo;
+ *                     the control token's text may be missing from the output) */
+typedef enum th_tool_format {
+    TH_TOOLS_NONE = 0,
+    TH_TOOLS_HERMES,
+    TH_TOOLS_LLAMA3,
+    TH_TOOLS_MISTRAL
+} th_tool_format;
+
+typedef struct th_tool_call {
+    char *id;                   /* the model's id (Mistral) or NULL */
+    char *name;
+    char *arguments;            /* a JSON object, as compact JSON text */
+} th_tool_call;
+
+typedef struct th_tool_calls {
+    char *content;              /* the text around the calls ("" when none); all of it without calls */
+    th_tool_call *calls;
+    int32_t n;
+} th_tool_calls;
+
+/* The format template teaches (HERMES when it names none: our fallback). */
+th_tool_format th_tool_format_of_template(const char *tmpl);
+/* A finished message split into content and calls. Text that is not a well-formed call
+ * (bad JSON, no "name", arguments not an object) is content: never an error but NOMEM. */
+th_status th_tool_calls_parse(th_tool_format f, const char *text, size_t len, th_tool_calls *out);
+void th_tool_calls_free(th_tool_calls *tc);
+/* While a message grows: bytes of text[0, len) that are content whatever follows (before
+ * a call, or a prefix of its opening tag, may begin). */
+size_t th_tool_calls_content_end(th_tool_format f, const char *text, size_t len);
+/* GBNF of a valid call in format f: tools_json is the OpenAI `tools` array (JSON text);
+ * only (or NULL: any) names the one function allowed; parallel allows several calls
+ * (HERMES, MISTRAL). Arguments follow each function's `parameters` JSON schema (the
+ * converter's subset: an unsupported keyword is TH_ERR_UNSUPPORTED naming it; bad
+ * `tools` TH_ERR_FORMAT; an unknown `only` TH_ERR_ARG). *gbnf is malloc'd. */
+th_status th_tool_call_grammar(th_tool_format f, const char *tools_json, size_t len, const char *only, bool parallel,
+                               char **gbnf);
+
 /* ---------------------------------------------------------------- evaluation */
 
 /* Perplexity and KL divergence exactly as llama.cpp's llama-perplexity computes them

@@ -14,6 +14,8 @@ typedef struct run_opts {
     long n_predict, threads, ctx;
     bool special, verbose, gpu;
     th_sampler_params sp;
+    const char *grammar_file, *schema_file;   /* --grammar, --json-schema */
+    bool json;                                /* --json: any JSON value */
 } run_opts;
 
 static void usage(FILE *f, const char *cmd) {
@@ -37,6 +39,9 @@ static void usage(FILE *f, const char *cmd) {
                "  --frequency-penalty P  (default 0)\n"
                "  --seed S               random seed (default 0xC0FFEE; same seed, same text)\n"
                "  --special              parse control-token text in the prompt (run)\n"
+               "  --grammar FILE         constrain the output to a GBNF grammar (docs/grammar.md)\n"
+               "  --json-schema FILE     constrain the output to JSON valid under a JSON schema\n"
+               "  --json                 constrain the output to one JSON value\n"
                "  --gpu, -ngl N          run the whole model on the GPU (CUDA build)\n"
                "  -v, --verbose          print load information\n");
 }
@@ -55,11 +60,14 @@ static int parse_opts(const char *cmd, int argc, char **argv, run_opts *o) {
         else if (!strcmp(a, "--special")) o->special = true;
         else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) o->verbose = true;
         else if (!strcmp(a, "--gpu")) o->gpu = true;
+        else if (!strcmp(a, "--json")) o->json = true;
         else if (!strcmp(a, "-ngl") && v) { o->gpu = atol(v) > 0; i++; }
         else if (!v) { fprintf(stderr, "theseus %s: unknown or incomplete option '%s'\n", cmd, a); return 2; }
         else if (!strcmp(a, "-m") || !strcmp(a, "--model")) { o->model = v; i++; }
         else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) { o->prompt = v; i++; }
         else if (!strcmp(a, "--system")) { o->system = v; i++; }
+        else if (!strcmp(a, "--grammar")) { o->grammar_file = v; i++; }
+        else if (!strcmp(a, "--json-schema")) { o->schema_file = v; i++; }
         else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) { if (!cli_int(cmd, a, v, -1, 1 << 24, &o->n_predict)) return 2; i++; }
         else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) { if (!cli_int(cmd, a, v, 1, 1024, &o->threads)) return 2; i++; }
         else if (!strcmp(a, "-c") || !strcmp(a, "--ctx")) { if (!cli_int(cmd, a, v, 16, 1 << 24, &o->ctx)) return 2; i++; }
@@ -75,6 +83,10 @@ static int parse_opts(const char *cmd, int argc, char **argv, run_opts *o) {
         else { fprintf(stderr, "theseus %s: unknown option '%s'\n", cmd, a); return 2; }
     }
     if (!o->model) { usage(stderr, cmd); return 2; }
+    if ((o->grammar_file != NULL) + (o->schema_file != NULL) + o->json > 1) {
+        fprintf(stderr, "theseus %s: --grammar, --json-schema and --json exclude each other\n", cmd);
+        return 2;
+    }
     return 0;
 }
 
@@ -83,12 +95,30 @@ typedef struct session {
     th_runtime *rt;             /* one slot, stepped here: the same runtime as `serve` */
     th_sampler_params sp;
     long n_predict;
+    th_grammar *grammar;        /* --grammar / --json-schema / --json, or NULL */
 } session;
+
+/* The grammar the options ask for (NULL: none). Returns 0, or 2 after printing
+ * why the file or the grammar is bad. */
+static int load_grammar(const char *cmd, const run_opts *o, th_grammar **out) {
+    *out = NULL;
+    if (!o->grammar_file && !o->schema_file && !o->json) return 0;
+    const char *path = o->grammar_file ? o->grammar_file : o->schema_file;
+    size_t n = 4;
+    char *text = path ? cli_read_file(path, &n) : strdup("true");   /* --json: the schema `true`, any value */
+    if (!text) { fprintf(stderr, "theseus %s: cannot read %s\n", cmd, path); return 2; }
+    th_status s = o->grammar_file ? th_grammar_parse(text, n, out) : th_grammar_from_json_schema(text, n, out);
+    free(text);
+    if (s) { fprintf(stderr, "theseus %s: %s: %s\n", cmd, path ? path : "--json", th_last_error()); return 2; }
+    return 0;
+}
 
 static int open_session(const char *cmd, const run_opts *o, bool keep_prefix, session *S) {
     memset(S, 0, sizeof *S);
     S->sp = o->sp;
     S->n_predict = o->n_predict;
+    int rc = load_grammar(cmd, o, &S->grammar);
+    if (rc) return rc;
     th_model_params mp = cli_model_params();
     mp.verbose = o->verbose;
     th_status s = th_model_load(o->model, &mp, &S->m);
@@ -100,7 +130,7 @@ static int open_session(const char *cmd, const run_opts *o, bool keep_prefix, se
         rp.context.n_threads = (int32_t)o->threads;
         rp.context.gpu = o->gpu;
         /* greedy on the GPU: only each step's argmax comes back (the runtime takes th_get_argmax) */
-        rp.context.logits_argmax_only = o->gpu && greedy;
+        rp.context.logits_argmax_only = o->gpu && greedy && !S->grammar;   /* a grammar masks the logits */
         rp.slot_ctx = (int32_t)o->ctx;
         rp.keep_prefix = keep_prefix;   /* chat: the KV keeps the conversation's shared prefix */
         s = th_runtime_new(S->m, &rp, &S->rt);
@@ -116,6 +146,7 @@ static int open_session(const char *cmd, const run_opts *o, bool keep_prefix, se
 static void close_session(session *S) {
     th_runtime_free(S->rt);
     th_model_free(S->m);
+    th_grammar_free(S->grammar);
 }
 
 static void print_text(const th_event *ev, void *user) {
@@ -136,6 +167,7 @@ static th_status generate(session *S, const th_token *prompt, size_t n, FILE *ou
     rp.penalize_prompt = true;
     rp.on_event = print_text;
     rp.user = out;
+    rp.grammar = S->grammar;
     th_status s = th_runtime_submit(S->rt, &rp, prompt, (int32_t)n, req);
     while (!s && !th_request_done(*req)) s = th_runtime_step(S->rt, NULL);
     if (!s && (s = th_request_status(*req))) th_set_error(s, "%s", th_request_message(*req));

@@ -118,6 +118,9 @@ void th_runtime_stats_get(const th_runtime *rt, th_runtime_stats *out) {
 static void request_free(th_request *r) {
     if (r->ch)
         for (int32_t c = 0; c < r->p.n_choices; c++) rt_text_free(&r->ch[c].out);
+    if (r->cons)
+        for (int32_t c = 0; c < r->p.n_choices; c++) th_constraint_free(r->cons[c]);
+    free(r->cons);
     for (int32_t i = 0; i < r->stops.n; i++) free(r->stops.s[i]);
     free(r->stops.s);
     free(r->stops.len);
@@ -172,6 +175,13 @@ void th_request_stats_get(const th_request *r, th_request_stats *out) {
     if (r->t_admit > 0) out->t_queue = r->t_admit - r->t_submit;
     if (r->t_prompt_done > 0) out->t_prompt = r->t_prompt_done - r->t_admit;
     if (r->t_finish > 0 && r->t_prompt_done > 0) out->t_generate = r->t_finish - r->t_prompt_done;
+    out->t_grammar = r->t_grammar;
+    if (r->cons)
+        for (int32_t c = 0; c < r->p.n_choices; c++) {
+            th_constraint_stats gs;
+            th_constraint_get_stats(r->cons[c], &gs);
+            out->grammar_masks += gs.masks;
+        }
 }
 
 void rt_emit(th_request *r, th_event *ev) {
@@ -256,6 +266,19 @@ static th_status check_request(const th_runtime *rt, const th_request_params *p,
     return TH_OK;
 }
 
+/* One constraint per choice over p->grammar; the runtime's token trie is made
+ * by the first constrained request (SmolLM2: ~50 ms, once). */
+static th_status make_constraints(th_runtime *rt, th_request *r, const th_grammar *g) {
+    pthread_mutex_lock(&rt->mu);
+    th_status s = rt->gv ? TH_OK : th_grammar_vocab_new(rt->m, &rt->gv);
+    pthread_mutex_unlock(&rt->mu);
+    if (s) return s;
+    if (!(r->cons = calloc((size_t)r->p.n_choices, sizeof *r->cons))) return th_set_error(TH_ERR_NOMEM, "runtime: out of memory");
+    for (int32_t c = 0; c < r->p.n_choices; c++)
+        if ((s = th_constraint_new(g, rt->gv, &r->cons[c]))) return s;
+    return TH_OK;
+}
+
 /* Builds the request (copies of everything the caller passed). */
 static th_status request_new(th_runtime *rt, const th_request_params *p, const th_token *prompt, int32_t n,
                              th_request **out) {
@@ -279,6 +302,8 @@ static th_status request_new(th_runtime *rt, const th_request_params *p, const t
     th_status s = !r->prompt || !r->ch ? th_set_error(TH_ERR_NOMEM, "runtime: out of memory") : TH_OK;
     if (!s) s = copy_stops(r, p);
     if (!s) s = copy_bias(r, p, rt->n_vocab);
+    r->p.grammar = NULL;
+    if (!s && p->grammar) s = make_constraints(rt, r, p->grammar);
     if (s) { request_free(r); return s; }
     memcpy(r->prompt, prompt, (size_t)n * sizeof *prompt);
     for (int32_t c = 0; c < r->p.n_choices; c++) r->ch[c].slot = -1;
@@ -299,9 +324,9 @@ th_status th_runtime_submit(th_runtime *rt, const th_request_params *params, con
     if ((s = request_new(rt, p, prompt, n_prompt, &r))) return s;
     bool greedy;
     if ((s = check_sampling(rt, r, &greedy))) { request_free(r); return s; }
-    if (rt->p.context.logits_argmax_only && (!greedy || r->p.logprobs || r->proc.apply)) {
+    if (rt->p.context.logits_argmax_only && (!greedy || r->p.logprobs || r->proc.apply || r->cons)) {
         request_free(r);
-        return th_set_error(TH_ERR_ARG, "runtime: the request needs logits (sampling, logprobs or a processor) "
+        return th_set_error(TH_ERR_ARG, "runtime: the request needs logits (sampling, logprobs, a processor or a grammar) "
                                         "but the context keeps only argmaxes (logits_argmax_only)");
     }
     r->t_submit = rt_now();
@@ -389,6 +414,7 @@ void th_runtime_free(th_runtime *rt) {
             free(rt->slots[i].hist);
         }
     th_context_free(rt->ctx);
+    th_grammar_vocab_free(rt->gv);
     free(rt->slots);
     free(rt->queue);
     free(rt->scratch);

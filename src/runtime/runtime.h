@@ -72,10 +72,12 @@ struct th_request {
     rt_stops stops;
     th_token *prompt;
     int32_t n_prompt;
+    th_constraint **cons;        /* [n_choices] the grammar's state per choice, or NULL (unconstrained) */
     /* the driver's */
     rt_choice *ch;
     int32_t n_cached;            /* prompt tokens reused from the leader slot's KV */
     double t_submit, t_admit, t_prompt_done, t_finish;
+    double t_grammar;            /* seconds in th_constraint_* calls (step.c) */
     /* published at END under mu */
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -116,6 +118,8 @@ struct th_runtime {
     bool stopping, started, thread_on;
     pthread_t th;
     atomic_bool stepping;
+    th_grammar_vocab *gv;        /* the model's token trie, made (under mu) by the first
+                                  * constrained submit; read-only afterwards */
     rt_slot *slots;
     th_request **scratch;        /* 2 x max_queue: the driver's admission lists */
     th_token *b_tok;

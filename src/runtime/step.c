@@ -14,7 +14,11 @@
  *      with its request's other choices (th_kv_seq_copy, copy-on-write), then
  *      every choice samples from the same row;
  *   5. finishing: end of generation, a stop string, max_tokens or a full
- *      context ends a choice; a request ends when its last slot is free.
+ *      context ends a choice (so does a grammar that can take nothing more);
+ *      a request ends when its last slot is free.
+ *
+ * A request with a grammar has one th_constraint per choice (r->cons): pick
+ * samples under it (pick_constrained), slot_verify advances it.
  *
  * Seam (b), speculative decoding: slot_feed is where a drafter's proposals
  * join the slot's token in the batch (each with logits), and slot_verify the
@@ -98,7 +102,7 @@ static th_status slot_setup(th_runtime *rt, int32_t i, th_request *r, int32_t ch
     sp.seed += (uint64_t)choice;
     th_status s = th_sampler_new(&sp, rt->n_vocab, &sl->smp);
     for (int32_t k = 0; !s && k < r->p.n_bias; k++) s = th_sampler_set_logit_bias(sl->smp, r->bias_tok[k], r->bias_val[k]);
-    if (!s && r->proc.apply && !sl->work && !(sl->work = malloc((size_t)rt->n_vocab * sizeof *sl->work)))
+    if (!s && (r->proc.apply || r->cons) && !sl->work && !(sl->work = malloc((size_t)rt->n_vocab * sizeof *sl->work)))
         s = th_set_error(TH_ERR_NOMEM, "out of memory for a logits row");
     sl->req = r;
     sl->choice = choice;
@@ -247,13 +251,30 @@ static int32_t build_batch(th_runtime *rt) {
 
 /* ---------------------------------------------------------------- sampling */
 
+/* Under a grammar: the sampled token checked first (th_constraint_sample);
+ * with logprobs the row is masked first, so they describe what was sampled from. */
+static th_status pick_constrained(th_request *r, rt_slot *sl, th_constraint *gc, const float *lg, int32_t nv, th_token *t) {
+    double t0 = rt_now();
+    if (r->p.logprobs) {
+        int32_t n_allowed = 0;
+        if (lg != sl->work) memcpy(sl->work, lg, (size_t)nv * sizeof *lg);
+        th_status s = th_constraint_apply(gc, sl->work, &n_allowed);
+        if (!s && n_allowed == 0) s = th_set_error(TH_ERR_CAPACITY, "grammar: no token of the vocabulary can continue the grammar here");
+        *t = s ? -1 : th_sampler_sample(sl->smp, sl->work);
+    } else *t = th_constraint_sample(gc, sl->smp, lg);
+    r->t_grammar += rt_now() - t0;
+    if (*t >= 0) return TH_OK;
+    return th_last_error()[0] ? TH_ERR_CAPACITY : TH_ERR_INTERNAL;
+}
+
 /* Slot i's token from batch row `row`: the argmax when nothing needs the
  * logits (a greedy sampler, no logprobs, no processor: the same token, and
  * all a logits_argmax_only context keeps), else the sampler over the row
  * (after the processor). */
 static th_status pick(th_runtime *rt, rt_slot *sl, int32_t row, th_token *t) {
     th_request *r = sl->req;
-    if (sl->greedy && !r->p.logprobs && !r->proc.apply) {
+    th_constraint *gc = r->cons ? r->cons[sl->choice] : NULL;
+    if (sl->greedy && !r->p.logprobs && !r->proc.apply && !gc) {
         *t = th_get_argmax(rt->ctx, row);
         return *t < 0 ? TH_ERR_INTERNAL : TH_OK;
     }
@@ -269,6 +290,7 @@ static th_status pick(th_runtime *rt, rt_slot *sl, int32_t row, th_token *t) {
         }
         lg = sl->work;
     }
+    if (gc) return pick_constrained(r, sl, gc, lg, rt->n_vocab, t);
     *t = th_sampler_sample(sl->smp, lg);
     return *t < 0 ? TH_ERR_INTERNAL : TH_OK;
 }
@@ -314,6 +336,18 @@ static void slot_verify(th_runtime *rt, int32_t i, int32_t row) {
         return;
     }
     if (r->proc.accept) r->proc.accept(r->proc.user, sl->choice, t);
+    th_constraint *gc = r->cons ? r->cons[sl->choice] : NULL;
+    if (gc) {
+        double t0 = rt_now();
+        s = th_constraint_accept(gc, t);
+        r->t_grammar += rt_now() - t0;
+        if (s) {
+            char msg[300];
+            snprintf(msg, sizeof msg, "grammar: %s", th_last_error());
+            fail_request(rt, r, TH_ERR_INTERNAL, msg);
+            return;
+        }
+    }
     if (th_token_is_eog(rt->m, t)) { finish_choice(rt, i, TH_FINISH_EOG, t); return; }
     th_sampler_accept(sl->smp, t);
     th_token_info e = { .token = t };
@@ -331,6 +365,7 @@ static void slot_verify(th_runtime *rt, int32_t i, int32_t row) {
     emit_text(rt, r, sl->choice, TH_EVENT_TOKEN, t, false);
     if (!sl->req) return;        /* (a callback cannot end it, but stay safe) */
     if (c->out.cut) finish_choice(rt, i, TH_FINISH_STOP, t);
+    else if (gc && !th_constraint_can_continue(gc)) finish_choice(rt, i, TH_FINISH_STOP, t);   /* only the end is left */
     else if (th_kv_seq_len(rt->ctx, i) + 1 >= rt->p.slot_ctx) finish_choice(rt, i, TH_FINISH_CONTEXT, t);
     else if (r->p.max_tokens >= 0 && c->n_generated >= r->p.max_tokens) finish_choice(rt, i, TH_FINISH_LENGTH, t);
     else { sl->next = t; sl->phase = SLOT_GEN; }

@@ -28,7 +28,7 @@ srv_job *job_new(void) {
 }
 void job_release(srv_job *j) {
     if (!j) return;
-    for (int i = 0; i < j->p.n_stop; i++) free(j->p.stop[i]);
+    req_params_clear(&j->p);
     free(j->choices);
     free(j->prompt);
     free(j);

@@ -10,6 +10,7 @@
 #   fuzz_gbnf       llama.cpp's grammars (tests/data/grammar/llama-grammars), each + NUL + a case
 #   fuzz_schema     the schemas of tests/data/grammar/schemas.json and theseus.json
 #   fuzz_kld        small .kld base files (header, tokens, uint16-scaled rows), whole and cut
+#   fuzz_toolcall   a message in each tool-call format and a tools array
 #   fuzz_runtime_text  stop strings + token pieces (ASCII, split UTF-8, a stop across pieces)
 #                      and a ChatML context
 set -eu
@@ -17,7 +18,7 @@ OUT=${1:?usage: make-seeds.sh OUT}
 SHARED=${SHARED:-$(cd "$(dirname "$0")/../../.." && pwd)/shared}
 BUILD=${BUILD:-build}
 here=$(cd "$(dirname "$0")" && pwd)
-mkdir -p "$OUT"/{fuzz_gguf,fuzz_template,fuzz_tokenizer,fuzz_request,fuzz_http,fuzz_sampler,fuzz_gbnf,fuzz_schema,fuzz_kld,fuzz_runtime_text}
+mkdir -p "$OUT"/{fuzz_gguf,fuzz_template,fuzz_tokenizer,fuzz_request,fuzz_http,fuzz_sampler,fuzz_gbnf,fuzz_schema,fuzz_kld,fuzz_runtime_text,fuzz_toolcall}
 if [ -x "$BUILD/tests/test_gguf" ]; then SHARED=$SHARED "$BUILD/tests/test_gguf" --write-seeds "$OUT/fuzz_gguf" >/dev/null; fi
 for t in "$SHARED"/fixtures/chat-templates/*.jinja; do [ -f "$t" ] && cp "$t" "$OUT/fuzz_template/"; done
 cp "$here"/seeds/request/* "$OUT/fuzz_request/"
@@ -94,5 +95,10 @@ put("fuzz_runtime_text", "ascii", rt([b" 7"], [b" 5", b",", b" 6", b",", b" 7", 
 put("fuzz_runtime_text", "utf8", rt([b"\xc3\xa9t"], [b"caf", b"\xc3", b"\xa9", b"t\xe2\x82", b"\xac"]))
 put("fuzz_runtime_text", "nostop", rt([], [b"Hello", b" world", b"\xf0\x9f", b"\x98\x80"]))
 put("fuzz_runtime_text", "chatml", b'{"messages":[{"role":"system","content":"s"},{"role":"user","content":"hi"}]}')
+put("fuzz_toolcall", "hermes", b'\x00Checking.\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>')
+put("fuzz_toolcall", "llama3", b'\x01{"name": "f", "parameters": {"a": [1, 2]}}')
+put("fuzz_toolcall", "mistral", b'\x02[TOOL_CALLS][{"name": "f", "arguments": {}, "id": "abcDEF123"}]')
+put("fuzz_toolcall", "tools", b'\x04[{"type": "function", "function": {"name": "f", "parameters": {"type": "object", '
+    b'"properties": {"x": {"type": "integer"}}, "required": ["x"]}}}]')
 PY
 echo "seeds written to $OUT"

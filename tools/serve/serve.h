@@ -67,7 +67,15 @@ typedef struct srv_params {       /* what the request asked for, validated */
     int32_t n_bias;
     th_token bias_tok[SRV_MAX_BIAS];
     float bias_val[SRV_MAX_BIAS];
+    /* structured output (docs/grammar.md): `grammar`, `json_schema`, `response_format`, or
+     * tool_choice required / a named function; NULL: unconstrained */
+    th_grammar *grammar;
+    th_tool_format tools;         /* chat with `tools` (tool_choice not "none"): calls are parsed out of
+                                   * the text in this format (TH_TOOLS_NONE: no tools) */
 } srv_params;
+
+/* Frees what srv_params owns (stop strings, the grammar). */
+void req_params_clear(srv_params *p);
 
 typedef struct srv_job {
     pthread_mutex_t mu;
@@ -144,6 +152,26 @@ bool resp_stream_delta(srv_server *S, srv_job *j, int c, size_t *sent, size_t *l
                        char **out, size_t *n, size_t *cap);
 bool resp_stream_usage(srv_server *S, srv_job *j, char **out, size_t *n, size_t *cap);
 bool buf_append(char **b, size_t *n, size_t *cap, const char *s, size_t len);
+
+/* serve_tools.c: `tools` / `tool_choice` of a chat request (see the file's comment). */
+#define SRV_MAX_TOOLS 128
+enum { TOOLS_NONE = 0, TOOLS_AUTO, TOOLS_REQUIRED, TOOLS_NAMED };
+typedef struct srv_tools {
+    cJSON *tools;                 /* the request's tools (a copy) when tool_choice is not "none", else NULL */
+    int choice;                   /* TOOLS_* */
+    char name[128];               /* TOOLS_NAMED: the function */
+    bool parallel;                /* parallel_tool_calls: true (the grammar then allows several calls) */
+} srv_tools;
+/* Each returns 0, or an HTTP status with msg set. */
+int tools_parse(const cJSON *body, bool chat, srv_tools *t, char *msg, size_t cap);
+/* A history message's tool_calls / tool_call_id / name into its clean copy c (message i). */
+int tools_copy_message(const cJSON *m, cJSON *c, int i, char *msg, size_t cap);
+/* For a template that ignores `tools`: the messages with the tools described in the
+ * system message and earlier calls written out as <tool_call> text. NULL: out of memory. */
+cJSON *tools_teach(const cJSON *msgs, const cJSON *tools);
+/* tool_choice required / named: the grammar of a valid call in format f (else *out = NULL). */
+int tools_grammar(const srv_tools *t, th_tool_format f, th_grammar **out, char *msg, size_t cap);
+void tools_clear(srv_tools *t);
 
 /* /tokenize and /detokenize bodies. */
 char *req_tokenize(srv_server *S, const char *body, size_t len, int *http);

@@ -199,31 +199,89 @@ void srv_random_hex(char *out, size_t n_hex) {
 }
 
 /* Fields of the OpenAI API we recognise but cannot honour yet: refused by name
- * rather than ignored (a client asking for JSON output or tool calls must not
+ * rather than ignored (a client asking for function calls the old way must not
  * silently get free text). Values that ask for nothing beyond what we do pass:
- * null, response_format {"type": "text"}, tools [], tool_choice "none",
- * best_of 1, suffix "". */
+ * null, function_call "none", best_of 1, suffix "". (response_format, grammar,
+ * json_schema: parse_structured; tools, tool_choice: serve_tools.c.) */
 static bool refuse_unsupported(const cJSON *o, bool chat, perr *e) {
     const cJSON *v;
-    if ((v = field(o, "response_format"))) {
-        const cJSON *t = cJSON_IsObject(v) ? cJSON_GetObjectItemCaseSensitive(v, "type") : NULL;
-        if (!cJSON_IsString(t) || strcmp(t->valuestring, "text"))
-            return fail(e, 400, "'response_format' is not supported yet (only {\"type\": \"text\"})");
-    }
-    if ((v = field(o, "tools")) && !(cJSON_IsArray(v) && cJSON_GetArraySize(v) == 0))
-        return fail(e, 400, "'tools' is not supported yet (no tool calls)");
-    if ((v = field(o, "tool_choice")) && !(cJSON_IsString(v) && !strcmp(v->valuestring, "none")))
-        return fail(e, 400, "'tool_choice' is not supported yet (only \"none\")");
     if ((v = field(o, "functions"))) return fail(e, 400, "'functions' is not supported (no tool calls)");
     if ((v = field(o, "function_call")) && !(cJSON_IsString(v) && !strcmp(v->valuestring, "none")))
         return fail(e, 400, "'function_call' is not supported (no tool calls)");
     if (!chat) {
+        if (field(o, "tools") || field(o, "tool_choice")) return fail(e, 400, "'tools' and 'tool_choice' need /v1/chat/completions");
         if ((v = field(o, "best_of")) && !(cJSON_IsNumber(v) && v->valuedouble == 1))
             return fail(e, 400, "'best_of' is not supported yet (only 1)");
         if ((v = field(o, "suffix")) && !(cJSON_IsString(v) && !*v->valuestring))
             return fail(e, 400, "'suffix' is not supported yet (no fill-in-the-middle)");
     }
     return true;
+}
+
+void req_params_clear(srv_params *p) {
+    for (int i = 0; i < p->n_stop; i++) free(p->stop[i]);
+    p->n_stop = 0;
+    th_grammar_free(p->grammar);
+    p->grammar = NULL;
+}
+
+/* A schema (JSON value) into p->grammar; what names the field for the message. */
+static bool schema_grammar(const cJSON *schema, const char *what, srv_params *p, perr *e) {
+    if (!cJSON_IsObject(schema) && !cJSON_IsBool(schema)) return fail(e, 400, "'%s' must be a JSON schema (an object)", what);
+    char *text = cJSON_PrintUnformatted(schema);
+    if (!text) return fail(e, 500, "out of memory");
+    th_status s = th_grammar_from_json_schema(text, strlen(text), &p->grammar);
+    free(text);
+    if (s == TH_ERR_NOMEM) return fail(e, 500, "out of memory");
+    if (s) return fail(e, 400, "'%s' cannot be used: %s", what, th_last_error());
+    return true;
+}
+
+/* `grammar` (GBNF, llama-server's field), `json_schema` (llama-server's), and
+ * `response_format` {"type": "text" | "json_object" | "json_schema", ...}: at
+ * most one of them constrains the output (p->grammar). */
+static bool parse_structured(const cJSON *o, srv_params *p, perr *e) {
+    const cJSON *g = field(o, "grammar"), *js = field(o, "json_schema"), *rf = field(o, "response_format");
+    const cJSON *type = cJSON_IsObject(rf) ? field(rf, "type") : NULL;
+    if (rf && (!cJSON_IsString(type) || (strcmp(type->valuestring, "text") && strcmp(type->valuestring, "json_object") &&
+                                          strcmp(type->valuestring, "json_schema"))))
+        return fail(e, 400, "'response_format' must be {\"type\": \"text\"}, {\"type\": \"json_object\"} or "
+                    "{\"type\": \"json_schema\", \"json_schema\": {\"name\": ..., \"schema\": ...}}");
+    if (rf && !strcmp(type->valuestring, "text")) rf = NULL;
+    if ((g != NULL) + (js != NULL) + (rf != NULL) > 1)
+        return fail(e, 400, "only one of 'grammar', 'json_schema' and 'response_format' may constrain the output");
+    if (g) {
+        if (!cJSON_IsString(g)) return fail(e, 400, "'grammar' must be a string (GBNF)");
+        th_status s = th_grammar_parse(g->valuestring, strlen(g->valuestring), &p->grammar);
+        if (s == TH_ERR_NOMEM) return fail(e, 500, "out of memory");
+        if (s) return fail(e, 400, "'grammar' is not a valid GBNF grammar: %s", th_last_error());
+        return true;
+    }
+    if (js) return schema_grammar(js, "json_schema", p, e);
+    if (!rf) return true;
+    if (!strcmp(type->valuestring, "json_object")) {   /* any object, or llama-server's "schema" beside it */
+        const cJSON *sch = field(rf, "schema");
+        if (sch) return schema_grammar(sch, "response_format.schema", p, e);
+        cJSON *obj = cJSON_CreateObject();
+        cJSON_AddStringToObject(obj, "type", "object");
+        bool ok = schema_grammar(obj, "response_format", p, e);
+        cJSON_Delete(obj);
+        return ok;
+    }
+    const cJSON *spec = field(rf, "json_schema");
+    if (!cJSON_IsObject(spec)) return fail(e, 400, "'response_format.json_schema' must be an object {\"name\", \"schema\", \"strict\"}");
+    const cJSON *name = field(spec, "name"), *strict = field(spec, "strict"), *sch = field(spec, "schema");
+    if (!cJSON_IsString(name) || !*name->valuestring || strlen(name->valuestring) > 64)
+        return fail(e, 400, "'response_format.json_schema.name' must be a string of 1 to 64 bytes");
+    if (strict && !cJSON_IsBool(strict)) return fail(e, 400, "'response_format.json_schema.strict' must be true or false");
+    if (!sch) {   /* no schema: any JSON object */
+        cJSON *obj = cJSON_CreateObject();
+        cJSON_AddStringToObject(obj, "type", "object");
+        bool ok = schema_grammar(obj, "response_format.json_schema", p, e);
+        cJSON_Delete(obj);
+        return ok;
+    }
+    return schema_grammar(sch, "response_format.json_schema.schema", p, e);   /* strict or not: always enforced */
 }
 
 static bool parse_params(srv_server *S, const cJSON *o, srv_params *p, perr *e) {
@@ -257,7 +315,7 @@ static bool parse_params(srv_server *S, const cJSON *o, srv_params *p, perr *e) 
     const cJSON *so = field(o, "stream_options");
     if (so && !cJSON_IsObject(so)) return fail(e, 400, "'stream_options' must be an object");
     if (so && !get_bool(so, "include_usage", &p->include_usage, e)) return false;
-    return parse_stop(o, p, e) && parse_bias(o, p, n_vocab, e) && parse_logprobs(o, p, e);
+    return parse_stop(o, p, e) && parse_bias(o, p, n_vocab, e) && parse_logprobs(o, p, e) && parse_structured(o, p, e);
 }
 
 /* ---------------------------------------------------------------- prompts */
@@ -307,7 +365,8 @@ static bool parse_prompt(srv_server *S, const cJSON *o, srv_job *j, perr *e) {
     return true;
 }
 
-/* Validated copy of the messages ({role, content} with text content only). */
+/* Validated copy of the messages ({role, content} with text content only, and
+ * the tool-calling fields serve_tools.c keeps). */
 static cJSON *clean_messages(const cJSON *msgs, perr *e) {
     if (!cJSON_IsArray(msgs) || cJSON_GetArraySize(msgs) == 0) { fail(e, 400, "'messages' must be a non-empty array"); return NULL; }
     cJSON *out = cJSON_CreateArray();
@@ -341,6 +400,8 @@ static cJSON *clean_messages(const cJSON *msgs, perr *e) {
         cJSON_AddStringToObject(c, "content", text ? text : "");
         cJSON_AddItemToArray(out, c);
         free(text);
+        int http = tools_copy_message(m, c, i, e->msg, e->cap);   /* tool_calls, tool_call_id, name */
+        if (http) { *e->http = http; goto bad; }
         i++;
     }
     return out;
@@ -355,35 +416,71 @@ static char *token_text(const th_model *m, th_token t) {
     return strndup(buf, k > 0 ? (size_t)k : 0);
 }
 
-static bool parse_messages(srv_server *S, const cJSON *o, srv_job *j, perr *e) {
-    cJSON *msgs = clean_messages(field(o, "messages"), e);
-    if (!msgs) return false;
-    const cJSON *ct = field(o, "chat_template");
-    if (ct && !cJSON_IsString(ct)) { cJSON_Delete(msgs); return fail(e, 400, "'chat_template' must be a string"); }
-    const char *tmpl = ct ? ct->valuestring : th_model_meta_str(S->model, "tokenizer.chat_template");
-    char *prompt = NULL;
+/* msgs (and tools, may be NULL) rendered by tmpl, or as ChatML when there is no
+ * template; neither is consumed. NULL with e set. */
+static char *render(srv_server *S, const char *tmpl, const cJSON *msgs, const cJSON *tools, perr *e) {
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddItemReferenceToObject(root, "messages", (cJSON *)msgs);
+    if (tools) cJSON_AddItemReferenceToObject(root, "tools", (cJSON *)tools);
+    char *json = cJSON_PrintUnformatted(root), *prompt = NULL;
+    cJSON_Delete(root);
+    if (!json) { fail(e, 500, "out of memory"); return NULL; }
     if (tmpl) {
-        cJSON *root = cJSON_CreateObject();
-        cJSON_AddItemToObject(root, "messages", msgs);
-        char *json = cJSON_PrintUnformatted(root);
         char *bos = token_text(S->model, th_token_bos(S->model)), *eos = token_text(S->model, th_token_eos(S->model));
         th_chat_opts co = { .add_generation_prompt = true, .bos_token = bos, .eos_token = eos };
-        th_status s = json ? th_chat_render_budget(tmpl, json, &co, S->budget, &prompt) : TH_ERR_NOMEM;
-        free(json); free(bos); free(eos);
-        cJSON_Delete(root);
-        if (s == TH_ERR_CAPACITY)
-            return fail(e, 503, "the chat template could not run: %s (--mem-budget); try again later", th_last_error());
-        if (s) return fail(e, s == TH_ERR_NOMEM ? 500 : 400, "the chat template failed: %s", th_last_error());
+        th_status s = th_chat_render_budget(tmpl, json, &co, S->budget, &prompt);
+        free(bos); free(eos);
+        if (s == TH_ERR_CAPACITY) fail(e, 503, "the chat template could not run: %s (--mem-budget); try again later", th_last_error());
+        else if (s) fail(e, s == TH_ERR_NOMEM ? 500 : 400, "the chat template failed: %s", th_last_error());
     } else {   /* no template: ChatML (th_chat_render_chatml, shared with `chat`) */
-        cJSON *root = cJSON_CreateObject();
-        cJSON_AddItemToObject(root, "messages", msgs);
-        char *json = cJSON_PrintUnformatted(root);
-        cJSON_Delete(root);
         th_chat_opts co = { .add_generation_prompt = true };
-        th_status s = json ? th_chat_render_chatml(json, &co, &prompt) : TH_ERR_NOMEM;
-        free(json);
-        if (s) return fail(e, 500, "ChatML: %s", th_last_error());
+        if (th_chat_render_chatml(json, &co, &prompt)) fail(e, 500, "ChatML: %s", th_last_error());
     }
+    free(json);
+    return prompt;
+}
+
+/* With tools: the template's own rendering when it uses them (the calls' format is
+ * the one it teaches), else the tools taught in the system message (Hermes format).
+ * Then the grammar of a call for tool_choice required / named. */
+static char *render_with_tools(srv_server *S, const char *tmpl, const cJSON *msgs, srv_tools *tl, srv_params *p, perr *e) {
+    char *prompt = render(S, tmpl, msgs, tl->tools, e);
+    if (!prompt || !tl->tools) return prompt;
+    if (p->grammar) {
+        free(prompt);
+        fail(e, 400, "'grammar', 'json_schema' and 'response_format' cannot be combined with 'tools' (unless 'tool_choice' is \"none\")");
+        return NULL;
+    }
+    th_tool_format f = th_tool_format_of_template(tmpl);
+    char *plain = tmpl ? render(S, tmpl, msgs, NULL, e) : NULL;
+    if (!tmpl || (plain && !strcmp(plain, prompt))) {   /* the template ignores tools: teach them */
+        cJSON *taught = tools_teach(msgs, tl->tools);
+        free(prompt);
+        prompt = taught ? render(S, tmpl, taught, NULL, e) : NULL;
+        if (!taught) fail(e, 500, "out of memory");
+        cJSON_Delete(taught);
+        f = TH_TOOLS_HERMES;
+    }
+    free(plain);
+    int http = prompt ? tools_grammar(tl, f, &p->grammar, e->msg, e->cap) : 0;
+    if (http) { *e->http = http; free(prompt); return NULL; }
+    p->tools = f;
+    return prompt;
+}
+
+static bool parse_messages(srv_server *S, const cJSON *o, srv_job *j, perr *e) {
+    srv_tools tl;
+    int http = tools_parse(o, true, &tl, e->msg, e->cap);
+    if (http) { *e->http = http; return false; }
+    cJSON *msgs = clean_messages(field(o, "messages"), e);
+    if (!msgs) { tools_clear(&tl); return false; }
+    const cJSON *ct = field(o, "chat_template");
+    if (ct && !cJSON_IsString(ct)) { cJSON_Delete(msgs); tools_clear(&tl); return fail(e, 400, "'chat_template' must be a string"); }
+    const char *tmpl = ct ? ct->valuestring : th_model_meta_str(S->model, "tokenizer.chat_template");
+    char *prompt = render_with_tools(S, tmpl, msgs, &tl, &j->p, e);
+    cJSON_Delete(msgs);
+    tools_clear(&tl);
+    if (!prompt) return false;
     bool ok = tokenize_text(S, prompt, strlen(prompt), true, true, &j->prompt, &j->n_prompt, e);
     free(prompt);
     th_token bos = th_token_bos(S->model);   /* a template writing BOS plus a vocab adding it: keep one */

@@ -1,6 +1,8 @@
 /* serve_resp.c — the JSON the server answers with: OpenAI error objects,
- * whole chat / text completions (choices, logprobs, usage), and the SSE chunks
- * of a streamed completion. Text goes out as valid UTF-8 (invalid bytes become
+ * whole chat / text completions (choices, logprobs, usage, tool calls parsed
+ * out of the text with finish_reason "tool_calls"), and the SSE chunks of a
+ * streamed completion (with tools, content is held back from where a call may
+ * begin; the calls go out at the end as OpenAI's tool_calls deltas). Text goes out as valid UTF-8 (invalid bytes become
  * U+FFFD, NUL bytes are dropped) so clients can always parse it. */
 #include "serve.h"
 #include <stdlib.h>
@@ -141,6 +143,33 @@ static cJSON *logprobs_obj(srv_server *S, srv_job *j, const srv_choice *c, size_
     return o;
 }
 
+/* ---------------------------------------------------------------- tool calls */
+
+/* Choice c's text split into content and calls (j->p.tools); false: out of memory. */
+static bool split_calls(srv_job *j, const srv_choice *c, th_tool_calls *tc) {
+    if (th_tool_calls_parse(j->p.tools, c->text ? c->text : "", c->n, tc) == TH_OK) return true;
+    memset(tc, 0, sizeof *tc);
+    return false;
+}
+
+/* OpenAI's call object; with_body false: only index and arguments (a stream's later delta). */
+static cJSON *call_obj(srv_job *j, const th_tool_call *call, int index, bool head, bool args) {
+    cJSON *o = cJSON_CreateObject(), *f;
+    if (index >= 0) cJSON_AddNumberToObject(o, "index", index);
+    if (head) {
+        char id[40], hex[25];
+        if (call->id) snprintf(id, sizeof id, "%.39s", call->id);
+        else if (j->p.tools == TH_TOOLS_MISTRAL) { srv_random_hex(hex, 9); snprintf(id, sizeof id, "%s", hex); }   /* 9 characters, as its template wants */
+        else { srv_random_hex(hex, 24); snprintf(id, sizeof id, "call_%s", hex); }
+        cJSON_AddStringToObject(o, "id", id);
+        cJSON_AddStringToObject(o, "type", "function");
+    }
+    f = cJSON_AddObjectToObject(o, "function");
+    if (head) add_text(f, "name", call->name, strlen(call->name));
+    add_text(f, "arguments", args ? call->arguments : "", args ? strlen(call->arguments) : 0);
+    return o;
+}
+
 /* ---------------------------------------------------------------- whole responses */
 
 static cJSON *envelope(srv_server *S, srv_job *j, const char *object) {
@@ -160,14 +189,22 @@ char *resp_completion(srv_server *S, srv_job *j) {
         const srv_choice *c = &j->choices[i];
         cJSON *ch = cJSON_CreateObject();
         cJSON_AddNumberToObject(ch, "index", i);
+        th_tool_calls tc = { 0 };
+        if (j->p.chat && j->p.tools && !split_calls(j, c, &tc)) { cJSON_Delete(o); return NULL; }
         if (j->p.chat) {
             cJSON *m = cJSON_AddObjectToObject(ch, "message");
             cJSON_AddStringToObject(m, "role", "assistant");
-            add_text(m, "content", c->text ? c->text : "", c->n);
+            if (tc.n > 0) {   /* content is null when the message is only calls, as OpenAI's */
+                if (*tc.content) add_text(m, "content", tc.content, strlen(tc.content));
+                else cJSON_AddNullToObject(m, "content");
+                cJSON *calls = cJSON_AddArrayToObject(m, "tool_calls");
+                for (int32_t k = 0; k < tc.n; k++) cJSON_AddItemToArray(calls, call_obj(j, &tc.calls[k], -1, true, true));
+            } else add_text(m, "content", c->text ? c->text : "", c->n);
         } else add_text(ch, "text", c->text ? c->text : "", c->n);
         if (j->p.logprobs) cJSON_AddItemToObject(ch, "logprobs", logprobs_obj(S, j, c, 0, c->n_lp));
         else cJSON_AddNullToObject(ch, "logprobs");
-        const char *f = finish_name(c->finish);
+        const char *f = tc.n > 0 && c->finish == FINISH_STOP ? "tool_calls" : finish_name(c->finish);
+        th_tool_calls_free(&tc);
         if (f) cJSON_AddStringToObject(ch, "finish_reason", f);
         else cJSON_AddNullToObject(ch, "finish_reason");
         cJSON_AddItemToArray(choices, ch);
@@ -201,6 +238,14 @@ bool resp_stream_delta(srv_server *S, srv_job *j, int idx, size_t *sent, size_t 
                        char **out, size_t *n, size_t *cap) {
     const srv_choice *c = &j->choices[idx];
     size_t ready = c->ready;
+    th_tool_calls tc = { 0 };
+    if (j->p.chat && j->p.tools) {   /* content only up to where a call may begin; the calls at the end */
+        if (finish && !split_calls(j, c, &tc)) return false;
+        if (!finish || tc.n > 0) {
+            size_t end = th_tool_calls_content_end(j->p.tools, c->text ? c->text : "", ready);
+            ready = end > *sent ? end : *sent;
+        }
+    }
     size_t lp_to = *lp_sent;
     while (lp_to < c->n_lp && (finish || c->lp[lp_to].text_offset < ready)) lp_to++;
     bool ok = true;
@@ -218,14 +263,25 @@ bool resp_stream_delta(srv_server *S, srv_job *j, int idx, size_t *sent, size_t 
         *sent = ready;
         *lp_sent = lp_to;
     }
+    for (int32_t k = 0; ok && k < tc.n; k++)   /* as OpenAI streams them: id, type and name first, then the arguments */
+        for (int part = 0; ok && part < 2; part++) {
+            cJSON *ch, *o = chunk(S, j, idx, &ch);
+            cJSON *d = cJSON_AddObjectToObject(ch, "delta"), *calls = cJSON_AddArrayToObject(d, "tool_calls");
+            cJSON_AddItemToArray(calls, call_obj(j, &tc.calls[k], k, part == 0, part == 1));
+            cJSON_AddNullToObject(ch, "logprobs");
+            cJSON_AddNullToObject(ch, "finish_reason");
+            ok = put_event(o, out, n, cap);
+        }
     if (ok && finish) {
         cJSON *ch, *o = chunk(S, j, idx, &ch);
         if (j->p.chat) cJSON_AddObjectToObject(ch, "delta");
         else cJSON_AddStringToObject(ch, "text", "");
         cJSON_AddNullToObject(ch, "logprobs");
-        cJSON_AddStringToObject(ch, "finish_reason", finish_name(c->finish) ? finish_name(c->finish) : "stop");
+        const char *f = tc.n > 0 && c->finish == FINISH_STOP ? "tool_calls" : finish_name(c->finish);
+        cJSON_AddStringToObject(ch, "finish_reason", f ? f : "stop");
         ok = put_event(o, out, n, cap);
     }
+    th_tool_calls_free(&tc);
     return ok;
 }
 

@@ -54,7 +54,7 @@ void job_release(srv_job *j) {
     int left = --j->refs;
     pthread_mutex_unlock(&j->mu);
     if (left > 0) return;
-    for (int i = 0; i < j->p.n_stop; i++) free(j->p.stop[i]);
+    req_params_clear(&j->p);
     if (j->choices)
         for (int c = 0; c < j->p.n; c++) { free(j->choices[c].text); free(j->choices[c].lp); }
     free(j->choices);
@@ -247,6 +247,7 @@ int sched_submit(srv_sched *S, srv_job *j, char *msg, size_t cap) {
     rp.n_stop = j->p.n_stop;
     rp.logprobs = j->p.logprobs;
     rp.top_logprobs = j->p.top_logprobs;
+    rp.grammar = j->p.grammar;  /* the runtime copies it into one constraint per choice */
     rp.on_event = on_event;
     rp.cancelled = job_cancelled;
     rp.user = u;
