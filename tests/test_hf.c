@@ -182,6 +182,279 @@ static void test_config_errors(void) {
     expect_config("[1]", "not a JSON object");
 }
 
+
+/* ------------------------------------------------------------ fixtures */
+
+static const char *const FAMILIES[] = { "llama", "llama3-rope", "qwen2", "qwen3", "gemma2", "gemma3", "phi3", "qwen3moe",
+                                        "mixtral" };
+#define N_FAMILIES (sizeof FAMILIES / sizeof FAMILIES[0])
+static const char *PROMPT = "The quick brown fox jumps over the lazy dog. Once upon a time, there was 42 of them!";
+
+static const char *hf_dir(const char *family) {
+    static char buf[4][512];
+    static int slot;
+    char *b = buf[slot++ & 3];
+    const char *root = getenv("HF_FIXTURES");
+    snprintf(b, sizeof buf[0], "%s/%s", root && *root ? root : "tests/fixtures/hf", family);
+    return b;
+}
+
+static float *run_logits(th_model *m, const int32_t *tok, int n) {
+    th_context_params cp = th_context_default_params();
+    cp.n_ctx = 128;
+    cp.n_batch = (uint32_t)n;
+    cp.n_seq_max = 1;
+    cp.kv_block = 16;
+    cp.kv_type = TH_KV_F32;
+    cp.n_threads = 2;
+    th_context *c = NULL;
+    if (th_context_new(m, &cp, &c)) { fprintf(stderr, "context: %s\n", th_last_error()); return NULL; }
+    int nv = th_model_n_vocab(m);
+    float *out = malloc((size_t)n * nv * sizeof(float));
+    int8_t *want = malloc((size_t)n);
+    memset(want, 1, (size_t)n);
+    th_batch b = { .n_tokens = n, .token = tok, .logits = want };
+    th_status s = th_decode(c, &b);
+    if (s) fprintf(stderr, "decode: %s\n", th_last_error());
+    for (int j = 0; !s && j < n; j++) memcpy(out + (size_t)j * nv, th_get_logits(c, j), (size_t)nv * 4);
+    free(want);
+    th_context_free(c);
+    if (s) { free(out); return NULL; }
+    return out;
+}
+
+/* Our logits from the directory against transformers' (rel-L2 <= 1e-4, top-1
+ * equal at every position); the prompt tokenized by us equals the golden's tokens. */
+static void test_hf_logits(void) {
+    for (size_t i = 0; i < N_FAMILIES; i++) {
+        char gp[600];
+        snprintf(gp, sizeof gp, "%s/golden.logits", hf_dir(FAMILIES[i]));
+        thlg g;
+        if (!thlg_load(gp, &g)) { CHECK(0, "cannot read %s", gp); continue; }
+        th_model *m = NULL;
+        th_status s = th_model_load(hf_dir(FAMILIES[i]), NULL, &m);
+        CHECK(s == TH_OK, "load %s: %s", FAMILIES[i], th_last_error());
+        if (!s) {
+            th_token tok[256];
+            size_t n = 0;
+            CHECK(th_tokenize(m, PROMPT, strlen(PROMPT), true, false, tok, 256, &n) == TH_OK);
+            CHECK(n == g.n && !memcmp(tok, g.tok, n * 4), "%s: our tokens of the prompt differ from the tokenizers library's",
+                  FAMILIES[i]);
+            float *lg = run_logits(m, g.tok, (int)g.n);
+            CHECK(lg && (uint32_t)th_model_n_vocab(m) == g.nv);
+            if (lg) {
+                double worst, top1;
+                int wp;
+                compare_logits(lg, g.logits, (int)g.n, (int)g.nv, &worst, &wp, &top1);
+                printf("  %-12s rel_l2_max=%.2e (pos %2d) top1=%.3f\n", FAMILIES[i], worst, wp, top1);
+                CHECK(worst <= 1e-4 && top1 == 1.0, "%s: rel-L2 %.3e, top-1 %.3f", FAMILIES[i], worst, top1);
+            }
+            free(lg);
+        }
+        th_model_free(m);
+        thlg_free(&g);
+    }
+}
+
+/* theseus convert's file, loaded by the GGUF path, gives the directory's logits. */
+static void test_convert_same_logits(void) {
+    for (size_t i = 0; i < N_FAMILIES; i++) {
+        char gp[600];
+        snprintf(gp, sizeof gp, "%s/golden.logits", hf_dir(FAMILIES[i]));
+        thlg g;
+        if (!thlg_load(gp, &g)) { CHECK(0, "cannot read %s", gp); continue; }
+        const char *out = tmp_path("converted.gguf");
+        CHECK(th_hf_convert(hf_dir(FAMILIES[i]), out) == TH_OK, "convert %s: %s", FAMILIES[i], th_last_error());
+        th_model *a = NULL, *b = NULL;
+        CHECK(th_model_load(hf_dir(FAMILIES[i]), NULL, &a) == TH_OK && th_model_load(out, NULL, &b) == TH_OK, "%s", th_last_error());
+        float *la = a ? run_logits(a, g.tok, (int)g.n) : NULL, *lb = b ? run_logits(b, g.tok, (int)g.n) : NULL;
+        CHECK(la && lb);
+        if (la && lb) {
+            double worst, top1;
+            int wp;
+            compare_logits(lb, la, (int)g.n, (int)g.nv, &worst, &wp, &top1);
+            CHECK(worst == 0.0, "%s: converted file's logits differ from the directory's (rel-L2 %.3e)", FAMILIES[i], worst);
+        }
+        free(la);
+        free(lb);
+        th_model_free(a);
+        th_model_free(b);
+        thlg_free(&g);
+    }
+}
+
+/* Every case of the vocab suites' inputs: our ids from tokenizer.json equal the
+ * tokenizers library's (tokens.txt; added tokens matched in the text as HF does). */
+static void test_hf_tokenizer_ids(void) {
+    const char *inps[] = { "bert-bge", "deepseek-llm", "falcon", "gpt-2", "llama-spm" };
+    for (size_t i = 0; i < N_FAMILIES; i++) {
+        char tp[600];
+        snprintf(tp, sizeof tp, "%s/tokens.txt", hf_dir(FAMILIES[i]));
+        FILE *tf = fopen(tp, "r");
+        if (!tf) { CHECK(0, "cannot read %s", tp); continue; }
+        th_model_params mp = th_model_default_params();
+        mp.vocab_only = true;
+        th_model *m = NULL;
+        CHECK(th_model_load(hf_dir(FAMILIES[i]), &mp, &m) == TH_OK, "%s", th_last_error());
+        int n_cases = 0, bad = 0;
+        char *line = NULL;
+        size_t lcap = 0;
+        for (size_t k = 0; m && k < sizeof inps / sizeof inps[0]; k++) {
+            char ip[300];
+            snprintf(ip, sizeof ip, "vocab/ggml-vocab-%s.gguf.inp", inps[k]);
+            FILE *f = fopen(fixture(ip), "rb");
+            if (!f) { CHECK(0, "cannot read %s", fixture(ip)); continue; }
+            static char buf[1 << 20];
+            size_t len = fread(buf, 1, sizeof buf - 1, f);
+            fclose(f);
+            buf[len] = 0;
+            const char *sep = "\n__ggml_vocab_test__\n";
+            for (char *p = buf; p < buf + len;) {
+                char *e = strstr(p, sep);
+                size_t cl = e ? (size_t)(e - p) : strlen(p);
+                if (cl > 0) {
+                    th_token tok[8192];
+                    size_t n = 0;
+                    th_status s = th_tokenize(m, p, cl, false, true, tok, 8192, &n);
+                    if (getline(&line, &lcap, tf) < 0) { CHECK(0, "%s: fewer lines than cases", tp); break; }
+                    char want[1 << 16];
+                    size_t w = 0;
+                    want[0] = 0;
+                    for (size_t j = 0; !s && j < n && w < sizeof want - 16; j++) w += (size_t)sprintf(want + w, "%s%d", j ? " " : "", tok[j]);
+                    line[strcspn(line, "\n")] = 0;
+                    if (s || strcmp(want, line)) {
+                        if (bad++ < 3) fprintf(stderr, "  %s: case %d (%.40s...): ours '%.200s', tokenizers '%.200s'\n", FAMILIES[i],
+                                               n_cases, p, want, line);
+                    }
+                    n_cases++;
+                }
+                if (!e) break;
+                p = e + strlen(sep);
+            }
+        }
+        printf("  %-12s %d cases, %d differ\n", FAMILIES[i], n_cases, bad);
+        CHECK(bad == 0 && n_cases > 100, "%s: %d of %d cases differ", FAMILIES[i], bad, n_cases);
+        free(line);
+        fclose(tf);
+        th_model_free(m);
+    }
+}
+
+/* ------------------------------------------------------------ twins of the arch fixtures */
+
+/* Writes dir/model.safetensors with zeros for every "name dtype d0,d1,.." line of list. */
+static bool write_zero_model(const char *list, const char *out) {
+    FILE *f = fopen(list, "r");
+    if (!f) return false;
+    size_t hcap = 1 << 20, hl = 0;
+    char *h = malloc(hcap), name[256], dtype[16], dims[128];
+    uint64_t off = 0;
+    hl += (size_t)snprintf(h + hl, hcap - hl, "{");
+    while (fscanf(f, "%255s %15s %127s", name, dtype, dims) == 3) {
+        uint64_t n = 4;
+        char shape[160] = "";
+        size_t sl = 0;
+        for (char *d = strtok(dims, ","); d; d = strtok(NULL, ",")) {
+            n *= strtoull(d, NULL, 10);
+            sl += (size_t)snprintf(shape + sl, sizeof shape - sl, "%s%s", sl ? "," : "", d);
+        }
+        hl += (size_t)snprintf(h + hl, hcap - hl, "%s\"%s\":{\"dtype\":\"F32\",\"shape\":[%s],\"data_offsets\":[%llu,%llu]}",
+                               off ? "," : "", name, shape, (unsigned long long)off, (unsigned long long)(off + n));
+        off += n;
+    }
+    fclose(f);
+    hl += (size_t)snprintf(h + hl, hcap - hl, "}");
+    FILE *o = fopen(out, "wb");
+    bool ok = o != NULL;
+    uint64_t hl64 = hl;
+    if (ok) ok = fwrite(&hl64, 8, 1, o) == 1 && fwrite(h, 1, hl, o) == hl;
+    static const char zeros[4096];
+    for (uint64_t left = off; ok && left > 0;) {
+        size_t k = left < sizeof zeros ? (size_t)left : sizeof zeros;
+        ok = fwrite(zeros, 1, k, o) == k;
+        left -= k;
+    }
+    if (o && fclose(o) != 0) ok = false;
+    free(h);
+    return ok;
+}
+
+static bool copy_file(const char *from, const char *to) {
+    size_t n;
+    FILE *f = fopen(from, "rb");
+    if (!f) return false;
+    static char buf[1 << 20];
+    n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    return write_file(to, buf, n);
+}
+
+static bool is_tokenizer_key(gguf_str k) { return k.len >= 10 && !memcmp(k.ptr, "tokenizer.", 10); }
+
+/* The converted twin has the llama.cpp fixture's tensor names, shapes and types
+ * and its metadata keys (tokenizer keys aside: our fixtures' vocabularies are
+ * byte-level BPE, the arch fixtures' SPM). */
+static void test_twins_match_arch(void) {
+    const char *twins[][2] = { { "llama", "llama3-rope" }, { "qwen2", "qwen2" }, { "qwen3", "qwen3" }, { "gemma2", "gemma2" },
+                               { "gemma3", "gemma3" }, { "phi3", "phi3" } };
+    for (size_t i = 0; i < sizeof twins / sizeof twins[0]; i++) {
+        const char *fam = twins[i][0];
+        char src[600], dst[600], ref[300];
+        const char *d = tmp_path(fam);
+        mkdir(d, 0755);
+        snprintf(src, sizeof src, "%s/twins/%s/config.json", hf_dir(""), fam);
+        snprintf(dst, sizeof dst, "%s/config.json", d);
+        CHECK(copy_file(src, dst), "%s", src);
+        const char *tf[] = { "tokenizer.json", "tokenizer_config.json" };
+        for (int k = 0; k < 2; k++) {
+            snprintf(src, sizeof src, "%s/%s", hf_dir(twins[i][1]), tf[k]);
+            snprintf(dst, sizeof dst, "%s/%s", d, tf[k]);
+            CHECK(copy_file(src, dst), "%s", src);
+        }
+        snprintf(src, sizeof src, "%s/twins/%s/tensors.txt", hf_dir(""), fam);
+        snprintf(dst, sizeof dst, "%s/model.safetensors", d);
+        CHECK(write_zero_model(src, dst), "%s", src);
+        gguf_file *ours = NULL, *theirs = NULL;
+        snprintf(ref, sizeof ref, "arch/%s/model-F32.gguf", fam);
+        CHECK(hf_open_as_gguf(d, &ours) == TH_OK, "%s: %s", fam, th_last_error());
+        CHECK(gguf_open(fixture(ref), &theirs) == TH_OK, "%s", th_last_error());
+        if (ours && theirs) {
+            int bad = 0;
+            CHECK(ours->n_tensors == theirs->n_tensors, "%s: %llu tensors, llama.cpp's fixture %llu", fam,
+                  (unsigned long long)ours->n_tensors, (unsigned long long)theirs->n_tensors);
+            for (uint64_t t = 0; t < theirs->n_tensors; t++) {
+                const gguf_tensor *b = &theirs->tensors[t];
+                char nm[256];
+                snprintf(nm, sizeof nm, "%.*s", (int)b->name.len, b->name.ptr);
+                const gguf_tensor *a = gguf_find_tensor(ours, nm);
+                bool same = a && a->n_dims == b->n_dims && a->type == b->type;
+                for (uint32_t k = 0; same && k < b->n_dims; k++) same = a->ne[k] == b->ne[k];
+                if (!same && bad++ < 5) fprintf(stderr, "  %s: tensor %s %s\n", fam, nm, a ? "differs in shape or type" : "missing");
+            }
+            for (uint64_t k = 0; k < theirs->n_kv; k++) {
+                gguf_str key = theirs->kv[k].key;
+                char kn[256];
+                snprintf(kn, sizeof kn, "%.*s", (int)key.len, key.ptr);
+                const gguf_kv *a = gguf_find(ours, kn);
+                if (!is_tokenizer_key(key) && (!a || a->type != theirs->kv[k].type) && bad++ < 10)
+                    fprintf(stderr, "  %s: metadata key %s %s\n", fam, kn, a ? "has another type" : "missing");
+            }
+            for (uint64_t k = 0; k < ours->n_kv; k++) {
+                gguf_str key = ours->kv[k].key;
+                char kn[256];
+                snprintf(kn, sizeof kn, "%.*s", (int)key.len, key.ptr);
+                if (!is_tokenizer_key(key) && !gguf_find(theirs, kn) && bad++ < 10)
+                    fprintf(stderr, "  %s: metadata key %s is not in llama.cpp's fixture\n", fam, kn);
+            }
+            printf("  %-8s %llu tensors, %llu keys: %d differences\n", fam, (unsigned long long)ours->n_tensors,
+                   (unsigned long long)ours->n_kv, bad);
+            CHECK(bad == 0, "%s: %d differences from the llama.cpp fixture", fam, bad);
+        }
+        gguf_close(ours);
+        gguf_close(theirs);
+    }
+}
+
 int main(int argc, char **argv) {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/test_hf.%d", (int)getpid());
     mkdir(tmpdir, 0755);
@@ -191,6 +464,10 @@ int main(int argc, char **argv) {
     RUN(test_st_ranges);
     RUN(test_shard_missing);
     RUN(test_config_errors);
+    RUN(test_hf_logits);
+    RUN(test_convert_same_logits);
+    RUN(test_hf_tokenizer_ids);
+    RUN(test_twins_match_arch);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);

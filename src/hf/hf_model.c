@@ -239,9 +239,25 @@ static th_status pick_family(hf_conv *c) {
                         "qwen3, qwen3_moe, gemma2, gemma3_text, gemma3, phi3, olmoe are)", c->dir, c->family);
 }
 
+/* The rope parameters of the global (full-attention) layers: rope_scaling
+ * (transformers 4), or rope_parameters (transformers 5; per layer type for
+ * Gemma 3: its "full_attention" entry). */
+static const cJSON *rope_obj(const hf_conv *c) {
+    const cJSON *rs = cfg_item(c, "rope_scaling");
+    if (present(rs)) return rs;
+    rs = cfg_item(c, "rope_parameters");
+    const cJSON *full = cJSON_IsObject(rs) ? cJSON_GetObjectItemCaseSensitive(rs, "full_attention") : NULL;
+    return cJSON_IsObject(full) ? full : rs;
+}
+
+static const cJSON *local_rope_obj(const hf_conv *c) {
+    const cJSON *rs = cfg_item(c, "rope_parameters");
+    return cJSON_IsObject(rs) ? cJSON_GetObjectItemCaseSensitive(rs, "sliding_attention") : NULL;
+}
+
 /* rope_scaling: linear / yarn as metadata, llama3 as a rope_freqs tensor. */
 static th_status rope_scaling(hf_conv *c, double theta, int64_t n_rot) {
-    const cJSON *rs = cfg_item(c, "rope_scaling");
+    const cJSON *rs = rope_obj(c);
     if (!present(rs)) return TH_OK;
     if (!cJSON_IsObject(rs)) return th_set_error(TH_ERR_FORMAT, "%s/config.json: key 'rope_scaling' must be an object or null", c->dir);
     const cJSON *ty = cJSON_GetObjectItemCaseSensitive(rs, "rope_type");
@@ -310,10 +326,11 @@ static th_status sliding_window(hf_conv *c) {
 
 /* The MoE keys of each family; n_expert = 0 for dense models. */
 static th_status experts(hf_conv *c) {
-    const char *count = !strcmp(c->family, "mixtral") ? "num_local_experts"
-                        : (!strcmp(c->family, "qwen3_moe") || !strcmp(c->family, "olmoe")) ? "num_experts" : NULL;
+    bool moe = !strcmp(c->family, "mixtral") || !strcmp(c->family, "qwen3_moe") || !strcmp(c->family, "olmoe");
     c->n_expert = 0;
-    if (!count) return TH_OK;
+    if (!moe) return TH_OK;
+    /* transformers 4 writes num_experts for qwen3_moe / olmoe, 5 writes num_local_experts everywhere */
+    const char *count = has(c, "num_local_experts") || !has(c, "num_experts") ? "num_local_experts" : "num_experts";
     int64_t used, ff;
     bool norm;
     TRY(cfg_int(c, count, true, &c->n_expert));
@@ -359,8 +376,14 @@ static th_status gemma_keys(hf_conv *c) {
         w_f32(c, caps[i], v);
     }
     if (strcmp(c->arch, "gemma3")) return TH_OK;
-    if (has(c, "rope_local_base_freq")) {
-        TRY(cfg_num(c, "rope_local_base_freq", true, &v));
+    const cJSON *lr = local_rope_obj(c);
+    const cJSON *lt_theta = cJSON_IsObject(lr) ? cJSON_GetObjectItemCaseSensitive(lr, "rope_theta") : NULL;
+    if (has(c, "rope_local_base_freq") || cJSON_IsNumber(lt_theta)) {
+        if (has(c, "rope_local_base_freq")) TRY(cfg_num(c, "rope_local_base_freq", true, &v));
+        else v = lt_theta->valuedouble;
+        const cJSON *lty = cJSON_IsObject(lr) ? cJSON_GetObjectItemCaseSensitive(lr, "rope_type") : NULL;
+        if (cJSON_IsString(lty) && strcmp(lty->valuestring, "default"))
+            return th_set_error(TH_ERR_UNSUPPORTED, "%s/config.json: rope scaling of the sliding layers ('%s') is not supported", c->dir, lty->valuestring);
         if (v != 10000.0)
             return th_set_error(TH_ERR_UNSUPPORTED, "%s/config.json: rope_local_base_freq %g is not supported (10000 is)", c->dir, v);
     }
@@ -413,6 +436,12 @@ static th_status write_hparams(hf_conv *c, const char *embd_name) {
         return th_set_error(TH_ERR_FORMAT, "%s/config.json: head_dim %lld is not plausible", c->dir, (long long)c->head_dim);
     if (has(c, "max_position_embeddings")) TRY(cfg_int(c, "max_position_embeddings", true, &ctx));
     if (has(c, "rope_theta")) TRY(cfg_num(c, "rope_theta", true, &theta));
+    else {
+        const cJSON *rt = cJSON_IsObject(rope_obj(c)) ? cJSON_GetObjectItemCaseSensitive(rope_obj(c), "rope_theta") : NULL;
+        if (present(rt) && !cJSON_IsNumber(rt))
+            return th_set_error(TH_ERR_FORMAT, "%s/config.json: rope_parameters.rope_theta must be a number", c->dir);
+        if (present(rt)) theta = rt->valuedouble;
+    }
     if (has(c, "partial_rotary_factor")) TRY(cfg_num(c, "partial_rotary_factor", true, &prf));
     int64_t n_rot = (int64_t)((double)c->head_dim * prf);
     if (prf <= 0 || prf > 1 || n_rot % 2)
@@ -439,7 +468,7 @@ static th_status write_hparams(hf_conv *c, const char *embd_name) {
     TRY(cfg_bool(c, "tie_word_embeddings", !strncmp(c->arch, "gemma", 5), &c->tied));
     TRY(cfg_bool(c, "mlp_bias", false, &b));
     if (b) return th_set_error(TH_ERR_UNSUPPORTED, "%s/config.json: mlp_bias = true is not supported", c->dir);
-    const cJSON *rs = cfg_item(c, "rope_scaling");
+    const cJSON *rs = rope_obj(c);
     const cJSON *rt = cJSON_IsObject(rs) ? cJSON_GetObjectItemCaseSensitive(rs, "rope_type") : NULL;
     if (!rt && cJSON_IsObject(rs)) rt = cJSON_GetObjectItemCaseSensitive(rs, "type");
     if (!strcmp(c->arch, "phi3") && cJSON_IsString(rt) && strcmp(rt->valuestring, "default"))
