@@ -415,6 +415,16 @@ th_status th_quantize_file(const char *in_path, const char *out_path, const th_q
 /* The accepted type names, space-separated ("F32 F16 BF16 Q4_0 ..."). */
 const char *th_quantize_type_names(void);
 
+/* ---------------------------------------------------------------- Hugging Face models (src/hf/)
+ *
+ * th_model_load and th_file_open also take a Hugging Face directory (config.json,
+ * model.safetensors or shards + model.safetensors.index.json, tokenizer.json,
+ * tokenizer_config.json) or a .safetensors file next to its config.json.
+ * th_hf_convert writes that model as a GGUF with llama.cpp's tensor names,
+ * metadata keys and layout (weights keep their F32/F16/BF16 type; quantize the
+ * result with th_quantize_file). */
+th_status th_hf_convert(const char *hf_path, const char *out_gguf);
+
 /* ---------------------------------------------------------------- runtime
  *
  * The runtime (src/runtime/) is the one generation loop of the project: a

@@ -1,6 +1,7 @@
 /* file_api.c — the th_file_* calls of theseus.h: read-only access to a parsed
  * GGUF file's metadata and tensor table, for `theseus inspect`. */
 #include "gguf/gguf.h"
+#include "hf/hf.h"
 #include "quant/quant.h"
 #include <inttypes.h>
 #include <stdio.h>
@@ -16,7 +17,7 @@ th_status th_file_open(const char *path, th_file **out) {
     *out = NULL;
     th_file *f = calloc(1, sizeof *f);
     if (!f) return th_set_error(TH_ERR_NOMEM, "out of memory");
-    th_status s = gguf_open(path, &f->g);
+    th_status s = hf_is_model_path(path) ? hf_open_as_gguf(path, &f->g) : gguf_open(path, &f->g);
     if (s) { free(f); return s; }
     f->keys = calloc(f->g->n_kv + 1, sizeof(char *));
     f->names = calloc(f->g->n_tensors + 1, sizeof(char *));

@@ -4,6 +4,7 @@
  * descriptors use; th_model_check_file / th_model_fault_recover (the file on
  * disk changing under a loaded model). */
 #include "arch/arch.h"
+#include "hf/hf.h"
 #include "model.h"
 #include <stdarg.h>
 #include <stdio.h>
@@ -189,7 +190,8 @@ th_status th_model_load(const char *path, const th_model_params *params, th_mode
     if (!path) return th_set_error(TH_ERR_ARG, "th_model_load: no path");
     th_model *m = calloc(1, sizeof *m);
     if (!m) return th_set_error(TH_ERR_NOMEM, "out of memory");
-    th_status s = gguf_open_ex(path, params->use_mmap, &m->file);
+    /* a Hugging Face directory (or .safetensors file) is presented as a GGUF (src/hf/) */
+    th_status s = hf_is_model_path(path) ? hf_open_as_gguf(path, &m->file) : gguf_open_ex(path, params->use_mmap, &m->file);
     if (s) { free(m); return s; }
     gguf_str arch;
     if (!gguf_get_str(m->file, "general.architecture", &arch)) {

@@ -16,6 +16,7 @@ static const command commands[] = {
     { "perplexity", cmd_perplexity, "perplexity of a text and KL divergence against a base (as llama-perplexity)" },
     { "bench", cmd_bench, "measure prompt and generation speed (llama-bench-style table)" },
     { "serve", cmd_serve, "OpenAI-compatible HTTP server with continuous batching" },
+    { "convert", cmd_convert, "write a Hugging Face model directory as a GGUF (llama.cpp names and layout)" },
 };
 
 static void usage(FILE *f) {

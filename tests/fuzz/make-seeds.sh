@@ -13,12 +13,14 @@
 #   fuzz_toolcall   a message in each tool-call format and a tools array
 #   fuzz_runtime_text  stop strings + token pieces (ASCII, split UTF-8, a stop across pieces)
 #                      and a ChatML context
+#   fuzz_safetensors  small safetensors files (F32/F16/BF16, metadata, a scalar, empty) and
+#                     'T' + two fixture tokenizer.json files (tests/fixtures/hf)
 set -eu
 OUT=${1:?usage: make-seeds.sh OUT}
 SHARED=${SHARED:-$(cd "$(dirname "$0")/../../.." && pwd)/shared}
 BUILD=${BUILD:-build}
 here=$(cd "$(dirname "$0")" && pwd)
-mkdir -p "$OUT"/{fuzz_gguf,fuzz_template,fuzz_tokenizer,fuzz_request,fuzz_http,fuzz_sampler,fuzz_gbnf,fuzz_schema,fuzz_kld,fuzz_runtime_text,fuzz_toolcall}
+mkdir -p "$OUT"/{fuzz_safetensors,fuzz_gguf,fuzz_template,fuzz_tokenizer,fuzz_request,fuzz_http,fuzz_sampler,fuzz_gbnf,fuzz_schema,fuzz_kld,fuzz_runtime_text,fuzz_toolcall}
 if [ -x "$BUILD/tests/test_gguf" ]; then SHARED=$SHARED "$BUILD/tests/test_gguf" --write-seeds "$OUT/fuzz_gguf" >/dev/null; fi
 for t in "$SHARED"/fixtures/chat-templates/*.jinja; do [ -f "$t" ] && cp "$t" "$OUT/fuzz_template/"; done
 cp "$here"/seeds/request/* "$OUT/fuzz_request/"
@@ -100,5 +102,29 @@ put("fuzz_toolcall", "llama3", b'\x01{"name": "f", "parameters": {"a": [1, 2]}}'
 put("fuzz_toolcall", "mistral", b'\x02[TOOL_CALLS][{"name": "f", "arguments": {}, "id": "abcDEF123"}]')
 put("fuzz_toolcall", "tools", b'\x04[{"type": "function", "function": {"name": "f", "parameters": {"type": "object", '
     b'"properties": {"x": {"type": "integer"}}, "required": ["x"]}}}]')
+PY
+python3 - "$OUT" "$here/../fixtures/hf" <<'PY'
+import json, os, struct, sys
+out, hf = sys.argv[1], sys.argv[2]
+def st(tensors, meta=None):
+    hdr, data, off = {}, b"", 0
+    if meta is not None:
+        hdr["__metadata__"] = meta
+    for name, dtype, shape, raw in tensors:
+        hdr[name] = {"dtype": dtype, "shape": shape, "data_offsets": [off, off + len(raw)]}
+        data += raw
+        off += len(raw)
+    h = json.dumps(hdr).encode()
+    return struct.pack("<Q", len(h)) + h + data
+def put(name, b):
+    open(os.path.join(out, "fuzz_safetensors", name), "wb").write(b)
+put("two", st([("a.weight", "F32", [2, 3], struct.pack("<6f", *range(6))), ("b", "F16", [2], b"\0<\0<")], {"format": "pt"}))
+put("bf16", st([("x", "BF16", [1, 4], b"\x80?" * 4), ("s", "F32", [], b"\0\0\x80?")]))
+put("empty", st([]))
+put("ints", st([("i", "I64", [2], struct.pack("<2q", 1, 2)), ("u", "U8", [3], b"abc"), ("f8", "F8_E4M3", [1], b"\x38")]))
+for fam in ("llama", "gemma3"):
+    p = os.path.join(hf, fam, "tokenizer.json")
+    if os.path.exists(p):
+        put("tok_" + fam, b"T" + open(p, "rb").read())
 PY
 echo "seeds written to $OUT"

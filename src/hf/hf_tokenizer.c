@@ -1,0 +1,268 @@
+/* hf_tokenizer.c — tokenizer.json + tokenizer_config.json (+ chat_template.jinja)
+ * as the tokenizer.ggml.* keys llama.cpp's convert writes, so the vocabulary
+ * loader (src/tokenizer/) builds the same vocabulary a GGUF gives.
+ *
+ * Supported: byte-level BPE ("model": BPE, pre_tokenizer ByteLevel alone, or a
+ * Sequence of Split regexes / Digits and ByteLevel); the pre-tokenizer is
+ * identified with the llama.cpp pre type whose regexes it uses (gpt-2,
+ * llama-bpe / smaug-bpe, qwen2, gpt-4o, smollm). Normalizer null or NFC.
+ * added_tokens: special -> control tokens, others -> user-defined. BOS/EOS from
+ * tokenizer_config.json (bos_token / eos_token, add_bos_token / add_eos_token),
+ * else from the post_processor's TemplateProcessing. Not yet: SentencePiece-style
+ * models (Metaspace pre-tokenizer, byte_fallback), Unigram, WordPiece. */
+#include "hf/hf.h"
+#include "hf/safetensors.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#define TT_NORMAL 1
+#define TT_CONTROL 3
+#define TT_USER 4
+#define TT_UNUSED 5
+
+/* HF's Split regexes (as tokenizer.json spells them) -> llama.cpp pre type. */
+static const struct { const char *regex, *pre, *pre_ignore_merges; } SPLITS[] = {
+    { "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+      "smaug-bpe", "llama-bpe" },
+    { "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+      "qwen2", NULL },
+    { "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|"
+      "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|"
+      "\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+", "gpt-4o", NULL },
+};
+
+static const cJSON *item(const cJSON *o, const char *k) { return cJSON_GetObjectItemCaseSensitive(o, k); }
+static bool type_is(const cJSON *o, const char *t) {
+    const cJSON *ty = item(o, "type");
+    return cJSON_IsString(ty) && !strcmp(ty->valuestring, t);
+}
+
+/* The pre-tokenizer's llama.cpp name, or an error naming what is not known. */
+static th_status pre_name(const char *path, const cJSON *pt, bool ignore_merges, const char **out) {
+    if (type_is(pt, "ByteLevel")) {
+        if (cJSON_IsTrue(item(pt, "add_prefix_space")))
+            return th_set_error(TH_ERR_UNSUPPORTED, "%s: pre_tokenizer ByteLevel with add_prefix_space is not supported", path);
+        if (cJSON_IsFalse(item(pt, "use_regex")))
+            return th_set_error(TH_ERR_UNSUPPORTED, "%s: pre_tokenizer ByteLevel without its regex (and no Split) is not supported", path);
+        *out = "gpt-2";
+        return TH_OK;
+    }
+    const cJSON *seq = item(pt, "pretokenizers");
+    if (!type_is(pt, "Sequence") || !cJSON_IsArray(seq) || cJSON_GetArraySize(seq) != 2)
+        return th_set_error(TH_ERR_UNSUPPORTED, "%s: this pre_tokenizer is not supported (ByteLevel, or a Sequence of one Split "
+                            "or Digits and a ByteLevel, is)", path);
+    const cJSON *a = seq->child, *b = a->next;
+    if (!type_is(b, "ByteLevel") || cJSON_IsTrue(item(b, "add_prefix_space")))
+        return th_set_error(TH_ERR_UNSUPPORTED, "%s: pre_tokenizer Sequence: the second step must be ByteLevel without "
+                            "add_prefix_space", path);
+    bool b_regex = !cJSON_IsFalse(item(b, "use_regex"));
+    if (type_is(a, "Digits") && cJSON_IsTrue(item(a, "individual_digits")) && b_regex) {
+        *out = "smollm";
+        return TH_OK;
+    }
+    const cJSON *pat = type_is(a, "Split") ? item(item(a, "pattern"), "Regex") : NULL;
+    const cJSON *beh = item(a, "behavior");
+    if (!cJSON_IsString(pat) || b_regex || !cJSON_IsString(beh) || strcmp(beh->valuestring, "Isolated") ||
+        cJSON_IsTrue(item(a, "invert")))
+        return th_set_error(TH_ERR_UNSUPPORTED, "%s: pre_tokenizer Sequence: the first step must be Split (a Regex pattern, "
+                            "Isolated) or Digits (individual) before a ByteLevel", path);
+    for (size_t i = 0; i < sizeof SPLITS / sizeof SPLITS[0]; i++)
+        if (!strcmp(pat->valuestring, SPLITS[i].regex)) {
+            *out = ignore_merges && SPLITS[i].pre_ignore_merges ? SPLITS[i].pre_ignore_merges : SPLITS[i].pre;
+            return TH_OK;
+        }
+    return th_set_error(TH_ERR_UNSUPPORTED, "%s: pre_tokenizer Split regex %.200s is not one we know", path, pat->valuestring);
+}
+
+typedef struct tok_table {
+    const char **text;       /* n entries; NULL = padding */
+    int32_t *type;
+    int64_t n;
+    char **owned;            /* texts made here */
+    int64_t n_owned;
+} tok_table;
+
+static th_status put_token(const char *path, tok_table *t, const cJSON *id, const char *text, int32_t type) {
+    double d = cJSON_IsNumber(id) ? id->valuedouble : -1;
+    if (!(d >= 0 && d < (double)t->n && d == (double)(int64_t)d))
+        return th_set_error(TH_ERR_FORMAT, "%s: token '%.80s' has id %g, outside the %lld embedding rows (vocab_size)", path, text,
+                            d, (long long)t->n);
+    int64_t i = (int64_t)d;
+    t->text[i] = text;
+    t->type[i] = type;
+    return TH_OK;
+}
+
+/* merges as "a b" strings: either already so, or ["a", "b"] pairs (tokenizers >= 0.20). */
+static th_status merges_of(const char *path, const cJSON *mg, char ***out, int64_t *n) {
+    int64_t k = cJSON_GetArraySize(mg), i = 0;
+    char **m = calloc((size_t)(k ? k : 1), sizeof *m);
+    if (!m) return th_set_error(TH_ERR_NOMEM, "out of memory");
+    for (const cJSON *e = mg->child; e; e = e->next, i++) {
+        if (cJSON_IsString(e)) m[i] = strdup(e->valuestring);
+        else if (cJSON_IsArray(e) && cJSON_GetArraySize(e) == 2 && cJSON_IsString(e->child) && cJSON_IsString(e->child->next)) {
+            size_t l1 = strlen(e->child->valuestring), l2 = strlen(e->child->next->valuestring);
+            if ((m[i] = malloc(l1 + l2 + 2))) sprintf(m[i], "%s %s", e->child->valuestring, e->child->next->valuestring);
+        } else {
+            for (int64_t j = 0; j < i; j++) free(m[j]);
+            free(m);
+            return th_set_error(TH_ERR_FORMAT, "%s: model.merges[%lld] is neither \"a b\" nor [\"a\", \"b\"]", path, (long long)i);
+        }
+        if (!m[i]) { for (int64_t j = 0; j < i; j++) free(m[j]); free(m); return th_set_error(TH_ERR_NOMEM, "out of memory"); }
+    }
+    *out = m;
+    *n = k;
+    return TH_OK;
+}
+
+static const char *token_content(const cJSON *v) {
+    if (cJSON_IsString(v)) return v->valuestring;
+    const cJSON *c = item(v, "content");
+    return cJSON_IsString(c) ? c->valuestring : NULL;
+}
+
+static int64_t find_id(const tok_table *t, const char *s) {
+    for (int64_t i = 0; i < t->n; i++) if (t->text[i] && !strcmp(t->text[i], s)) return i;
+    return -1;
+}
+
+/* BOS/EOS, add_bos/add_eos, chat template. */
+static th_status write_config(const char *dir, const cJSON *tj, const tok_table *t, gguf_writer *w) {
+    char p[4200], *text = NULL;
+    cJSON *tc = NULL;
+    snprintf(p, sizeof p, "%s/tokenizer_config.json", dir);
+    if (access(p, F_OK) == 0) {
+        th_status s = hf_read_text(p, 64u << 20, &text, NULL);
+        if (s) return s;
+        tc = cJSON_Parse(text);
+        free(text);
+        if (!cJSON_IsObject(tc)) { cJSON_Delete(tc); return th_set_error(TH_ERR_FORMAT, "%s: not a JSON object", p); }
+    }
+    static const char *const names[] = { "bos_token", "eos_token", "unk_token", "pad_token" };
+    static const char *const keys[] = { "tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id",
+                                         "tokenizer.ggml.unknown_token_id", "tokenizer.ggml.padding_token_id" };
+    int64_t ids[4] = { -1, -1, -1, -1 };
+    th_status s = TH_OK;
+    for (int i = 0; i < 4 && tc && !s; i++) {
+        const cJSON *v = item(tc, names[i]);
+        if (!v || cJSON_IsNull(v)) continue;
+        const char *c = token_content(v);
+        if (!c) s = th_set_error(TH_ERR_FORMAT, "%s: key '%s' must be a string or an object with 'content'", p, names[i]);
+        else if ((ids[i] = find_id(t, c)) < 0) s = th_set_error(TH_ERR_FORMAT, "%s: %s '%.80s' is not a token", p, names[i], c);
+        else gguf_w_u32(w, keys[i], (uint32_t)ids[i]);
+    }
+    /* add_bos: tokenizer_config's flag, else whether the post_processor's single template starts with a special token */
+    bool add_bos = false, add_eos = false;
+    const cJSON *pp = item(tj, "post_processor");
+    const cJSON *single = type_is(pp, "TemplateProcessing") ? item(pp, "single") : NULL;
+    if (cJSON_IsArray(single) && single->child) {
+        add_bos = item(single->child, "SpecialToken") != NULL;
+        const cJSON *last = single->child;
+        while (last->next) last = last->next;
+        add_eos = last != single->child && item(last, "SpecialToken") != NULL;
+        if (add_bos && ids[0] < 0) {
+            const cJSON *sid = item(item(single->child, "SpecialToken"), "id");
+            if (cJSON_IsString(sid) && (ids[0] = find_id(t, sid->valuestring)) >= 0)
+                gguf_w_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)ids[0]);
+        }
+    }
+    const cJSON *ab = tc ? item(tc, "add_bos_token") : NULL, *ae = tc ? item(tc, "add_eos_token") : NULL;
+    if (!s && ab && !cJSON_IsBool(ab)) s = th_set_error(TH_ERR_FORMAT, "%s: key 'add_bos_token' must be true or false", p);
+    if (!s && ae && !cJSON_IsBool(ae)) s = th_set_error(TH_ERR_FORMAT, "%s: key 'add_eos_token' must be true or false", p);
+    if (ab && cJSON_IsBool(ab)) add_bos = cJSON_IsTrue(ab);
+    if (ae && cJSON_IsBool(ae)) add_eos = cJSON_IsTrue(ae);
+    if (!s && add_bos && ids[0] < 0) s = th_set_error(TH_ERR_FORMAT, "%s: add_bos_token is true but there is no bos_token", dir);
+    if (!s && add_eos && ids[1] < 0) s = th_set_error(TH_ERR_FORMAT, "%s: add_eos_token is true but there is no eos_token", dir);
+    if (!s) {
+        gguf_w_bool(w, "tokenizer.ggml.add_bos_token", add_bos);
+        gguf_w_bool(w, "tokenizer.ggml.add_eos_token", add_eos);
+    }
+    /* chat template: chat_template.jinja beside it, or tokenizer_config's chat_template */
+    char *tmpl = NULL;
+    snprintf(p, sizeof p, "%s/chat_template.jinja", dir);
+    if (!s && access(p, F_OK) == 0) s = hf_read_text(p, 4u << 20, &tmpl, NULL);
+    const cJSON *ct = tc ? item(tc, "chat_template") : NULL;
+    if (!s && !tmpl && cJSON_IsArray(ct)) {
+        for (const cJSON *e = ct->child; e; e = e->next) {
+            const cJSON *nm = item(e, "name"), *tx = item(e, "template");
+            if (cJSON_IsString(nm) && !strcmp(nm->valuestring, "default") && cJSON_IsString(tx)) ct = tx;
+        }
+    }
+    if (!s && tmpl) gguf_w_str(w, "tokenizer.chat_template", tmpl);
+    else if (!s && cJSON_IsString(ct)) gguf_w_str(w, "tokenizer.chat_template", ct->valuestring);
+    free(tmpl);
+    cJSON_Delete(tc);
+    return s;
+}
+
+static th_status write_bpe(const char *path, const char *dir, const cJSON *tj, int64_t n_vocab, gguf_writer *w) {
+    const cJSON *model = item(tj, "model");
+    const cJSON *vocab = item(model, "vocab"), *mg = item(model, "merges");
+    if (!type_is(model, "BPE") && !(model && !item(model, "type") && cJSON_IsArray(mg)))
+        return th_set_error(TH_ERR_UNSUPPORTED, "%s: model type is not BPE (only byte-level BPE tokenizers are supported yet)", path);
+    if (cJSON_IsTrue(item(model, "byte_fallback")))
+        return th_set_error(TH_ERR_UNSUPPORTED, "%s: BPE with byte_fallback (SentencePiece-style) is not supported yet", path);
+    if (!cJSON_IsObject(vocab) || !cJSON_IsArray(mg))
+        return th_set_error(TH_ERR_FORMAT, "%s: model.vocab must be an object and model.merges an array", path);
+    const cJSON *norm = item(tj, "normalizer");
+    if (norm && !cJSON_IsNull(norm) && !type_is(norm, "NFC"))
+        return th_set_error(TH_ERR_UNSUPPORTED, "%s: this normalizer is not supported for byte-level BPE (none or NFC is)", path);
+    bool ignore_merges = cJSON_IsTrue(item(model, "ignore_merges"));
+    const char *pre = NULL;
+    th_status s = pre_name(path, item(tj, "pre_tokenizer"), ignore_merges, &pre);
+    if (s) return s;
+    tok_table t = { .n = n_vocab };
+    t.text = calloc((size_t)n_vocab, sizeof *t.text);
+    t.type = calloc((size_t)n_vocab, sizeof *t.type);
+    t.owned = calloc((size_t)n_vocab, sizeof *t.owned);
+    char **merges = NULL;
+    int64_t n_merges = 0;
+    if (!t.text || !t.type || !t.owned) s = th_set_error(TH_ERR_NOMEM, "out of memory for %lld tokens", (long long)n_vocab);
+    for (const cJSON *e = vocab->child; e && !s; e = e->next) s = put_token(path, &t, e, e->string, TT_NORMAL);
+    const cJSON *added = item(tj, "added_tokens");
+    for (const cJSON *e = cJSON_IsArray(added) ? added->child : NULL; e && !s; e = e->next) {
+        const char *c = token_content(e);
+        if (!c) { s = th_set_error(TH_ERR_FORMAT, "%s: an added_tokens entry has no 'content' string", path); break; }
+        s = put_token(path, &t, item(e, "id"), c, cJSON_IsTrue(item(e, "special")) ? TT_CONTROL : TT_USER);
+    }
+    for (int64_t i = 0; i < n_vocab && !s; i++) {
+        if (t.text[i]) continue;
+        char buf[32];
+        snprintf(buf, sizeof buf, "[PAD%lld]", (long long)i);
+        if (!(t.owned[t.n_owned] = strdup(buf))) { s = th_set_error(TH_ERR_NOMEM, "out of memory"); break; }
+        t.text[i] = t.owned[t.n_owned++];
+        t.type[i] = TT_UNUSED;
+    }
+    if (!s) s = merges_of(path, mg, &merges, &n_merges);
+    if (!s) {
+        gguf_w_str(w, "tokenizer.ggml.model", "gpt2");
+        gguf_w_str(w, "tokenizer.ggml.pre", pre);
+        gguf_w_arr_str(w, "tokenizer.ggml.tokens", t.text, (uint64_t)n_vocab);
+        gguf_w_arr(w, "tokenizer.ggml.token_type", GGUF_I32, t.type, (uint64_t)n_vocab);
+        gguf_w_arr_str(w, "tokenizer.ggml.merges", (const char *const *)merges, (uint64_t)n_merges);
+        s = write_config(dir, tj, &t, w);
+    }
+    for (int64_t i = 0; i < n_merges; i++) free(merges[i]);
+    free(merges);
+    for (int64_t i = 0; i < t.n_owned; i++) free(t.owned[i]);
+    free(t.owned);
+    free(t.text);
+    free(t.type);
+    return s;
+}
+
+th_status hf_tok_write(const char *dir, int64_t n_vocab, gguf_writer *w) {
+    char path[4200], *text = NULL;
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    th_status s = hf_read_text(path, 256u << 20, &text, NULL);
+    if (s) return s;
+    cJSON *tj = cJSON_Parse(text);
+    free(text);
+    if (!cJSON_IsObject(tj)) { cJSON_Delete(tj); return th_set_error(TH_ERR_FORMAT, "%s: not a JSON object", path); }
+    s = write_bpe(path, dir, tj, n_vocab, w);
+    cJSON_Delete(tj);
+    return s;
+}
