@@ -18,6 +18,7 @@ bool th_bytes_reserve(th_bytes *b, size_t extra) {
     if (!np) { b->failed = true; return false; }
     b->p = np;
     b->cap = cap;
+    b->p[b->n] = 0;     /* NUL-terminated from the first allocation on */
     return true;
 }
 
