@@ -62,7 +62,7 @@ static void test_qn_type_table(void) {
         const th_type_info *ti = th_type_info_get(t);
         CHECK(ti != NULL, "type %u", t);
         if (!ti) continue;
-        char want[8];
+        char want[16];
         snprintf(want, sizeof want, "q%d", n);
         CHECK(!strcmp(ti->name, want) && !strcmp(th_type_name(t), want), "name %s", ti->name);
         CHECK(ti->block == 64 && ti->bytes == 8u * (unsigned)n + 2u && ti->supported && ti->act_type == TH_Q8_0,
