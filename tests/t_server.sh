@@ -32,7 +32,7 @@ key=k-$(python3 -c 'import secrets; print(secrets.token_hex(8))')
 printf '%s\n' "$key" >"$tmp/key"
 start_server --parallel 8 --ctx 4096 --batch 64 --timeout 3 --mem-budget 402653184 --api-key-file "$tmp/key" || exit 1
 export THESEUS_SERVER_PORT=$port THESEUS_SERVER_KEY=$key THESEUS_SERVER_PID=$pid
-for t in ${SERVER_TESTS:-api hostile slow load}; do
+for t in ${SERVER_TESTS:-api hostile slow load structured}; do
     [ "$t" = busy ] && continue
     (cd tests/server && timeout 300 python3 "test_$t.py")
 done

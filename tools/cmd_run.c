@@ -181,6 +181,9 @@ static void print_stats(const th_request *r) {
     fprintf(stderr, "\n[prompt: %d tokens, %.1f tok/s | generation: %d tokens, %.1f tok/s]\n", n_prompt,
             st.t_prompt > 0 ? n_prompt / st.t_prompt : 0.0, st.n_generated,
             st.t_generate > 0 ? st.n_generated / st.t_generate : 0.0);
+    if (st.t_grammar > 0)   /* --grammar / --json-schema / --json: what the constraint cost */
+        fprintf(stderr, "[grammar: %.2f ms, %.2f %% of generation; %llu whole-vocabulary masks]\n", st.t_grammar * 1e3,
+                st.t_generate > 0 ? 100.0 * st.t_grammar / st.t_generate : 0.0, (unsigned long long)st.grammar_masks);
 }
 
 /* All of text's tokens (the buffer sized from the tokenizer's answer: a

@@ -8,6 +8,7 @@
  *   text.c      one choice's output: UTF-8 holdback, stop strings, logprob
  *               entries released with the text they cover
  *   chatml.c    th_chat_render_chatml (the ChatML fallback)
+ *   toolcall.c  tool calls: formats, parsing, the grammar of a call (no runtime state)
  *
  * Ownership: the queue, the stop flag and the stats are under rt->mu (stats
  * are also atomics, for lock-free snapshots); slots, the context and every

@@ -5,6 +5,7 @@
  *   serve.c        command line, start-up, shutdown
  *   serve_http.c   libmicrohttpd handler: routing, body limits, auth, SSE
  *   serve_req.c    JSON request parsing and validation into a job
+ *   serve_tools.c  tools / tool_choice, tool-call history, teaching templates that ignore tools
  *   serve_resp.c   JSON responses, stream chunks, errors
  *   serve_sched.c  jobs onto the runtime (src/runtime/: continuous batching) and back
  *   serve_metrics.c counters, histograms, Prometheus text

@@ -205,9 +205,9 @@ void srv_random_hex(char *out, size_t n_hex) {
  * json_schema: parse_structured; tools, tool_choice: serve_tools.c.) */
 static bool refuse_unsupported(const cJSON *o, bool chat, perr *e) {
     const cJSON *v;
-    if ((v = field(o, "functions"))) return fail(e, 400, "'functions' is not supported (no tool calls)");
+    if ((v = field(o, "functions"))) return fail(e, 400, "'functions' is not supported (use 'tools')");
     if ((v = field(o, "function_call")) && !(cJSON_IsString(v) && !strcmp(v->valuestring, "none")))
-        return fail(e, 400, "'function_call' is not supported (no tool calls)");
+        return fail(e, 400, "'function_call' is not supported (use 'tool_choice')");
     if (!chat) {
         if (field(o, "tools") || field(o, "tool_choice")) return fail(e, 400, "'tools' and 'tool_choice' need /v1/chat/completions");
         if ((v = field(o, "best_of")) && !(cJSON_IsNumber(v) && v->valuedouble == 1))
