@@ -14,6 +14,8 @@ typedef struct run_opts {
     long n_predict, threads, ctx;
     bool special, verbose, gpu;
     th_sampler_params sp;
+    cli_spec spec;              /* speculative decoding (cli_spec.c) */
+    bool batch_invariant;       /* --batch-invariant: pad one-row steps (what a drafter does) */
 } run_opts;
 
 static void usage(FILE *f, const char *cmd) {
@@ -39,6 +41,9 @@ static void usage(FILE *f, const char *cmd) {
                "  --special              parse control-token text in the prompt (run)\n"
                "  --gpu, -ngl N          run the whole model on the GPU (CUDA build)\n"
                "  -v, --verbose          print load information\n");
+    cli_spec_usage(f);
+    fprintf(f, "  --batch-invariant      pad one-token steps to two rows, as speculative decoding does\n"
+               "                         (greedy text then equals that of any --spec/--draft run)\n");
 }
 
 /* Returns 0 on success, 1 = handled (help), 2 = usage error. */
@@ -51,6 +56,10 @@ static int parse_opts(const char *cmd, int argc, char **argv, run_opts *o) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         double d; long l;
+        int sa = cli_spec_arg(cmd, a, v, &o->spec);
+        if (sa < 0) return 2;
+        if (sa > 0) { i += sa - 1; continue; }
+        if (!strcmp(a, "--batch-invariant")) { o->batch_invariant = true; continue; }
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout, cmd); return 1; }
         else if (!strcmp(a, "--special")) o->special = true;
         else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) o->verbose = true;
@@ -83,6 +92,7 @@ typedef struct session {
     th_runtime *rt;             /* one slot, stepped here: the same runtime as `serve` */
     th_sampler_params sp;
     long n_predict;
+    cli_spec spec;
 } session;
 
 static int open_session(const char *cmd, const run_opts *o, bool keep_prefix, session *S) {
@@ -92,6 +102,8 @@ static int open_session(const char *cmd, const run_opts *o, bool keep_prefix, se
     th_model_params mp = cli_model_params();
     mp.verbose = o->verbose;
     th_status s = th_model_load(o->model, &mp, &S->m);
+    S->spec = o->spec;
+    if (!s) s = cli_spec_open(&S->spec, o->verbose);
     th_sampler *probe = NULL;   /* checks the sampling flags; says whether decoding is greedy */
     if (!s) s = th_sampler_new(&o->sp, th_model_n_vocab(S->m), &probe);
     if (!s) {
@@ -103,6 +115,8 @@ static int open_session(const char *cmd, const run_opts *o, bool keep_prefix, se
         rp.context.logits_argmax_only = o->gpu && greedy;
         rp.slot_ctx = (int32_t)o->ctx;
         rp.keep_prefix = keep_prefix;   /* chat: the KV keeps the conversation's shared prefix */
+        rp.spec = S->spec.p;
+        rp.batch_invariant = o->batch_invariant;
         s = th_runtime_new(S->m, &rp, &S->rt);
         if (!s && o->verbose)
             fprintf(stderr, "theseus %s: %s\n", cmd, !greedy ? "sampling from the full logits"
@@ -115,6 +129,7 @@ static int open_session(const char *cmd, const run_opts *o, bool keep_prefix, se
 
 static void close_session(session *S) {
     th_runtime_free(S->rt);
+    cli_spec_close(&S->spec);
     th_model_free(S->m);
 }
 
@@ -149,6 +164,7 @@ static void print_stats(const th_request *r) {
     fprintf(stderr, "\n[prompt: %d tokens, %.1f tok/s | generation: %d tokens, %.1f tok/s]\n", n_prompt,
             st.t_prompt > 0 ? n_prompt / st.t_prompt : 0.0, st.n_generated,
             st.t_generate > 0 ? st.n_generated / st.t_generate : 0.0);
+    cli_spec_print(stderr, st.n_drafted, st.n_accepted, st.n_generated, 0);
 }
 
 /* All of text's tokens (the buffer sized from the tokenizer's answer: a
