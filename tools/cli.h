@@ -59,4 +59,15 @@ void cli_spec_close(cli_spec *o);
 /* "[speculative: N drafted, M accepted (x %), y tokens a verification step]" when N > 0. */
 void cli_spec_print(FILE *f, int32_t drafted, int32_t accepted, int32_t generated, int32_t rounds);
 
+/* bench's speculative rows (bench_spec.c). */
+typedef struct bench_spec_opts {
+    cli_spec *spec;
+    const char *prompt_file;
+    long n_gen, reps, threads;
+    bool gpu, argmax_only, verbose;
+    int w_model;
+    const char *size, *params, *backend;
+} bench_spec_opts;
+th_status bench_spec(th_model *m, const bench_spec_opts *o);
+
 #endif
