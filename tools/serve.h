@@ -31,6 +31,7 @@ typedef struct srv_config {
     bool verbose, gpu;
     int max_conns, max_conns_per_ip;   /* connection caps (serve_conn.c); 0 per ip: no cap */
     size_t mem_budget;                 /* bytes of request bodies, parsed JSON and template renders in flight */
+    cli_spec *spec;                    /* speculative decoding (--spec, --draft, --draft-layers), NULL: none */
 } srv_config;
 
 /* ---------------------------------------------------------------- jobs */
@@ -67,6 +68,7 @@ typedef struct srv_params {       /* what the request asked for, validated */
     int32_t n_bias;
     th_token bias_tok[SRV_MAX_BIAS];
     float bias_val[SRV_MAX_BIAS];
+    int32_t draft_max;            /* "draft_max": -1 no speculative decoding, 0 the server's, > 0 a cap */
 } srv_params;
 
 typedef struct srv_job {
@@ -112,6 +114,7 @@ typedef struct srv_metrics {
     atomic_ullong requests, requests_failed, prompt_tokens, gen_tokens;
     atomic_int queue_depth, active_seqs;
     atomic_uint kv_used, kv_total;
+    atomic_ullong spec_drafted, spec_accepted, spec_rounds;   /* the runtime's speculative counters */
 } srv_metrics;
 
 extern srv_metrics g_metrics;
