@@ -18,7 +18,8 @@
  *
  * TH_SPEC_PROMPTS (default 3 for SmolLM2, 1 for Gemma) and TH_SPEC_TOKENS
  * (default 128) set the greedy runs' size (tests/spec_identity.sh runs 20 x 128);
- * TH_SPEC_SAMPLES (default 800) the distribution tests' requests per arm. */
+ * TH_SPEC_SAMPLES (default 800) the distribution tests' requests per arm;
+ * TH_SPEC_GPU=1 runs every runtime on the GPU (a CUDA build with a device). */
 #include "check.h"
 #include "theseus.h"
 #include "context.h"
@@ -165,6 +166,7 @@ static th_runtime *mk(th_model *m, const th_spec_params *sp, int slots, int slot
     p.max_queue = 4096;
     p.batch_invariant = true;
     p.keep_prefix = keep;
+    p.context.gpu = getenv("TH_SPEC_GPU") && *getenv("TH_SPEC_GPU") == '1';   /* the GPU run (CUDA build) */
     if (sp) p.spec = *sp;
     th_runtime *rt = NULL;
     th_status s = th_runtime_new(m, &p, &rt);

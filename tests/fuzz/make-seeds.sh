@@ -94,5 +94,8 @@ put("fuzz_runtime_text", "ascii", rt([b" 7"], [b" 5", b",", b" 6", b",", b" 7", 
 put("fuzz_runtime_text", "utf8", rt([b"\xc3\xa9t"], [b"caf", b"\xc3", b"\xa9", b"t\xe2\x82", b"\xac"]))
 put("fuzz_runtime_text", "nostop", rt([], [b"Hello", b" world", b"\xf0\x9f", b"\x98\x80"]))
 put("fuzz_runtime_text", "chatml", b'{"messages":[{"role":"system","content":"s"},{"role":"user","content":"hi"}]}')
+os.makedirs(os.path.join(out, "fuzz_layers"), exist_ok=True)   # layer count byte (value + 1), then the list
+for name, b in [("half", b"\x1d0-14"), ("list", b"\x1d0-9,12,20-29"), ("one", b"\x033"), ("bad", b"\x1d5-2,x")]:
+    put("fuzz_layers", name, b)
 PY
 echo "seeds written to $OUT"
