@@ -470,13 +470,11 @@ const char *th_quantize_type_names(void);
  *       chosen token (a grammar masks what it forbids and advances its state);
  *       this one works today (a request with a processor never takes the
  *       greedy argmax shortcut).
- *   (b) speculative decoding: a drafter will propose tokens after a slot's
- *       next token; the step already gathers each generating slot's tokens
- *       through one function (all in the same ragged batch, logits for each)
- *       and verifies the logits rows of a slot in one loop (sample row k,
- *       accept while it equals draft token k, th_kv_seq_truncate the rest).
- *       Not implemented: today a slot feeds exactly one token and verifies
- *       one row, and no drafter type is declared yet.
+ *   (b) speculative decoding (th_runtime_params.spec, docs/speculative.md): a
+ *       drafter proposes tokens after a generating slot's next token; they join
+ *       the step's one ragged batch (logits for each), row k decides draft k
+ *       (greedy argmax, or th_sampler_sample_spec's rejection rule) and the KV
+ *       of what is rejected is truncated (th_kv_seq_truncate).
  */
 
 typedef struct th_runtime th_runtime;
