@@ -496,7 +496,7 @@ static void test_distribution_draft_penalties(void) {
 
 static void test_distribution_layers(void) {
     if (!g_tiny) SKIP("no tiny fixture");
-    th_spec_params sp = { .kind = TH_SPEC_LAYERS, .layers = "0-1", .draft_max = 2, .fixed = true };
+    th_spec_params sp = { .kind = TH_SPEC_LAYERS, .layers = "0-2", .draft_max = 2, .fixed = true };
     th_sampler_params s = sampling(0.8f, 4, 1.0f, 0.0f);
     s.repeat_penalty = 1.2f;
     double st, lim, rate;
