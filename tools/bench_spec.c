@@ -156,7 +156,7 @@ th_status bench_spec(th_model *m, const bench_spec_opts *o) {
         printf("\nspeculative (%s%s%s): prompt %zu tokens, %ld generated a run; acceptance %.1f %% (%llu of %llu drafts), "
                "mean accepted length %.2f a verification; speed-up %.2fx over plain decode "
                "(same run, medians of %ld); greedy tokens %s\n",
-               th_spec_kind_name(o->spec->p.kind), o->spec->p.kind == TH_SPEC_DRAFT ? " " : "",
+               th_spec_kind_name(o->spec->p.kind), o->spec->p.kind != TH_SPEC_NGRAM ? " " : "",
                o->spec->p.kind == TH_SPEC_DRAFT ? o->spec->draft_path : o->spec->p.kind == TH_SPEC_LAYERS ? o->spec->p.layers : "",
                n, gen_b / o->reps, 100 * acc, (unsigned long long)st.spec_accepted, (unsigned long long)st.spec_drafted,
                st.spec_rounds ? (double)st.spec_accepted / (double)st.spec_rounds : 0, mp > 0 ? msp / mp : 0, o->reps,
