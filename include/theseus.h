@@ -152,6 +152,11 @@ typedef struct th_context_params {
                                   * (on either backend). On the GPU the logits rows stay on the
                                   * device: a kernel takes each row's argmax and only n_out int32
                                   * are copied back. For greedy decoding (th_sampler_is_greedy). */
+    const char *layers;    /* NULL or "": every layer; else the layers this context runs, as a list
+                            * of indices and ranges ("0-14", "0-9,12,20-29"), in order, then the
+                            * output head: a layer-skip draft sharing the model's weights
+                            * (speculative decoding). Parsed at creation (not kept); the KV
+                            * cache keeps room for every layer. A bad list is TH_ERR_ARG. */
 } th_context_params;
 
 enum { TH_KV_F16 = 0, TH_KV_F32 = 1 };
@@ -256,6 +261,21 @@ void th_sampler_accept(th_sampler *s, th_token t);
 /* Forget the penalty history and restart the random stream from the seed
  * (logit biases stay). */
 void th_sampler_reset(th_sampler *s);
+
+/* Speculative verification of one row (src/runtime/ uses it; exact for any draft):
+ * p = the distribution th_sampler_sample would draw from for these logits and the
+ * history so far (steps 1-8 of the chain: 0 outside what top-k/top-p/min-p keep;
+ * greedy: 1 at its argmax). With draft >= 0 the draft token is accepted with
+ * probability min(1, p[draft] / q[draft]), where q[n_vocab] is the distribution the
+ * drafter drew it from (NULL: a deterministic drafter, q = a point mass at draft);
+ * otherwise the returned token is drawn from max(0, p - q) normalised (q NULL: p
+ * without the draft token). draft < 0: a plain draw from p. *accepted (may be NULL)
+ * says whether the draft was taken. p_out (may be NULL) receives p. The random
+ * numbers come from s's stream; the token is not added to the history; afterwards
+ * th_sampler_last_logprobs describes this row and the returned token. The first
+ * call allocates a row of n_vocab floats. -1 with an error set on failure. */
+th_token th_sampler_sample_spec(th_sampler *s, const float *logits, th_token draft, const float *q, float *p_out,
+                                bool *accepted);
 
 /* Log-probabilities behind the last th_sampler_sample (for OpenAI `logprobs`):
  * log-softmax over all n_vocab logits after logit bias and penalties, before
@@ -460,19 +480,39 @@ th_status th_hf_convert(const char *hf_path, const char *out_gguf);
  *       chosen token (a grammar masks what it forbids and advances its state);
  *       this one works today (a request with a processor never takes the
  *       greedy argmax shortcut).
- *   (b) speculative decoding: a drafter will propose tokens after a slot's
- *       next token; the step already gathers each generating slot's tokens
- *       through one function (all in the same ragged batch, logits for each)
- *       and verifies the logits rows of a slot in one loop (sample row k,
- *       accept while it equals draft token k, th_kv_seq_truncate the rest).
- *       Not implemented: today a slot feeds exactly one token and verifies
- *       one row, and no drafter type is declared yet.
+ *   (b) speculative decoding (th_runtime_params.spec, docs/speculative.md): a
+ *       drafter proposes tokens after a generating slot's next token; they join
+ *       the step's one ragged batch (logits for each), row k decides draft k
+ *       (greedy argmax, or th_sampler_sample_spec's rejection rule) and the KV
+ *       of what is rejected is truncated (th_kv_seq_truncate).
  */
 
 typedef struct th_runtime th_runtime;
 typedef struct th_request th_request;
 
 #define TH_MAX_TOP_LOGPROBS 20
+
+/* Speculative decoding (src/runtime/spec.c, docs/speculative.md): a drafter proposes
+ * up to draft_max tokens after a generating slot's next token; they are verified in
+ * the step's one ragged batch (logits for each) and the rejected ones leave the KV.
+ * Greedy output is token-identical to decoding without it with batch_invariant on,
+ * which a drafter turns on (every speculative step decodes two or more rows, and on
+ * the CPU one row takes other kernels whose rounding differs); sampled output has
+ * the same distribution (th_sampler_sample_spec). */
+typedef struct th_spec_params {
+    int32_t kind;           /* TH_SPEC_NONE (0), TH_SPEC_NGRAM, TH_SPEC_DRAFT, TH_SPEC_LAYERS */
+    int32_t ngram;          /* NGRAM: longest n-gram of the recent text looked up (0 = 3); also
+                             * shorter ones down to 2 (1 when ngram is 1) */
+    th_model *draft;        /* DRAFT: the draft model (same vocabulary, checked; not owned: keep
+                             * it loaded until the runtime is freed); its own context and KV */
+    const char *layers;     /* LAYERS: the target's layers the draft runs, e.g. "0-14"
+                             * (th_context_params.layers; copied) */
+    int32_t draft_max;      /* most draft tokens a step (0 = 8; at most 64) */
+    int32_t draft_min;      /* proposals shorter than this are not verified, and the adaptive
+                             * length never drops below it (0 = 1) */
+    bool fixed;             /* always ask for draft_max (no adaptation) */
+    bool draft_cpu;         /* the draft context runs on the CPU even when context.gpu is set */
+} th_spec_params;
 
 typedef struct th_runtime_params {
     th_context_params context;  /* threads, gpu, kv_type, kv_block, logits_argmax_only; n_ctx,
@@ -491,7 +531,15 @@ typedef struct th_runtime_params {
                                  * decodes only the rest (chat turns). A request that ends by
                                  * max_tokens then decodes its last token too, so the slot holds
                                  * all of its text */
+    th_spec_params spec;        /* speculative decoding (above); zero: off */
 } th_runtime_params;
+
+enum { TH_SPEC_NONE = 0, TH_SPEC_NGRAM = 1, TH_SPEC_DRAFT = 2, TH_SPEC_LAYERS = 3 };
+/* "none", "ngram", "draft", "layers" (NULL for another value). */
+const char *th_spec_kind_name(int32_t kind);
+/* TH_OK when the two models' vocabularies are the same (size and every token's
+ * text); else TH_ERR_ARG naming the first token that differs. */
+th_status th_spec_check_vocab(const th_model *target, const th_model *draft);
 
 th_runtime_params th_runtime_default_params(void);
 /* Creates the context (n_slots sequences of slot_ctx tokens) and the queue.
@@ -520,6 +568,9 @@ typedef struct th_runtime_stats {
     int32_t active_slots;       /* slots holding a running request */
     uint32_t kv_blocks_used, kv_blocks_total;
     uint64_t steps;             /* th_decode calls so far */
+    /* speculative decoding, since creation: tokens proposed and verified, of them
+     * accepted, and verifications (a slot's drafts checked in a step) */
+    uint64_t spec_drafted, spec_accepted, spec_rounds;
 } th_runtime_stats;
 /* A snapshot, consistent as of the driver's last update (before every event). */
 void th_runtime_stats_get(const th_runtime *rt, th_runtime_stats *out);
@@ -609,6 +660,9 @@ typedef struct th_request_params {
      * logits_argmax_only context). A choice with no allowed token fails the request
      * (TH_ERR_CAPACITY, "grammar: ..."). NULL: unconstrained. */
     const th_grammar *grammar;
+    /* Speculative decoding for this request (a runtime with spec.kind set): 0 = the
+     * runtime's draft_max, -1 = off (plain decoding), > 0 = at most this many drafts a step. */
+    int32_t draft_max;
 } th_request_params;
 
 th_request_params th_request_default_params(void);   /* greedy, one choice, no limit */
@@ -643,6 +697,8 @@ typedef struct th_request_stats {
     double t_generate;          /* from then to the last choice's finish */
     double t_grammar;           /* of t_generate, seconds in the grammar (checks, masks, advancing) */
     uint64_t grammar_masks;     /* whole-vocabulary masks the grammar needed (rejected first picks) */
+    int32_t n_drafted;          /* speculative decoding: draft tokens verified (all choices) */
+    int32_t n_accepted;         /* ... of them accepted */
 } th_request_stats;
 void th_request_stats_get(const th_request *r, th_request_stats *out);
 

@@ -75,6 +75,7 @@ static th_status run_ops(th_context *c, const th_step *st) {
     th_status s = c->be->embed(c, st);
     if (s) return s;
     for (int32_t il = 0; il < c->model->hp.n_layer; il++) {
+        if (c->run_layer && !c->run_layer[il]) continue;   /* a layer-skip draft (context.c) */
         s = attention(c, st, il);
         if (!s) s = feed_forward(c, st, il);
         if (s) return s;

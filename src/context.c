@@ -160,6 +160,12 @@ th_status th_context_new(th_model *m, const th_context_params *params, th_contex
         c->kv.copy_block = kv_copy_block;
         c->kv.copy_ud = c;
     }
+    if (!s && p.layers && *p.layers) {
+        if (!(c->run_layer = calloc((size_t)hp->n_layer, sizeof *c->run_layer)))
+            s = th_set_error(TH_ERR_NOMEM, "out of memory");
+        else s = th_parse_layer_list(p.layers, hp->n_layer, c->run_layer);
+    }
+    c->p.layers = NULL;   /* the caller's string is not kept */
     if (!s) s = be->init(c);
     if (s) { th_context_free(c); return s; }
     *out = c;
@@ -172,6 +178,7 @@ void th_context_free(th_context *c) {
     c->be->free(c);
     th_kv_free(&c->kv);
     free(c->logits);
+    free(c->run_layer);
     free(c->out_row); free(c->pos_buf); free(c->seq_buf); free(c->new_len); free(c->want_buf); free(c->argmax);
     free(c);
 }
@@ -192,6 +199,48 @@ th_status th_gpu_available(char *desc, size_t cap) {
     const th_backend *g = th_backend_cuda();
     if (!g) return th_set_error(TH_ERR_UNSUPPORTED, "this build has no GPU backend (build with `make CUDA=1`)");
     return g->probe(desc, cap);
+}
+
+/* ------------------------------------------------------------------ layer lists */
+
+/* A decimal index at *p (no sign, at most 9 digits); advances *p. */
+static bool parse_index(const char **p, int32_t *out) {
+    int32_t v = 0, nd = 0;
+    while (**p >= '0' && **p <= '9') {
+        if (++nd > 9) return false;
+        v = v * 10 + (**p - '0');
+        (*p)++;
+    }
+    *out = v;
+    return nd > 0;
+}
+
+th_status th_parse_layer_list(const char *spec, int32_t n_layer, bool *run) {
+    if (!spec || !run || n_layer < 1) return th_set_error(TH_ERR_ARG, "layer list: nothing to parse");
+    memset(run, 0, (size_t)n_layer * sizeof *run);
+    const char *p = spec;
+    int32_t n_on = 0;
+    for (;;) {
+        const char *item = p;
+        int32_t a, b;
+        if (!parse_index(&p, &a))
+            return th_set_error(TH_ERR_ARG, "layer list '%.64s': expected a layer index at offset %d", spec, (int)(item - spec));
+        b = a;
+        if (*p == '-') {
+            p++;
+            if (!parse_index(&p, &b))
+                return th_set_error(TH_ERR_ARG, "layer list '%.64s': expected the end of the range at offset %d", spec, (int)(p - spec));
+        }
+        if (a > b) return th_set_error(TH_ERR_ARG, "layer list '%.64s': range %d-%d is reversed", spec, a, b);
+        if (b >= n_layer)
+            return th_set_error(TH_ERR_ARG, "layer list '%.64s': layer %d is outside the model's %d layers [0, %d)", spec, b,
+                                n_layer, n_layer);
+        for (int32_t i = a; i <= b; i++) { n_on += !run[i]; run[i] = true; }
+        if (*p == 0) break;
+        if (*p != ',') return th_set_error(TH_ERR_ARG, "layer list '%.64s': unexpected character at offset %d", spec, (int)(p - spec));
+        p++;
+    }
+    return n_on > 0 ? TH_OK : th_set_error(TH_ERR_ARG, "layer list '%.64s' selects no layer", spec);
 }
 
 /* ------------------------------------------------------------------ KV API */

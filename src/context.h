@@ -23,6 +23,12 @@ struct th_context {
     int32_t *pos_buf, *seq_buf; /* filled-in positions / sequences */
     int8_t *want_buf;           /* default logits flags */
     th_observer obs;            /* th_context_set_observer's copy (its callbacks NULL: none) */
+    bool *run_layer;            /* [n_layer] th_context_params.layers parsed; NULL: every layer */
 };
+
+/* Parses a layer list ("0-14", "0-9,12,20-29": indices and inclusive ranges, comma
+ * separated, each inside [0, n_layer)) into run[n_layer]. TH_ERR_ARG naming the
+ * offending part for anything else (empty items, a reversed range, junk). */
+th_status th_parse_layer_list(const char *spec, int32_t n_layer, bool *run);
 
 #endif

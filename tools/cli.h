@@ -45,4 +45,30 @@ th_model_params cli_model_params(void);
 th_status cli_tokenize(const th_model *m, const char *text, size_t len, bool add_special, bool parse_special,
                        th_token **out, size_t *n);
 
+/* Speculative decoding options shared by run, chat, bench and serve (cli_spec.c). */
+typedef struct cli_spec {
+    th_spec_params p;           /* kind NONE: no speculation */
+    const char *draft_path;     /* --draft MODEL (loaded by cli_spec_open into p.draft) */
+} cli_spec;
+void cli_spec_usage(FILE *f);
+/* One option a (value v, may be NULL): 0 = not a speculative option, 1 = taken
+ * (no value), 2 = taken with its value, -1 = bad (message printed). */
+int cli_spec_arg(const char *cmd, const char *a, const char *v, cli_spec *o);
+/* Loads the draft model of --draft (TH_OK when there is none). */
+th_status cli_spec_open(cli_spec *o, bool verbose);
+void cli_spec_close(cli_spec *o);
+/* "[speculative: N drafted, M accepted (x %), y tokens a verification step]" when N > 0. */
+void cli_spec_print(FILE *f, int32_t drafted, int32_t accepted, int32_t generated, int32_t rounds);
+
+/* bench's speculative rows (bench_spec.c). */
+typedef struct bench_spec_opts {
+    cli_spec *spec;
+    const char *prompt_file;
+    long n_gen, reps, threads;
+    bool gpu, argmax_only, verbose;
+    int w_model;
+    const char *size, *params, *backend;
+} bench_spec_opts;
+th_status bench_spec(th_model *m, const bench_spec_opts *o);
+
 #endif

@@ -22,6 +22,11 @@
  * GB/s over the bandwidth measured just before it, which keeps the ratio meaningful
  * when the memory bandwidth drifts during the run (shared or virtual machines).
  *
+ * With --spec/--draft/--draft-layers (bench_spec.c) two more rows follow: greedy
+ * generation of tgN tokens through the runtime from a real prompt (-f FILE, or a
+ * built-in code-rewriting prompt), plain and speculative, alternating in the same
+ * run, with the acceptance, the mean accepted length and the speed-up.
+ *
  * Bytes read per decoded token = all weight bytes (th_model_size_bytes) minus
  * token_embd.weight when the model has a separate output.weight: the embedding
  * lookup reads one row, not the matrix. With a tied output the embedding matrix
@@ -42,6 +47,8 @@ typedef struct bench_opts {
     const char *model;
     long pp, tg, threads, reps, bw_mib;
     bool gpu, verbose, full_logits;
+    cli_spec spec;              /* speculative rows (bench_spec.c) */
+    const char *prompt_file;    /* -f: their prompt */
 } bench_opts;
 
 static double now_s(void) {
@@ -60,7 +67,11 @@ static void usage(FILE *f) {
                "  --gpu               run the model on the GPU (CUDA build); tg takes its argmax on the device\n"
                "  --full-logits       with --gpu: copy every logits row to the host instead (as a non-greedy sampler needs)\n"
                "  --bw-mib N          buffer of the read-bandwidth pass in MiB (default 1024; 0 = skip)\n"
-               "  -v, --verbose       print load information\n");
+               "  -v, --verbose       print load information\n"
+               "  speculative rows (greedy generation of -n tokens through the runtime, plain and\n"
+               "  speculative alternating in the same run; speed-up = median speculative / median plain):\n"
+               "  -f, --file FILE     their prompt (default: a built-in request to rewrite a C file with one change)\n");
+    cli_spec_usage(f);
 }
 
 /* Returns 0 on success, 1 = handled (help), 2 = usage error. */
@@ -68,12 +79,16 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
     *o = (bench_opts){ .pp = 128, .tg = 64, .reps = 5, .bw_mib = 1024 };
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int sa = cli_spec_arg("bench", a, v, &o->spec);
+        if (sa < 0) return 2;
+        if (sa > 0) { i += sa - 1; continue; }
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 1; }
         else if (!strcmp(a, "--gpu")) o->gpu = true;
         else if (!strcmp(a, "--full-logits")) o->full_logits = true;
         else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) o->verbose = true;
         else if (!v) { fprintf(stderr, "theseus bench: unknown or incomplete option '%s'\n", a); return 2; }
         else if (!strcmp(a, "-m") || !strcmp(a, "--model")) { o->model = v; i++; }
+        else if (!strcmp(a, "-f") || !strcmp(a, "--file")) { o->prompt_file = v; i++; }
         else if (!strcmp(a, "-p") || !strcmp(a, "--n-prompt")) { if (!cli_int("bench", a, v, 0, 65536, &o->pp)) return 2; i++; }
         else if (!strcmp(a, "-n") || !strcmp(a, "--n-gen")) { if (!cli_int("bench", a, v, 0, 1 << 20, &o->tg)) return 2; i++; }
         else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) { if (!cli_int("bench", a, v, 1, 1024, &o->threads)) return 2; i++; }
@@ -382,6 +397,13 @@ int cmd_bench(int argc, char **argv) {
         print_header(&T);
         if (o.pp) s = bench_test(&R, &T, &o, true, bpt, NULL, &seen);
         if (!s && o.tg) s = bench_test(&R, &T, &o, false, bpt, &meter, &seen);
+        if (!s && o.tg && o.spec.p.kind != TH_SPEC_NONE) {
+            bench_spec_opts bo = { .spec = &o.spec, .prompt_file = o.prompt_file, .n_gen = o.tg, .reps = o.reps,
+                                   .threads = o.threads, .gpu = o.gpu, .argmax_only = o.gpu && !o.full_logits,
+                                   .verbose = o.verbose, .w_model = T.w_model, .size = T.size, .params = T.params,
+                                   .backend = T.backend };
+            s = bench_spec(R.m, &bo);
+        }
         if (!s) {
             printf("\nweights read per generated token: %.2f MiB; ", bpt / (1 << 20));
             if (bw > 0)

@@ -16,6 +16,8 @@ typedef struct run_opts {
     th_sampler_params sp;
     const char *grammar_file, *schema_file;   /* --grammar, --json-schema */
     bool json;                                /* --json: any JSON value */
+    cli_spec spec;              /* speculative decoding (cli_spec.c) */
+    bool batch_invariant;       /* --batch-invariant: pad one-row steps (what a drafter does) */
 } run_opts;
 
 static void usage(FILE *f, const char *cmd) {
@@ -44,6 +46,9 @@ static void usage(FILE *f, const char *cmd) {
                "  --json                 constrain the output to one JSON value\n"
                "  --gpu, -ngl N          run the whole model on the GPU (CUDA build)\n"
                "  -v, --verbose          print load information\n");
+    cli_spec_usage(f);
+    fprintf(f, "  --batch-invariant      pad one-token steps to two rows, as speculative decoding does\n"
+               "                         (greedy text then equals that of any --spec/--draft run)\n");
 }
 
 /* Returns 0 on success, 1 = handled (help), 2 = usage error. */
@@ -56,6 +61,10 @@ static int parse_opts(const char *cmd, int argc, char **argv, run_opts *o) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         double d; long l;
+        int sa = cli_spec_arg(cmd, a, v, &o->spec);
+        if (sa < 0) return 2;
+        if (sa > 0) { i += sa - 1; continue; }
+        if (!strcmp(a, "--batch-invariant")) { o->batch_invariant = true; continue; }
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout, cmd); return 1; }
         else if (!strcmp(a, "--special")) o->special = true;
         else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) o->verbose = true;
@@ -96,6 +105,7 @@ typedef struct session {
     th_sampler_params sp;
     long n_predict;
     th_grammar *grammar;        /* --grammar / --json-schema / --json, or NULL */
+    cli_spec spec;
 } session;
 
 /* The grammar the options ask for (NULL: none). Returns 0, or 2 after printing
@@ -122,6 +132,8 @@ static int open_session(const char *cmd, const run_opts *o, bool keep_prefix, se
     th_model_params mp = cli_model_params();
     mp.verbose = o->verbose;
     th_status s = th_model_load(o->model, &mp, &S->m);
+    S->spec = o->spec;
+    if (!s) s = cli_spec_open(&S->spec, o->verbose);
     th_sampler *probe = NULL;   /* checks the sampling flags; says whether decoding is greedy */
     if (!s) s = th_sampler_new(&o->sp, th_model_n_vocab(S->m), &probe);
     if (!s) {
@@ -133,6 +145,8 @@ static int open_session(const char *cmd, const run_opts *o, bool keep_prefix, se
         rp.context.logits_argmax_only = o->gpu && greedy && !S->grammar;   /* a grammar masks the logits */
         rp.slot_ctx = (int32_t)o->ctx;
         rp.keep_prefix = keep_prefix;   /* chat: the KV keeps the conversation's shared prefix */
+        rp.spec = S->spec.p;
+        rp.batch_invariant = o->batch_invariant;
         s = th_runtime_new(S->m, &rp, &S->rt);
         if (!s && o->verbose)
             fprintf(stderr, "theseus %s: %s\n", cmd, !greedy ? "sampling from the full logits"
@@ -145,6 +159,7 @@ static int open_session(const char *cmd, const run_opts *o, bool keep_prefix, se
 
 static void close_session(session *S) {
     th_runtime_free(S->rt);
+    cli_spec_close(&S->spec);
     th_model_free(S->m);
     th_grammar_free(S->grammar);
 }
@@ -184,6 +199,7 @@ static void print_stats(const th_request *r) {
     if (st.t_grammar > 0)   /* --grammar / --json-schema / --json: what the constraint cost */
         fprintf(stderr, "[grammar: %.2f ms, %.2f %% of generation; %llu whole-vocabulary masks]\n", st.t_grammar * 1e3,
                 st.t_generate > 0 ? 100.0 * st.t_grammar / st.t_generate : 0.0, (unsigned long long)st.grammar_masks);
+    cli_spec_print(stderr, st.n_drafted, st.n_accepted, st.n_generated, 0);
 }
 
 /* All of text's tokens (the buffer sized from the tokenizer's answer: a

@@ -4,6 +4,7 @@
  * the end of a request (status, END event, waking waiters), results, stats,
  * and the optional driver thread. The threading model is in theseus.h. */
 #include "runtime/runtime.h"
+#include "runtime/spec.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,6 +55,10 @@ th_status th_runtime_new(th_model *model, const th_runtime_params *params, th_ru
     th_runtime_params p = params ? *params : th_runtime_default_params();
     th_status s = check_runtime_params(model, &p);
     if (s) return s;
+    /* speculative steps always decode two or more rows; padding the plain ones keeps
+     * every step on the same (batched) kernels, so greedy text does not depend on
+     * whether a step had drafts */
+    if (p.spec.kind != TH_SPEC_NONE) p.batch_invariant = true;
     th_runtime *rt = calloc(1, sizeof *rt);
     if (!rt) return th_set_error(TH_ERR_NOMEM, "runtime: out of memory");
     pthread_mutex_init(&rt->mu, NULL);
@@ -91,6 +96,7 @@ th_status th_runtime_new(th_model *model, const th_runtime_params *params, th_ru
         ok = (rt->slots[i].hist = malloc((size_t)p.slot_ctx * sizeof(th_token))) != NULL;
     }
     if (!ok) { th_runtime_free(rt); return th_set_error(TH_ERR_NOMEM, "runtime: out of memory"); }
+    if ((s = rt_spec_new(rt, &rt->spec))) { th_runtime_free(rt); return s; }
     rt_update_stats(rt);
     *out = rt;
     return TH_OK;
@@ -110,7 +116,9 @@ void th_runtime_stats_get(const th_runtime *rt, th_runtime_stats *out) {
     th_runtime *r = (th_runtime *)rt;   /* atomics only */
     *out = (th_runtime_stats){ .queued = atomic_load(&r->st_queued), .active_slots = atomic_load(&r->st_active),
                                .kv_blocks_used = atomic_load(&r->st_kv_used),
-                               .kv_blocks_total = th_kv_blocks_total(r->ctx), .steps = atomic_load(&r->st_steps) };
+                               .kv_blocks_total = th_kv_blocks_total(r->ctx), .steps = atomic_load(&r->st_steps),
+                               .spec_drafted = atomic_load(&r->st_drafted), .spec_accepted = atomic_load(&r->st_accepted),
+                               .spec_rounds = atomic_load(&r->st_rounds) };
 }
 
 /* ---------------------------------------------------------------- requests */
@@ -171,6 +179,8 @@ void th_request_stats_get(const th_request *r, th_request_stats *out) {
     if (!r) return;
     out->n_prompt = r->n_prompt;
     out->n_prompt_cached = r->n_cached;
+    out->n_drafted = r->n_drafted;
+    out->n_accepted = r->n_accepted;
     for (int32_t c = 0; c < r->p.n_choices; c++) out->n_generated += r->ch[c].n_generated;
     if (r->t_admit > 0) out->t_queue = r->t_admit - r->t_submit;
     if (r->t_prompt_done > 0) out->t_prompt = r->t_prompt_done - r->t_admit;
@@ -261,6 +271,8 @@ static th_status check_request(const th_runtime *rt, const th_request_params *p,
                                 prompt[i], i, rt->n_vocab);
     if (p->top_logprobs < 0 || p->top_logprobs > TH_MAX_TOP_LOGPROBS)
         return th_set_error(TH_ERR_ARG, "runtime: top_logprobs %d is outside [0, %d]", p->top_logprobs, TH_MAX_TOP_LOGPROBS);
+    if (p->draft_max < -1)
+        return th_set_error(TH_ERR_ARG, "runtime: draft_max %d (-1: no speculative decoding, 0: the runtime's, > 0: a cap)", p->draft_max);
     if (p->processor && !p->processor->apply)
         return th_set_error(TH_ERR_ARG, "runtime: the logits processor has no apply function");
     return TH_OK;
@@ -410,9 +422,13 @@ void th_runtime_free(th_runtime *rt) {
     if (rt->slots)
         for (int32_t i = 0; i < rt->p.n_slots; i++) {
             th_sampler_free(rt->slots[i].smp);
+            th_sampler_free(rt->slots[i].dsmp);
             free(rt->slots[i].work);
             free(rt->slots[i].hist);
+            free(rt->slots[i].draft);
+            free(rt->slots[i].q);
         }
+    rt_spec_free(rt->spec);
     th_context_free(rt->ctx);
     th_grammar_vocab_free(rt->gv);
     free(rt->slots);

@@ -9,6 +9,8 @@
  *               entries released with the text they cover
  *   chatml.c    th_chat_render_chatml (the ChatML fallback)
  *   toolcall.c  tool calls: formats, parsing, the grammar of a call (no runtime state)
+ *   spec.c      speculative decoding: the drafters (n-gram lookup, a draft
+ *               model, the target's own first layers) and the adaptive length
  *
  * Ownership: the queue, the stop flag and the stats are under rt->mu (stats
  * are also atomics, for lock-free snapshots); slots, the context and every
@@ -77,6 +79,7 @@ struct th_request {
     /* the driver's */
     rt_choice *ch;
     int32_t n_cached;            /* prompt tokens reused from the leader slot's KV */
+    int32_t n_drafted, n_accepted; /* speculative decoding, all choices */
     double t_submit, t_admit, t_prompt_done, t_finish;
     double t_grammar;            /* seconds in th_constraint_* calls (step.c) */
     /* published at END under mu */
@@ -103,6 +106,15 @@ typedef struct rt_slot {
     float *work;                 /* [n_vocab] a logits row for the processor */
     th_token *hist;              /* what the KV of this sequence holds */
     int32_t n_hist, cap_hist;
+    /* speculative decoding (spec.c proposes, step.c verifies) */
+    int32_t draft_max;           /* this request's cap on drafts a step (0: it does not speculate) */
+    int32_t n_draft;             /* drafts after `next` in this step's batch */
+    th_token *draft;             /* [spec draft_max] the proposal */
+    float *q;                    /* [spec draft_max][n_vocab] the draft model's distributions
+                                  * (sampled requests of a model drafter; else NULL: point masses) */
+    bool use_q;                  /* this step's drafts come with q rows */
+    th_sampler *dsmp;            /* the draft model's sampler for this slot (sampled requests) */
+    float alpha;                 /* running acceptance rate of a drafted token */
 } rt_slot;
 
 /* ---------------------------------------------------------------- the runtime */
@@ -129,6 +141,8 @@ struct th_runtime {
     atomic_int st_queued, st_active;
     atomic_uint st_kv_used;
     atomic_ullong st_steps;
+    struct rt_spec *spec;        /* the drafter (NULL: no speculative decoding) */
+    atomic_ullong st_drafted, st_accepted, st_rounds;
 };
 
 double rt_now(void);

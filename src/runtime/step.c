@@ -20,11 +20,16 @@
  * A request with a grammar has one th_constraint per choice (r->cons): pick
  * samples under it (pick_constrained), slot_verify advances it.
  *
- * Seam (b), speculative decoding: slot_feed is where a drafter's proposals
- * join the slot's token in the batch (each with logits), and slot_verify the
- * loop that would sample row k, accept while it matches draft token k and
- * truncate the KV of the rest. Today a slot feeds one token and verifies one row. */
+ * Speculative decoding (spec.c proposes before the batch): slot_feed puts a
+ * slot's drafts after its next token, each with logits, in the same ragged
+ * batch as everything else; slot_verify walks the slot's rows: row j decides
+ * draft j (the argmax for a greedy slot, else th_sampler_sample_spec's rejection
+ * rule, with the penalty history holding everything accepted before it), every
+ * accepted draft is recorded as a generated token, the first rejected one is
+ * replaced by the token the rule gives, and when all are accepted the last row
+ * gives one more; the KV (and the history) are truncated to what was kept. */
 #include "runtime/runtime.h"
+#include "runtime/spec.h"
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -40,6 +45,7 @@ static bool has_slots(const th_runtime *rt, const th_request *r) {
 static void slot_release(th_runtime *rt, int32_t i, bool keep) {
     rt_slot *sl = &rt->slots[i];
     if (sl->req && sl->choice >= 0 && sl->choice < sl->req->p.n_choices) sl->req->ch[sl->choice].slot = -1;
+    rt_spec_slot_release(rt, i);
     th_sampler_free(sl->smp);
     sl->smp = NULL;
     if (!keep) {
@@ -110,6 +116,7 @@ static th_status slot_setup(th_runtime *rt, int32_t i, th_request *r, int32_t ch
     r->ch[choice].slot = i;
     if (s) return s;
     sl->greedy = th_sampler_is_greedy(sl->smp);
+    if ((s = rt_spec_slot_setup(rt, i))) return s;
     if (r->p.penalize_prompt)
         for (int32_t k = 0; k < r->n_prompt; k++) th_sampler_accept(sl->smp, r->prompt[k]);
     if (choice == 0) {
@@ -210,13 +217,25 @@ static void batch_put(th_runtime *rt, int32_t *n, th_token t, int32_t seq, bool 
     (*n)++;
 }
 
-/* A generating slot's tokens for this step: its last sampled token, with
- * logits. (Seam (b): a drafter's proposals would follow it here.) */
+/* A generating slot's tokens for this step: its last sampled token, then the
+ * drafter's proposals (rt_spec_propose), each with logits. */
 static void slot_feed(th_runtime *rt, int32_t i, int32_t *n) {
     rt_slot *sl = &rt->slots[i];
     sl->row = *n;
     hist_push(sl, sl->next);
     batch_put(rt, n, sl->next, i, true);
+    for (int32_t k = 0; k < sl->n_draft; k++) {
+        hist_push(sl, sl->draft[k]);
+        batch_put(rt, n, sl->draft[k], i, true);
+    }
+}
+
+/* Batch room for drafts: n_batch less one token for every generating slot. */
+static int32_t draft_budget(const th_runtime *rt) {
+    int32_t n = rt->p.n_batch;
+    for (int32_t i = 0; i < rt->p.n_slots; i++)
+        n -= rt->slots[i].req && (rt->slots[i].phase == SLOT_GEN || rt->slots[i].phase == SLOT_TAIL);
+    return n;
 }
 
 static int32_t build_batch(th_runtime *rt) {
@@ -270,12 +289,16 @@ static th_status pick_constrained(th_request *r, rt_slot *sl, th_constraint *gc,
 /* Slot i's token from batch row `row`: the argmax when nothing needs the
  * logits (a greedy sampler, no logprobs, no processor: the same token, and
  * all a logits_argmax_only context keeps), else the sampler over the row
- * (after the processor). */
-static th_status pick(th_runtime *rt, rt_slot *sl, int32_t row, th_token *t) {
+ * (after the processor). With a draft token (draft >= 0, drawn from q; NULL:
+ * a point mass) the row decides it: *acc says whether it is the token. */
+static th_status pick(th_runtime *rt, rt_slot *sl, int32_t row, th_token draft, const float *q, th_token *t, bool *acc) {
     th_request *r = sl->req;
-    th_constraint *gc = r->cons ? r->cons[sl->choice] : NULL;
+    th_constraint *gc = r->cons ? r->cons[sl->choice] : NULL;   /* a constrained choice never drafts */
+    *acc = false;
     if (sl->greedy && !r->p.logprobs && !r->proc.apply && !gc) {
         *t = th_get_argmax(rt->ctx, row);
+        *acc = draft >= 0 && (*t == draft || rt_spec_test_accept_all);
+        if (*acc) *t = draft;
         return *t < 0 ? TH_ERR_INTERNAL : TH_OK;
     }
     const float *lg = th_get_logits(rt->ctx, row);
@@ -291,8 +314,17 @@ static th_status pick(th_runtime *rt, rt_slot *sl, int32_t row, th_token *t) {
         lg = sl->work;
     }
     if (gc) return pick_constrained(r, sl, gc, lg, rt->n_vocab, t);
-    *t = th_sampler_sample(sl->smp, lg);
+    if (draft < 0) *t = th_sampler_sample(sl->smp, lg);
+    else *t = th_sampler_sample_spec(sl->smp, lg, draft, q, NULL, acc);
+    if (draft >= 0 && rt_spec_test_accept_all) { *t = draft; *acc = true; }
     return *t < 0 ? TH_ERR_INTERNAL : TH_OK;
+}
+
+/* Slot i's KV and history keep their first n tokens. */
+static void slot_trim(th_runtime *rt, int32_t i, int32_t n) {
+    rt_slot *sl = &rt->slots[i];
+    th_kv_seq_truncate(rt->ctx, i, n);
+    if (sl->n_hist > n) sl->n_hist = n;
 }
 
 static void emit_text(th_runtime *rt, th_request *r, int32_t choice, th_event_kind kind, th_token t, bool final) {
@@ -302,8 +334,9 @@ static void emit_text(th_runtime *rt, th_request *r, int32_t choice, th_event_ki
     rt_emit(r, &ev);
 }
 
-/* Choice of slot i is complete. t: the last token sampled (-1: none). */
-static void finish_choice(th_runtime *rt, int32_t i, th_finish why, th_token t) {
+/* Choice of slot i is complete. t: the last token sampled (-1: none); fed: t
+ * is already in the KV (an accepted draft). */
+static void finish_choice(th_runtime *rt, int32_t i, th_finish why, th_token t, bool fed) {
     rt_slot *sl = &rt->slots[i];
     th_request *r = sl->req;
     rt_choice *c = &r->ch[sl->choice];
@@ -311,7 +344,7 @@ static void finish_choice(th_runtime *rt, int32_t i, th_finish why, th_token t) 
     c->finish = why;
     r->t_finish = rt_now();
     emit_text(rt, r, sl->choice, TH_EVENT_FINISH, why == TH_FINISH_EOG ? t : -1, true);
-    if (why == TH_FINISH_LENGTH && rt->p.keep_prefix && t >= 0) {
+    if (why == TH_FINISH_LENGTH && rt->p.keep_prefix && t >= 0 && !fed) {
         sl->next = t;            /* decoded next step, so the slot's KV holds all of the text */
         sl->phase = SLOT_TAIL;
         return;
@@ -320,35 +353,32 @@ static void finish_choice(th_runtime *rt, int32_t i, th_finish why, th_token t) 
     end_if_idle(rt, r);
 }
 
-/* Slot i samples from batch row `row` and records the token. (Seam (b): with
- * draft tokens this would loop over the slot's rows.) */
-static void slot_verify(th_runtime *rt, int32_t i, int32_t row) {
+/* Records token t of slot i's choice: events, text, stop strings, limits.
+ * keep: the KV length that holds the text up to t (t included when fed: an
+ * accepted draft); a finished choice's KV is cut there first. Returns true
+ * while the choice goes on. */
+static bool record_token(th_runtime *rt, int32_t i, th_token t, int32_t keep, bool fed) {
     rt_slot *sl = &rt->slots[i];
     th_request *r = sl->req;
     rt_choice *c = &r->ch[sl->choice];
-    if (r->p.max_tokens >= 0 && c->n_generated >= r->p.max_tokens) { finish_choice(rt, i, TH_FINISH_LENGTH, -1); return; }
-    th_token t = -1;
-    th_status s = pick(rt, sl, row, &t);
-    if (s) {
-        char msg[300];
-        snprintf(msg, sizeof msg, "sampling failed: %s", th_last_error());
-        fail_request(rt, r, s, msg);
-        return;
-    }
     if (r->proc.accept) r->proc.accept(r->proc.user, sl->choice, t);
     th_constraint *gc = r->cons ? r->cons[sl->choice] : NULL;
     if (gc) {
         double t0 = rt_now();
-        s = th_constraint_accept(gc, t);
+        th_status s = th_constraint_accept(gc, t);
         r->t_grammar += rt_now() - t0;
         if (s) {
             char msg[300];
             snprintf(msg, sizeof msg, "grammar: %s", th_last_error());
             fail_request(rt, r, TH_ERR_INTERNAL, msg);
-            return;
+            return false;
         }
     }
-    if (th_token_is_eog(rt->m, t)) { finish_choice(rt, i, TH_FINISH_EOG, t); return; }
+    if (th_token_is_eog(rt->m, t)) {
+        slot_trim(rt, i, keep - fed);
+        finish_choice(rt, i, TH_FINISH_EOG, t, false);
+        return false;
+    }
     th_sampler_accept(sl->smp, t);
     th_token_info e = { .token = t };
     if (r->p.logprobs) {
@@ -360,15 +390,54 @@ static void slot_verify(th_runtime *rt, int32_t i, int32_t row) {
     if (k < 0 && k != INT32_MIN && (piece = malloc((size_t)-k))) k = th_token_to_piece(rt->m, t, piece, -k, false);
     bool ok = piece && rt_text_push(&c->out, &r->stops, piece, k > 0 ? (size_t)k : 0, r->p.logprobs ? &e : NULL);
     if (piece != small) free(piece);
-    if (!ok) { fail_request(rt, r, TH_ERR_NOMEM, "out of memory"); return; }
+    if (!ok) { fail_request(rt, r, TH_ERR_NOMEM, "out of memory"); return false; }
     c->n_generated++;
     emit_text(rt, r, sl->choice, TH_EVENT_TOKEN, t, false);
-    if (!sl->req) return;        /* (a callback cannot end it, but stay safe) */
-    if (c->out.cut) finish_choice(rt, i, TH_FINISH_STOP, t);
-    else if (gc && !th_constraint_can_continue(gc)) finish_choice(rt, i, TH_FINISH_STOP, t);   /* only the end is left */
-    else if (th_kv_seq_len(rt->ctx, i) + 1 >= rt->p.slot_ctx) finish_choice(rt, i, TH_FINISH_CONTEXT, t);
-    else if (r->p.max_tokens >= 0 && c->n_generated >= r->p.max_tokens) finish_choice(rt, i, TH_FINISH_LENGTH, t);
-    else { sl->next = t; sl->phase = SLOT_GEN; }
+    if (!sl->req) return false;  /* (a callback cannot end it, but stay safe) */
+    th_finish why = TH_FINISH_NONE;
+    if (c->out.cut) why = TH_FINISH_STOP;
+    else if (gc && !th_constraint_can_continue(gc)) why = TH_FINISH_STOP;   /* only the end is left */
+    else if (keep - fed + 1 >= rt->p.slot_ctx) why = TH_FINISH_CONTEXT;
+    else if (r->p.max_tokens >= 0 && c->n_generated >= r->p.max_tokens) why = TH_FINISH_LENGTH;
+    if (why == TH_FINISH_NONE) return true;
+    slot_trim(rt, i, keep);
+    finish_choice(rt, i, why, t, fed);
+    return false;
+}
+
+/* Slot i's rows from batch row `row` on: its next token's row, then one per
+ * draft (the KV holds the text, next and the drafts). Row j decides draft j;
+ * the first one rejected is replaced and ends the walk; after all of them the
+ * last row gives one more token. What was not kept leaves the KV. */
+static void slot_verify(th_runtime *rt, int32_t i, int32_t row) {
+    rt_slot *sl = &rt->slots[i];
+    th_request *r = sl->req;
+    rt_choice *c = &r->ch[sl->choice];
+    if (r->p.max_tokens >= 0 && c->n_generated >= r->p.max_tokens) { finish_choice(rt, i, TH_FINISH_LENGTH, -1, false); return; }
+    int32_t nd = sl->n_draft, base = th_kv_seq_len(rt->ctx, i) - nd, n_acc = 0;
+    r->n_drafted += nd;
+    for (int32_t j = 0; j <= nd; j++) {
+        th_token d = j < nd ? sl->draft[j] : -1, t = -1;
+        bool acc = false;
+        const float *q = d >= 0 && sl->use_q ? sl->q + (size_t)j * (size_t)rt->n_vocab : NULL;
+        th_status s = pick(rt, sl, row + j, d, q, &t, &acc);
+        if (s) {
+            char msg[300];
+            snprintf(msg, sizeof msg, "sampling failed: %s", th_last_error());
+            fail_request(rt, r, s, msg);
+            return;
+        }
+        n_acc += acc;
+        r->n_accepted += acc;
+        if (!record_token(rt, i, t, base + j + acc, acc)) break;
+        if (!acc) {
+            slot_trim(rt, i, base + j);
+            sl->next = t;
+            sl->phase = SLOT_GEN;
+            break;
+        }
+    }
+    rt_spec_observe(rt, i, nd, n_acc);
 }
 
 /* Leader i's prompt is decoded: the other choices share its KV, then every
@@ -395,6 +464,7 @@ static void fork_and_verify(th_runtime *rt, int32_t leader, int32_t row) {
 th_status rt_step(th_runtime *rt, bool *did_work) {
     bool work = admit(rt);
     work |= reap_cancelled(rt);
+    rt_spec_propose(rt, draft_budget(rt));
     int32_t n = build_batch(rt);
     if (n > 0) {
         work = true;

@@ -75,6 +75,8 @@ struct th_sampler {
 
     bool has_last;
     th_token last;
+
+    float *spec_p;    /* [n_vocab] th_sampler_sample_spec's p; NULL until its first call */
 };
 
 /* ---------------------------------------------------------------- rng */
@@ -227,6 +229,7 @@ void th_sampler_free(th_sampler *s) {
     free(s->count);
     free(s->distinct);
     free(s->slot);
+    free(s->spec_p);
     free(s);
 }
 
@@ -471,6 +474,77 @@ th_token th_sampler_sample(th_sampler *s, const float *logits) {
         float max = s->cur[best];
         tok = draw(s, truncate_cands(s, max), max);
     }
+    s->has_last = true;
+    s->last = tok;
+    return tok;
+}
+
+/* ---------------------------------------------------------------- speculative verification */
+
+/* p[n_vocab] = the distribution th_sampler_sample draws from for logits (steps 1-8):
+ * the same weights draw() uses, normalised; one-hot where the chain is an argmax. */
+static void chain_probs(th_sampler *s, const float *logits, float *p) {
+    int32_t nv = s->n_vocab;
+    if (s->bias) for (int32_t i = 0; i < nv; i++) s->cur[i] = logits[i] + s->bias[i];
+    else memcpy(s->cur, logits, (size_t)nv * sizeof *s->cur);
+    if (penalties_on(&s->p)) apply_penalties(s);
+    memset(p, 0, (size_t)nv * sizeof *p);
+    th_token best = sanitize_argmax(s->cur, nv);
+    if (best < 0) { p[raw_argmax(logits, nv)] = 1.0f; return; }
+    if (s->p.temperature <= 0.0f) { p[best] = 1.0f; return; }
+    float max = s->cur[best];
+    int32_t n = truncate_cands(s, max);
+    cand *c = s->cands;
+    double inv_t = 1.0 / (double)s->p.temperature, total = 0.0;
+    for (int32_t i = 0; i < n; i++) total += c[i].w = expf((float)((double)(c[i].logit - max) * inv_t));
+    for (int32_t i = 0; i < n; i++) p[c[i].id] = (float)((double)c[i].w / total);
+}
+
+/* A draw from the weights w[n_vocab] (not necessarily normalised); -1 if they sum to 0. */
+static th_token draw_dense(th_sampler *s, const float *w, int32_t nv) {
+    double total = 0.0;
+    for (int32_t i = 0; i < nv; i++) total += w[i];
+    if (!(total > 0.0)) return -1;
+    double u = rng_uniform(s->rng) * total, cum = 0.0;
+    th_token last = -1;
+    for (int32_t i = 0; i < nv; i++) {
+        if (w[i] <= 0.0f) continue;
+        cum += w[i];
+        last = i;
+        if (u < cum) return i;
+    }
+    return last;
+}
+
+th_token th_sampler_sample_spec(th_sampler *s, const float *logits, th_token draft, const float *q, float *p_out,
+                                bool *accepted) {
+    if (accepted) *accepted = false;
+    if (!s || !logits) { th_set_error(TH_ERR_ARG, "sampler: NULL sampler or logits"); return -1; }
+    int32_t nv = s->n_vocab;
+    if (draft >= nv) { th_set_error(TH_ERR_ARG, "sampler: draft token %d is outside [0, %d)", (int)draft, (int)nv); return -1; }
+    if (!s->spec_p && !(s->spec_p = malloc((size_t)nv * sizeof *s->spec_p))) {
+        th_set_error(TH_ERR_NOMEM, "sampler: out of memory for a probability row");
+        return -1;
+    }
+    float *p = s->spec_p;
+    chain_probs(s, logits, p);
+    if (p_out) memcpy(p_out, p, (size_t)nv * sizeof *p);
+    th_token tok = -1;
+    if (draft >= 0) {
+        /* accept with probability min(1, p/q): u < p/q for u uniform in [0, 1) */
+        double qd = q ? (double)q[draft] : 1.0, u = rng_uniform(s->rng);
+        if (u * qd < (double)p[draft]) {
+            tok = draft;
+            if (accepted) *accepted = true;
+        } else {   /* the residual max(0, p - q), in place */
+            if (q) for (int32_t i = 0; i < nv; i++) p[i] = p[i] > q[i] ? p[i] - q[i] : 0.0f;
+            else p[draft] = 0.0f;
+            tok = draw_dense(s, p, nv);
+            if (tok < 0) chain_probs(s, logits, p);   /* p == q up to rounding: draw from p */
+        }
+    }
+    if (tok < 0) tok = draw_dense(s, p, nv);
+    if (tok < 0) tok = raw_argmax(logits, nv);   /* not reached: p sums to 1 */
     s->has_last = true;
     s->last = tok;
     return tok;

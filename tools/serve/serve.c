@@ -38,6 +38,9 @@ static void usage(FILE *f) {
                "  --no-mmap              read the model into memory (a change of the file on disk\n"
                "                         cannot hurt then; mapped, a changed file fails the model)\n"
                "  -v, --verbose          log requests and load progress\n");
+    cli_spec_usage(f);
+    fprintf(f, "                         (per request: \"draft_max\": -1 off, 0 the server's, K a cap;\n"
+               "                         /metrics: theseus_spec_*)\n");
 }
 
 static char *read_key_file(const char *path) {
@@ -49,6 +52,8 @@ static char *read_key_file(const char *path) {
 }
 
 /* Returns 0 ok, 1 help shown, 2 usage error. */
+static cli_spec g_spec;          /* --spec / --draft / --draft-layers */
+
 static int parse_args(int argc, char **argv, srv_config *c, char **key_buf) {
     *c = (srv_config){ .host = "127.0.0.1", .port = 8080, .parallel = 4, .ctx = 4096, .batch = 256,
                        .queue = 64, .timeout_s = 60, .max_body = 8u << 20,
@@ -60,6 +65,9 @@ static int parse_args(int argc, char **argv, srv_config *c, char **key_buf) {
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 1; }
         if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) { c->verbose = true; continue; }
         if (!strcmp(a, "--gpu")) { c->gpu = true; continue; }
+        int sa = cli_spec_arg(cmd, a, v, &g_spec);
+        if (sa < 0) return 2;
+        if (sa > 0) { i += sa - 1; if (g_spec.p.kind != TH_SPEC_NONE) c->spec = &g_spec; continue; }
         if (!v) { fprintf(stderr, "theseus serve: unknown or incomplete option '%s'\n", a); return 2; }
         i++;
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) c->model_path = v;
@@ -127,6 +135,7 @@ int cmd_serve(int argc, char **argv) {
     th_model_params mp = cli_model_params();
     mp.verbose = cfg.verbose;
     th_status s = th_model_load(cfg.model_path, &mp, &S.model);
+    if (!s && cfg.spec) s = cli_spec_open(cfg.spec, cfg.verbose);
     if (!s) s = sched_start(S.model, &cfg, &S.sched);
     if (s) {
         fprintf(stderr, "theseus serve: %s; /health reports the error, completions get 503\n", th_last_error());
@@ -146,6 +155,7 @@ int cmd_serve(int argc, char **argv) {
     for (int i = 0; i < 50 && atomic_load(&S.inflight) > 0; i++) usleep(100 * 1000);
     http_stop(d);
     sched_free(S.sched);
+    cli_spec_close(&g_spec);
     th_model_free(S.model);
     free(key_buf);
     return 0;

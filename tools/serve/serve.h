@@ -32,6 +32,7 @@ typedef struct srv_config {
     bool verbose, gpu;
     int max_conns, max_conns_per_ip;   /* connection caps (serve_conn.c); 0 per ip: no cap */
     size_t mem_budget;                 /* bytes of request bodies, parsed JSON and template renders in flight */
+    cli_spec *spec;                    /* speculative decoding (--spec, --draft, --draft-layers), NULL: none */
 } srv_config;
 
 /* ---------------------------------------------------------------- jobs */
@@ -73,6 +74,7 @@ typedef struct srv_params {       /* what the request asked for, validated */
     th_grammar *grammar;
     th_tool_format tools;         /* chat with `tools` (tool_choice not "none"): calls are parsed out of
                                    * the text in this format (TH_TOOLS_NONE: no tools) */
+    int32_t draft_max;            /* "draft_max": -1 no speculative decoding, 0 the server's, > 0 a cap */
 } srv_params;
 
 /* Frees what srv_params owns (stop strings, the grammar). */
@@ -121,6 +123,7 @@ typedef struct srv_metrics {
     atomic_ullong requests, requests_failed, prompt_tokens, gen_tokens;
     atomic_int queue_depth, active_seqs;
     atomic_uint kv_used, kv_total;
+    atomic_ullong spec_drafted, spec_accepted, spec_rounds;   /* the runtime's speculative counters */
 } srv_metrics;
 
 extern srv_metrics g_metrics;

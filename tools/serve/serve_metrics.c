@@ -67,6 +67,17 @@ char *metrics_render(void) {
                (unsigned long long)atomic_load(&g_metrics.active_seqs));
     put_metric(&b, &n, &cap, "theseus_kv_blocks_used", "gauge", "KV cache blocks in use.", g_metrics.kv_used);
     put_metric(&b, &n, &cap, "theseus_kv_blocks_total", "gauge", "KV cache blocks in the pool.", g_metrics.kv_total);
+    put_metric(&b, &n, &cap, "theseus_spec_draft_tokens_total", "counter", "Speculative decoding: draft tokens verified.",
+               g_metrics.spec_drafted);
+    put_metric(&b, &n, &cap, "theseus_spec_accepted_tokens_total", "counter", "Speculative decoding: draft tokens accepted.",
+               g_metrics.spec_accepted);
+    put_metric(&b, &n, &cap, "theseus_spec_verifications_total", "counter",
+               "Speculative decoding: verifications (a sequence's drafts checked in a step).", g_metrics.spec_rounds);
+    {   /* acceptance as a gauge in per mille (put_metric writes integers) */
+        unsigned long long d = g_metrics.spec_drafted, a = g_metrics.spec_accepted;
+        put_metric(&b, &n, &cap, "theseus_spec_acceptance_permille", "gauge",
+                   "Speculative decoding: accepted / drafted tokens since start, in 1/1000.", d ? a * 1000 / d : 0);
+    }
     put_hist(&b, &n, &cap, &h_ttft, "theseus_time_to_first_token_seconds", "Time from request arrival to its first token.");
     put_hist(&b, &n, &cap, &h_tok, "theseus_token_latency_seconds", "Time between consecutive tokens of a sequence.");
     return b;

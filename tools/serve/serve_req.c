@@ -310,6 +310,7 @@ static bool parse_params(srv_server *S, const cJSON *o, srv_params *p, perr *e) 
         p->sp.seed = (uint64_t)i64;
         p->seed_given = true;
     } else p->sp.seed = random_seed();
+    i64 = 0; if (!get_int(o, "draft_max", -1, 64, &i64, e)) return false; p->draft_max = (int32_t)i64;
     if (!get_bool(o, "stream", &p->stream, e) || !get_bool(o, "echo", &p->echo, e)) return false;
     if (p->echo) return fail(e, 400, "'echo' is not supported");
     const cJSON *so = field(o, "stream_options");

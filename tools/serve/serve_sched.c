@@ -114,6 +114,9 @@ static void mirror_stats(srv_sched *S) {
     atomic_store(&g_metrics.queue_depth, st.queued);
     atomic_store(&g_metrics.active_seqs, st.active_slots);
     atomic_store(&g_metrics.kv_used, st.kv_blocks_used);
+    atomic_store(&g_metrics.spec_drafted, st.spec_drafted);
+    atomic_store(&g_metrics.spec_accepted, st.spec_accepted);
+    atomic_store(&g_metrics.spec_rounds, st.spec_rounds);
 }
 
 /* A sample was taken for choice c: time to first token (choice 0) or between tokens. */
@@ -213,6 +216,7 @@ th_status sched_start(th_model *m, const srv_config *cfg, srv_sched **out) {
     rp.max_queue = cfg->queue;
     /* a request's greedy text must not depend on what else runs with it */
     rp.batch_invariant = true;
+    if (cfg->spec) rp.spec = cfg->spec->p;
     th_status s = th_runtime_new(m, &rp, &S->rt);
     if (!s) s = th_runtime_start(S->rt);
     if (s) { th_runtime_free(S->rt); free(S); return s; }
@@ -248,6 +252,7 @@ int sched_submit(srv_sched *S, srv_job *j, char *msg, size_t cap) {
     rp.logprobs = j->p.logprobs;
     rp.top_logprobs = j->p.top_logprobs;
     rp.grammar = j->p.grammar;  /* the runtime copies it into one constraint per choice */
+    rp.draft_max = j->p.draft_max;
     rp.on_event = on_event;
     rp.cancelled = job_cancelled;
     rp.user = u;
