@@ -808,6 +808,26 @@ static int mode_seeds(const char *dir) {
     return 0;
 }
 
+/* A schema whose grammar exceeds the parser's limits (found by fuzz_schema: a key trie
+ * over a long property name nests deeper than 1024): both entry points refuse it with
+ * a message, neither hands out GBNF that would not load. */
+static void test_schema_beyond_limits(void) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/fuzz-schema-deep.json", data_dir());
+    size_t n = 0;
+    char *text = read_all(path, &n);
+    if (!text) { CHECK(0, "cannot read %s", path); return; }
+    char *gbnf = NULL;
+    th_status s = th_json_schema_to_gbnf(text, n, &gbnf);
+    CHECK(s == TH_ERR_UNSUPPORTED && !gbnf && strstr(th_last_error(), "does not parse"), "to_gbnf: %d %s", s, th_last_error());
+    th_grammar *g = NULL;
+    s = th_grammar_from_json_schema(text, n, &g);
+    CHECK(s == TH_ERR_UNSUPPORTED && !g && strstr(th_last_error(), "nested deeper"), "from_json_schema: %d %s", s, th_last_error());
+    free(gbnf);
+    th_grammar_free(g);
+    free(text);
+}
+
 int main(int argc, char **argv) {
     if (argc == 3 && !strcmp(argv[1], "--write-seeds")) return mode_seeds(argv[2]);
     if (argc == 5 && !strcmp(argv[1], "--generate")) return mode_generate(argv[2], atoi(argv[3]), strtoull(argv[4], NULL, 10));
@@ -818,6 +838,7 @@ int main(int argc, char **argv) {
     RUN(test_llama_grammars);
     RUN(test_errors);
     RUN(test_limits);
+    RUN(test_schema_beyond_limits);
     RUN(test_print_roundtrip);
     RUN(test_utf8);
     RUN(test_theseus_schemas);

@@ -875,23 +875,40 @@ th_status th_json_schema_convert(const char *schema, size_t len, char **gbnf_out
     return st;
 }
 
+/* The converted GBNF must also fit the parser's limits (a schema can ask for nesting or
+ * size beyond them, e.g. a key trie over a very long property name): both public
+ * entry points parse it, so neither hands out a grammar that would not load. */
+static th_status convert_and_parse(const char *schema, size_t len, char **gbnf_out, th_grammar **out) {
+    char *gbnf = NULL;
+    th_status s = th_json_schema_convert(schema, len, &gbnf);
+    if (s != TH_OK) return s;
+    th_grammar *g = NULL;
+    s = th_gbnf_parse(gbnf, strlen(gbnf), &g);
+    if (s != TH_OK) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", th_last_error());
+        th_set_error(TH_ERR_UNSUPPORTED, "JSON schema: the converted grammar does not parse: %s", msg);
+        s = TH_ERR_UNSUPPORTED;
+        free(gbnf);
+        return s;
+    }
+    if (out) *out = g;
+    else th_grammar_free(g);
+    if (gbnf_out) *gbnf_out = gbnf;
+    else free(gbnf);
+    return TH_OK;
+}
+
 th_status th_json_schema_to_gbnf(const char *schema, size_t len, char **gbnf) {
-    return th_json_schema_convert(schema, len, gbnf);
+    if (gbnf) *gbnf = NULL;
+    if (!gbnf) return th_set_error(TH_ERR_ARG, "th_json_schema_to_gbnf: invalid arguments");
+    return convert_and_parse(schema, len, gbnf, NULL);
 }
 
 th_status th_grammar_from_json_schema(const char *schema, size_t len, th_grammar **out) {
     if (out) *out = NULL;
-    char *gbnf = NULL;
-    th_status s = th_json_schema_convert(schema, len, &gbnf);
-    if (s != TH_OK) return s;
-    s = th_gbnf_parse(gbnf, strlen(gbnf), out);
-    if (s != TH_OK) {
-        char msg[512];
-        snprintf(msg, sizeof msg, "%s", th_last_error());
-        th_set_error(s, "JSON schema: the converted grammar does not parse: %s", msg);
-    }
-    free(gbnf);
-    return s;
+    if (!out) return th_set_error(TH_ERR_ARG, "th_grammar_from_json_schema: invalid arguments");
+    return convert_and_parse(schema, len, NULL, out);
 }
 
 const cJSON *jconv_root(const jconv *c) { return c->root; }
