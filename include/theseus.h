@@ -403,6 +403,9 @@ typedef struct th_quantize_params {
                                   * (no per-tensor bumps; row-length fallbacks still apply) */
     void (*progress)(const th_quantize_progress *p, void *user);   /* NULL: silent */
     void *user;
+    const char *config;          /* a precision config file (docs/precision.md) whose rules set the
+                                  * types on top of `type` (NULL type: on top of the source's types);
+                                  * NULL: none */
 } th_quantize_params;
 
 th_quantize_params th_quantize_default_params(void);
@@ -414,6 +417,13 @@ th_quantize_params th_quantize_default_params(void);
 th_status th_quantize_file(const char *in_path, const char *out_path, const th_quantize_params *params);
 /* The accepted type names, space-separated ("F32 F16 BF16 Q4_0 ..."). */
 const char *th_quantize_type_names(void);
+
+/* ---------------------------------------------------------------- precision (docs/precision.md) */
+
+/* The precision assignment of the GGUF at path as a config that reproduces it
+ * (one rule a line; bits per weight per tensor class and in total as comments).
+ * *out is malloc'd (free with free()). */
+th_status th_precision_describe(const char *path, char **out);
 
 /* ---------------------------------------------------------------- runtime
  *

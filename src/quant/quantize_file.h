@@ -25,6 +25,10 @@ typedef struct th_qtensor {
     uint64_t ne[4];
 } th_qtensor;
 
+/* Whether llama-quantize would quantize this tensor (2-D+ weights, not norms, not
+ * the router, not position embeddings ...): the tensors a precision rule can reach. */
+bool th_qtensor_quantizable(const th_qtensor *t);
+
 /* NULL if unknown. Case-insensitive; Q3_K/Q4_K/Q5_K mean the _M mixes, as in llama-quantize. */
 const th_qmix *th_qmix_find(const char *name);
 /* Output type of each tensor (out[i] for t[i]) as llama-quantize chooses it without

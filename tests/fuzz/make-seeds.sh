@@ -10,6 +10,7 @@
 #   fuzz_gbnf       llama.cpp's grammars (tests/data/grammar/llama-grammars), each + NUL + a case
 #   fuzz_schema     the schemas of tests/data/grammar/schemas.json and theseus.json
 #   fuzz_kld        small .kld base files (header, tokens, uint16-scaled rows), whole and cut
+#   fuzz_precision  small precision configs (wildcards, ranges, expert selectors, errors)
 #   fuzz_runtime_text  stop strings + token pieces (ASCII, split UTF-8, a stop across pieces)
 #                      and a ChatML context
 set -eu
@@ -17,7 +18,7 @@ OUT=${1:?usage: make-seeds.sh OUT}
 SHARED=${SHARED:-$(cd "$(dirname "$0")/../../.." && pwd)/shared}
 BUILD=${BUILD:-build}
 here=$(cd "$(dirname "$0")" && pwd)
-mkdir -p "$OUT"/{fuzz_gguf,fuzz_template,fuzz_tokenizer,fuzz_request,fuzz_http,fuzz_sampler,fuzz_gbnf,fuzz_schema,fuzz_kld,fuzz_runtime_text}
+mkdir -p "$OUT"/{fuzz_gguf,fuzz_template,fuzz_tokenizer,fuzz_request,fuzz_http,fuzz_sampler,fuzz_gbnf,fuzz_schema,fuzz_kld,fuzz_runtime_text,fuzz_precision}
 if [ -x "$BUILD/tests/test_gguf" ]; then SHARED=$SHARED "$BUILD/tests/test_gguf" --write-seeds "$OUT/fuzz_gguf" >/dev/null; fi
 for t in "$SHARED"/fixtures/chat-templates/*.jinja; do [ -f "$t" ] && cp "$t" "$OUT/fuzz_template/"; done
 cp "$here"/seeds/request/* "$OUT/fuzz_request/"
@@ -93,6 +94,10 @@ def rt(stops, pieces):
 put("fuzz_runtime_text", "ascii", rt([b" 7"], [b" 5", b",", b" 6", b",", b" 7", b","]))
 put("fuzz_runtime_text", "utf8", rt([b"\xc3\xa9t"], [b"caf", b"\xc3", b"\xa9", b"t\xe2\x82", b"\xac"]))
 put("fuzz_runtime_text", "nostop", rt([], [b"Hello", b" world", b"\xf0\x9f", b"\x98\x80"]))
+put("fuzz_precision", "mixed", b"# attention 8 bits\nblk.*.attn_q.weight Q8_0\nblk.0-9.ffn_*.weight Q4_0\n"
+    b"blk.0.ffn_down_exps.weight[3] F16\nblk.12.ffn_up_exps.weight[0-7] Q4_K\noutput.weight f16\n")
+put("fuzz_precision", "errors", b"blk.99.attn_q.weight Q8_0\nx[1-] Q9\n")
+put("fuzz_precision", "pattern", b"*1-2*.*0-99*\n* Q8_0\n")
 put("fuzz_runtime_text", "chatml", b'{"messages":[{"role":"system","content":"s"},{"role":"user","content":"hi"}]}')
 PY
 echo "seeds written to $OUT"
