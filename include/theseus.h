@@ -49,6 +49,12 @@ typedef struct th_model_params {
     bool use_mmap;       /* map the file (default true); false reads it into memory */
     bool verbose;        /* print load progress to stderr */
     bool vocab_only;     /* load only the tokenizer (any architecture, no weights) */
+    /* load-time precision overrides (docs/precision.md): tensors whose type under the
+     * config at precision_path differs from the file's are re-quantized at load from
+     * source_path (a higher-precision GGUF of the same model); the others stay mapped */
+    const char *precision_path;
+    const char *source_path;
+    int32_t n_threads;   /* threads for that re-quantization (<= 0: all cores) */
 } th_model_params;
 
 th_model_params th_model_default_params(void);

@@ -294,6 +294,30 @@ static void convert_rows(void *arg, int ith, int nth) {
     }
 }
 
+th_status th_quantize_rows(th_pool *pool, const void *src, uint32_t src_type, uint32_t dst_type, int64_t ne0,
+                           int64_t rows, void *dst, const char *name) {
+    int nth = th_pool_size(pool);
+    convert_job j = { .src = src, .src_type = src_type, .dst_type = dst_type, .ne0 = ne0, .n_rows = rows, .dst = dst };
+    if (!th_row_bytes(src_type, (uint64_t)ne0, &j.src_row_bytes) || !th_row_bytes(dst_type, (uint64_t)ne0, &j.dst_row_bytes))
+        return th_set_error(TH_ERR_FORMAT, "tensor %s: rows of %lld values cannot be %s", name, (long long)ne0,
+                            th_type_name(dst_type));
+    const th_type_info *ti = th_type_info_get(src_type);
+    if (!ti || !ti->supported || !ti->dequantize)
+        return th_set_error(TH_ERR_UNSUPPORTED, "tensor %s: cannot convert from %s (no decoder)", name, th_type_name(src_type));
+    if (!th_can_quantize_weights(dst_type))
+        return th_set_error(TH_ERR_UNSUPPORTED, "tensor %s: no encoder for %s", name, th_type_name(dst_type));
+    j.scratch = malloc((size_t)nth * (size_t)ne0 * sizeof(float));
+    j.bad_row = malloc((size_t)nth * sizeof *j.bad_row);
+    th_status s = j.scratch && j.bad_row ? TH_OK : th_set_error(TH_ERR_NOMEM, "tensor %s: out of memory", name);
+    if (!s) th_pool_run(pool, convert_rows, &j);
+    for (int k = 0; !s && k < nth; k++)
+        if (j.bad_row[k] >= 0)
+            s = th_set_error(TH_ERR_FORMAT, "tensor %s: row %" PRId64 " holds a NaN or infinite value", name, j.bad_row[k]);
+    free(j.scratch);
+    free(j.bad_row);
+    return s;
+}
+
 /* One tensor of the output: a whole input tensor, or (a precision config's
  * per-expert type) one expert of a 3-D input tensor as a 2-D tensor "NAME.E". */
 typedef struct qout {

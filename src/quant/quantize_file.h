@@ -36,4 +36,10 @@ const th_qmix *th_qmix_find(const char *name);
  * needed a row-length fallback, -1 (error set) if out of memory. */
 int th_qplan_types(const th_qmix *mix, bool pure, const th_qmodel *m, const th_qtensor *t, size_t n, uint32_t *out);
 
+/* Convert `rows` rows of ne0 values from src_type to dst_type (decode, then the
+ * weight encoder), the rows split across the pool's threads. Errors name `name`. */
+struct th_pool;
+th_status th_quantize_rows(struct th_pool *pool, const void *src, uint32_t src_type, uint32_t dst_type, int64_t ne0,
+                           int64_t rows, void *dst, const char *name);
+
 #endif
