@@ -431,6 +431,22 @@ const char *th_quantize_type_names(void);
  * *out is malloc'd (free with free()). */
 th_status th_precision_describe(const char *path, char **out);
 
+/* Live promotion: a precision config file watched for a loaded model. The hook
+ * th_precision_live_between_steps (th_runtime_params.between_steps, user = the live
+ * handle) looks at the file at most once a second; when it changed and parses and
+ * resolves, the tensors whose type differs from the model's are re-quantized from
+ * source_path in a background thread, and a later call swaps them in (CPU weights;
+ * a model on the GPU keeps its device copies and the swap is refused with a log
+ * line). A bad file is logged on stderr and ignored: the old assignment stays. */
+typedef struct th_precision_live th_precision_live;
+th_status th_precision_live_new(th_model *model, const char *config_path, const char *source_path, int32_t n_threads,
+                                th_precision_live **out);
+void th_precision_live_between_steps(void *live);
+/* The assignment now in the model as config text (malloc'd, free with free()), its
+ * weight bytes, an FNV-1a hash of the text, and how many swaps happened so far. */
+th_status th_precision_live_info(th_precision_live *live, char **text, uint64_t *bytes, uint64_t *hash, uint64_t *swaps);
+void th_precision_live_free(th_precision_live *live);
+
 /* ---------------------------------------------------------------- runtime
  *
  * The runtime (src/runtime/) is the one generation loop of the project: a
@@ -497,6 +513,11 @@ typedef struct th_runtime_params {
                                  * decodes only the rest (chat turns). A request that ends by
                                  * max_tokens then decodes its last token too, so the slot holds
                                  * all of its text */
+    /* called on the stepping thread at the start of every step, before admission, so
+     * never under a running forward pass: the place to change the model's weights
+     * (th_precision_live_between_steps). NULL: none */
+    void (*between_steps)(void *user);
+    void *between_user;
 } th_runtime_params;
 
 th_runtime_params th_runtime_default_params(void);

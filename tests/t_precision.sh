@@ -4,7 +4,8 @@
 # --precision config giving every tensor its current type leaves the logits
 # byte-identical; a mixed config (attention Q8_0, FFN Q4_K, output F16, embeddings
 # Q4_K) applied at load to the Q4_K_M file gives the logits of quantize --config then
-# load, byte for byte; a bad rule fails naming its line. Prints ok/FAIL/SKIP lines.
+# load, byte for byte; a bad rule fails naming its line; live precision in a server
+# (tests/server/test_precision_live.py). Prints ok/FAIL/SKIP lines.
 set -u
 T=${THESEUS:-build/theseus}
 S=${SHARED:-../shared}
@@ -48,4 +49,9 @@ if ! $T logits -m "$Q4" --precision "$tmp/bad.cfg" --source "$F32" -p "$P" --out
    ! $T quantize -m "$F32" -o "$tmp/y.gguf" --config "$tmp/bad.cfg" 2>"$tmp/err3" && grep -q 'bad.cfg:2:' "$tmp/err3"; then
     ok precision_errors
 else bad precision_errors "$(head -c 400 "$tmp/err")" "$(head -c 400 "$tmp/err2")" "$(head -c 400 "$tmp/err3")"; fi
+
+# live precision in a server (tests/server/test_precision_live.py starts its own)
+if command -v python3 >/dev/null; then
+    THESEUS=$T SHARED=$S TMPDIR_PREC="$tmp" timeout 600 python3 tests/server/test_precision_live.py
+else echo "SKIP precision_live (no python3)"; fi
 exit 0

@@ -86,3 +86,13 @@ th_status th_cpu_repack_model(th_model *m, const th_kernels *k) {
     free(ws);
     return TH_OK;
 }
+
+void *th_cpu_repack_copy(const th_kernels *k, uint32_t type, const void *data, int64_t ne0, int64_t ne1, int64_t n_mat,
+                         size_t row_bytes) {
+    const char *env = getenv("TH_REPACK");
+    if ((env && !strcmp(env, "0")) || ne1 % 8 != 0 || !th_repack_supported(k, type, ne1 * n_mat, ne0)) return NULL;
+    uint64_t bytes = (uint64_t)th_repack_row_bytes(type, row_bytes) * (uint64_t)ne1 * (uint64_t)n_mat;
+    void *p = aligned_alloc(64, (size_t)((bytes + 63) & ~(uint64_t)63));
+    if (p) th_repack_rows(type, data, p, ne1 * n_mat, row_bytes);
+    return p;
+}

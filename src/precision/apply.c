@@ -8,6 +8,7 @@
  * makes the plan in the background and swaps between two forward passes. */
 #include "precision/internal.h"
 #include "core/threadpool.h"
+#include "cpu/forward.h"
 #include "gguf/gguf.h"
 
 #include <inttypes.h>
@@ -130,7 +131,6 @@ static size_t find_base(const th_prec_file *pf, const char *name) {
 
 th_status th_prec_make_plan(th_model *m, const gguf_file *src, const th_prec_file *pf, const th_prec_assign *cur,
                             const th_prec_assign *want, int n_threads, bool progress, th_prec_plan *p) {
-    (void)m;
     memset(p, 0, sizeof *p);
     th_status s = list_changes(pf, cur, want, p);
     if (s || p->n == 0) { if (s) th_prec_plan_free(p); return s; }
@@ -139,7 +139,18 @@ th_status th_prec_make_plan(th_model *m, const gguf_file *src, const th_prec_fil
     for (size_t k = 0; k < p->n && !s; k++) {
         th_prec_change *c = &p->ch[k];
         if (c->clear) continue;
-        const th_qtensor *t = &pf->t[find_base(pf, c->name)];
+        size_t bi = find_base(pf, c->name);
+        const th_qtensor *t = &pf->t[bi];
+        if (c->expert < 0 && c->type == pf->a.type[bi] && m->file) {
+            const gguf_tensor *ft = &m->file->tensors[pf->index[bi]];
+            uint64_t frb;
+            th_row_bytes(ft->type, ft->ne[0], &frb);
+            c->restore = ft->data;
+            c->row_bytes = (size_t)frb;
+            if (progress) fprintf(stderr, "theseus: precision [%zu/%zu] %s back to the file's %s\n", k + 1, p->n, c->name,
+                                  th_type_name(c->type));
+            continue;
+        }
         const gguf_tensor *st = NULL;
         if ((s = source_tensor(src, t, &st))) break;
         uint64_t src_rb, rb, rows = c->expert < 0 ? t->ne[1] * TH_MAX(t->ne[2], 1) : t->ne[1];
@@ -181,6 +192,19 @@ static void release(th_model *m, const void *old) {
         }
 }
 
+/* After the model was repacked (a context exists), new bytes get their packed copy
+ * here, as a fresh load would repack them (the same kernels, the same results). */
+static th_status repack_new(th_model *m, uint32_t type, const void *data, int64_t ne0, int64_t ne1, int64_t n_mat,
+                            size_t row_bytes, const void **packed) {
+    *packed = NULL;
+    if (!m->repacked || !data) return TH_OK;
+    void *p = th_cpu_repack_copy(th_cpu_kernels(), type, data, ne0, ne1, n_mat, row_bytes);
+    if (!p) return TH_OK;
+    th_status s = th_prec_own(m, p);
+    if (!s) *packed = p;
+    return s;
+}
+
 th_status th_prec_swap(th_model *m, th_prec_plan *p) {
     th_weight **all;
     size_t nw;
@@ -188,23 +212,29 @@ th_status th_prec_swap(th_model *m, th_prec_plan *p) {
     if (s) return s;
     for (size_t k = 0; k < p->n && !s; k++) {
         th_prec_change *c = &p->ch[k];
-        const void *old = NULL;
+        const void *old = NULL, *old_packed = NULL;
         bool used = false;
         for (size_t i = 0; i < nw && !s; i++) {
             th_weight *w = all[i];
             if (!w->name || strcmp(w->name, c->name)) continue;
             if (c->expert < 0) {
                 old = w->data;
-                w->data = c->data;
+                old_packed = w->packed;
+                w->data = c->restore ? c->restore : c->data;
                 w->type = c->type;
                 w->row_bytes = c->row_bytes;
                 w->packed = NULL;   /* the CPU's repacked copy was of the old bytes */
+                if ((s = repack_new(m, c->type, w->data, w->ne0, w->ne1, TH_MAX(w->ne2, 1), c->row_bytes, &w->packed))) break;
             } else {
                 th_expert_slot *sl;
                 if ((s = th_prec_slots(m, w, &sl))) break;
                 old = sl[c->expert].data;
+                old_packed = sl[c->expert].packed;
                 sl[c->expert] = c->clear ? (th_expert_slot){ 0 }
                                          : (th_expert_slot){ .data = c->data, .type = c->type, .row_bytes = c->row_bytes };
+                if (!c->clear &&
+                    (s = repack_new(m, c->type, c->data, w->ne0, w->ne1, 1, c->row_bytes, &sl[c->expert].packed)))
+                    break;
             }
             used = true;
         }
@@ -213,7 +243,10 @@ th_status th_prec_swap(th_model *m, th_prec_plan *p) {
             if ((s = th_prec_own(m, c->data))) { c->data = NULL; break; }
             c->data = NULL;
         }
-        if (used) release(m, old);
+        if (used) {
+            release(m, old);
+            release(m, old_packed);
+        }
     }
     free(all);
     return s;
