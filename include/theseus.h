@@ -49,6 +49,12 @@ typedef struct th_model_params {
     bool use_mmap;       /* map the file (default true); false reads it into memory */
     bool verbose;        /* print load progress to stderr */
     bool vocab_only;     /* load only the tokenizer (any architecture, no weights) */
+    /* load-time precision overrides (docs/precision.md): tensors whose type under the
+     * config at precision_path differs from the file's are re-quantized at load from
+     * source_path (a higher-precision GGUF of the same model); the others stay mapped */
+    const char *precision_path;
+    const char *source_path;
+    int32_t n_threads;   /* threads for that re-quantization (<= 0: all cores) */
 } th_model_params;
 
 th_model_params th_model_default_params(void);
@@ -423,6 +429,9 @@ typedef struct th_quantize_params {
                                   * (no per-tensor bumps; row-length fallbacks still apply) */
     void (*progress)(const th_quantize_progress *p, void *user);   /* NULL: silent */
     void *user;
+    const char *config;          /* a precision config file (docs/precision.md) whose rules set the
+                                  * types on top of `type` (NULL type: on top of the source's types);
+                                  * NULL: none */
 } th_quantize_params;
 
 th_quantize_params th_quantize_default_params(void);
@@ -444,6 +453,28 @@ const char *th_quantize_type_names(void);
  * metadata keys and layout (weights keep their F32/F16/BF16 type; quantize the
  * result with th_quantize_file). */
 th_status th_hf_convert(const char *hf_path, const char *out_gguf);
+/* ---------------------------------------------------------------- precision (docs/precision.md) */
+
+/* The precision assignment of the GGUF at path as a config that reproduces it
+ * (one rule a line; bits per weight per tensor class and in total as comments).
+ * *out is malloc'd (free with free()). */
+th_status th_precision_describe(const char *path, char **out);
+
+/* Live promotion: a precision config file watched for a loaded model. The hook
+ * th_precision_live_between_steps (th_runtime_params.between_steps, user = the live
+ * handle) looks at the file at most once a second; when it changed and parses and
+ * resolves, the tensors whose type differs from the model's are re-quantized from
+ * source_path in a background thread, and a later call swaps them in (CPU weights;
+ * a model on the GPU keeps its device copies and the swap is refused with a log
+ * line). A bad file is logged on stderr and ignored: the old assignment stays. */
+typedef struct th_precision_live th_precision_live;
+th_status th_precision_live_new(th_model *model, const char *config_path, const char *source_path, int32_t n_threads,
+                                th_precision_live **out);
+void th_precision_live_between_steps(void *live);
+/* The assignment now in the model as config text (malloc'd, free with free()), its
+ * weight bytes, an FNV-1a hash of the text, and how many swaps happened so far. */
+th_status th_precision_live_info(th_precision_live *live, char **text, uint64_t *bytes, uint64_t *hash, uint64_t *swaps);
+void th_precision_live_free(th_precision_live *live);
 
 /* ---------------------------------------------------------------- runtime
  *
@@ -532,6 +563,11 @@ typedef struct th_runtime_params {
                                  * max_tokens then decodes its last token too, so the slot holds
                                  * all of its text */
     th_spec_params spec;        /* speculative decoding (above); zero: off */
+    /* called on the stepping thread at the start of every step, before admission, so
+     * never under a running forward pass: the place to change the model's weights
+     * (th_precision_live_between_steps). NULL: none */
+    void (*between_steps)(void *user);
+    void *between_user;
 } th_runtime_params;
 
 enum { TH_SPEC_NONE = 0, TH_SPEC_NGRAM = 1, TH_SPEC_DRAFT = 2, TH_SPEC_LAYERS = 3 };

@@ -10,6 +10,17 @@
 #include "quant/quant.h"
 #include "tokenizer/tokenizer.h"
 
+/* One routed expert's own copy: an expert of a 3-D expert tensor given a type of its
+ * own by a precision config, stored in the file as the 2-D tensor "NAME.E"
+ * (docs/precision.md) or re-quantized at load. data NULL: the 3-D tensor's slice. */
+typedef struct th_expert_slot {
+    const void *data;      /* [ne0, ne1] rows of `type` */
+    uint32_t type;
+    size_t row_bytes;
+    const void *packed;    /* CPU: its 8-row interleaved copy in the model's packed_buf, or NULL */
+    void *dev;             /* CUDA: its device copy (struct th_cu_weight), or NULL */
+} th_expert_slot;
+
 /* A weight: a 1-D vector or a stack of rows (ne0 = row length, ne1 = rows,
  * ne2 = number of matrices, e.g. experts). data == NULL: absent. */
 typedef struct th_weight {
@@ -21,7 +32,13 @@ typedef struct th_weight {
     /* backends' copies, made on first use and owned by the model */
     const void *packed;    /* CPU: 8-row interleaved copy (cpu/repack.h) in the model's packed_buf, or NULL */
     void *dev;             /* CUDA: the device copy (struct th_cu_weight, src/cuda/gpu_upload.c), or NULL */
+    th_expert_slot *experts; /* 3-D expert tensors: ne2 slots, the experts with a type of their own; or NULL */
 } th_weight;
+
+/* Expert e's own copy, or NULL when it is the 3-D tensor's slice e. */
+static inline const th_expert_slot *th_weight_expert(const th_weight *w, int64_t e) {
+    return w->experts && w->experts[e].data ? &w->experts[e] : NULL;
+}
 
 enum th_rope_type { TH_ROPE_NORM = 0, TH_ROPE_NEOX = 1 };
 /* FFN activations: SILU/GELU gate an up projection (a = act(gate) * up);
@@ -123,6 +140,8 @@ struct th_model {
     bool repacked;                           /* repacking was done (or found nothing to do) */
     void *dev_store;                         /* the CUDA backend's device weights (th_cu_store), or NULL */
     void (*dev_free)(struct th_model *m);    /* frees dev_store (set by the backend that made it) */
+    struct th_prec_state *prec;              /* precision (src/precision/): expert slots, re-quantized
+                                              * weights, the live assignment; NULL if none */
 };
 
 /* The rope frequency factors a context of n_ctx positions uses (data NULL: none).

@@ -1,11 +1,13 @@
 /* model_load.c — th_model_load(): maps (or, use_mmap = false, reads) the GGUF
  * file, picks the architecture descriptor, loads the vocabulary and the weights
  * (typed views into the file's bytes), and the metadata/tensor helpers the
- * descriptors use; th_model_check_file / th_model_fault_recover (the file on
+ * descriptors use; the precision hooks (experts with a type of their own,
+ * load-time overrides: src/precision/); th_model_check_file / th_model_fault_recover (the file on
  * disk changing under a loaded model). */
 #include "arch/arch.h"
 #include "hf/hf.h"
 #include "model.h"
+#include "precision/internal.h"
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -210,7 +212,8 @@ th_status th_model_load(const char *path, const th_model_params *params, th_mode
     m->names_cap = 64 * (m->file->n_tensors + 8);
     m->names = malloc(m->names_cap);
     if (!m->names) { th_model_free(m); return th_set_error(TH_ERR_NOMEM, "out of memory"); }
-    if ((s = check_vocab_rows(m)) || (s = m->arch->load(m)) || (s = th_vocab_load(m->file, &m->vocab))) {
+    if ((s = check_vocab_rows(m)) || (s = m->arch->load(m)) || (s = th_prec_bind_experts(m)) ||
+        (s = th_prec_apply_load(m, params)) || (s = th_vocab_load(m->file, &m->vocab))) {
         char msg[1024];
         snprintf(msg, sizeof msg, "%s", th_last_error());
         th_model_free(m);
@@ -239,6 +242,7 @@ void th_model_free(th_model *m) {
     free(m->names);
     free(m->packed_buf);
     if (m->dev_free) m->dev_free(m);
+    th_prec_model_free(m);
     gguf_close(m->file);
     free(m);
 }

@@ -36,7 +36,9 @@ char *cli_read_stdin(size_t *len);
 /* Options every command takes (theseus.c removes them from argv before the
  * command sees it): --no-mmap reads the model into memory instead of mapping it
  * (th_model_params.use_mmap = false), so a file changed or truncated on disk
- * while it is in use cannot hurt the process. */
+ * while it is in use cannot hurt the process; --precision FILE --source SOURCE.gguf
+ * (all commands but inspect) set th_model_params.precision_path / source_path:
+ * load-time precision overrides (docs/precision.md). */
 void cli_common_options(int *argc, char **argv);
 /* th_model_default_params() with the common options applied. */
 th_model_params cli_model_params(void);

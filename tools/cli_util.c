@@ -69,10 +69,16 @@ char *cli_read_stdin(size_t *len) { return read_stream(stdin, len); }
 
 static bool no_mmap;
 
+static const char *precision_path, *source_path;
+
 void cli_common_options(int *argc, char **argv) {
     int k = 1;
+    /* inspect's --precision is a flag of its own (print the assignment) */
+    bool overrides = *argc < 2 || strcmp(argv[1], "inspect");
     for (int i = 1; i < *argc; i++) {
         if (!strcmp(argv[i], "--no-mmap")) { no_mmap = true; continue; }
+        if (overrides && !strcmp(argv[i], "--precision") && i + 1 < *argc) { precision_path = argv[++i]; continue; }
+        if (overrides && !strcmp(argv[i], "--source") && i + 1 < *argc) { source_path = argv[++i]; continue; }
         argv[k++] = argv[i];
     }
     argv[k] = NULL;
@@ -82,6 +88,8 @@ void cli_common_options(int *argc, char **argv) {
 th_model_params cli_model_params(void) {
     th_model_params p = th_model_default_params();
     p.use_mmap = !no_mmap;
+    p.precision_path = precision_path;
+    p.source_path = source_path;
     return p;
 }
 

@@ -1,14 +1,17 @@
 /* cmd_inspect.c — `theseus inspect`: a model file's metadata, tensors (name,
- * type, shape, bytes) and, when the architecture is supported, its summary. */
+ * type, shape, bytes) and, when the architecture is supported, its summary;
+ * with --precision, the precision assignment as a config (th_precision_describe). */
 #include "cli.h"
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: theseus inspect -m MODEL [--all]\n"
+    fprintf(f, "usage: theseus inspect -m MODEL [--all] [--precision]\n"
                "  -m, --model FILE   GGUF file\n"
-               "  --all              print every array element (default: the first 8)\n");
+               "  --all              print every array element (default: the first 8)\n"
+               "  --precision        print only the file's precision assignment, as a config that\n"
+               "                     reproduces it, with bits per weight per tensor class and in total\n");
 }
 
 static void print_meta(const th_file *f, int max_items) {
@@ -47,13 +50,23 @@ static void print_tensors(const th_file *f) {
 int cmd_inspect(int argc, char **argv) {
     const char *path = NULL;
     int max_items = 8;
+    bool precision = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { usage(stdout); return 0; }
         else if ((!strcmp(argv[i], "-m") || !strcmp(argv[i], "--model")) && i + 1 < argc) path = argv[++i];
         else if (!strcmp(argv[i], "--all")) max_items = 1 << 30;
+        else if (!strcmp(argv[i], "--precision")) precision = true;
         else { fprintf(stderr, "theseus inspect: unknown option '%s'\n", argv[i]); usage(stderr); return 2; }
     }
     if (!path) { usage(stderr); return 2; }
+    if (precision) {
+        char *text = NULL;
+        th_status ps = th_precision_describe(path, &text);
+        if (ps) return cli_fail("inspect", ps);
+        fputs(text, stdout);
+        free(text);
+        return 0;
+    }
     th_file *f;
     th_status s = th_file_open(path, &f);
     if (s) return cli_fail("inspect", s);

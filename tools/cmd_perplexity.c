@@ -226,7 +226,8 @@ int cmd_perplexity(int argc, char **argv) {
     th_status s;
     if (o.kld && (s = th_kld_base_open(o.base, &base))) return cli_fail("perplexity", s);
     th_model *m;
-    if ((s = th_model_load(o.model, NULL, &m))) { th_kld_base_close(base); return cli_fail("perplexity", s); }
+    th_model_params mp = cli_model_params();
+    if ((s = th_model_load(o.model, &mp, &m))) { th_kld_base_close(base); return cli_fail("perplexity", s); }
     th_token *tok = NULL;
     size_t n_tok = 0;
     if (!o.kld && !(tok = tokenize_text(m, o.text, &n_tok))) rc = 1;

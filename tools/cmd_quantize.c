@@ -1,5 +1,5 @@
 /* cmd_quantize.c — `theseus quantize`: rewrite a GGUF with its weights in another
- * type or llama.cpp mix (th_quantize_file), printing one progress line per tensor
+ * type or llama.cpp mix, or as a precision config says (th_quantize_file), printing one progress line per tensor
  * on stderr and a size summary at the end. */
 #include "cli.h"
 #include <inttypes.h>
@@ -8,11 +8,13 @@
 #include <time.h>
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: theseus quantize -m IN.gguf -o OUT.gguf --type TYPE [-t N] [--pure] [-q]\n"
+    fprintf(f, "usage: theseus quantize -m IN.gguf -o OUT.gguf (--type TYPE | --config FILE | both) [-t N] [--pure] [-q]\n"
                "  -m, --model FILE    input GGUF (F32, F16, BF16 or already quantized weights)\n"
                "  -o, --out FILE      output GGUF (written to FILE.tmp, then renamed)\n"
                "  --type TYPE         a llama.cpp mix: %s\n"
                "                      (Q3_K, Q4_K, Q5_K mean the _M mixes, as in llama-quantize)\n"
+               "  --config FILE       a precision config (docs/precision.md): its rules set the types,\n"
+               "                      on top of --type's mix if given, else of the input's types\n"
                "  -t, --threads N     worker threads (default: all cores)\n"
                "  --pure              every weight gets the mix's base type (no per-tensor bumps)\n"
                "  -q, --quiet         no progress lines\n",
@@ -50,6 +52,7 @@ int cmd_quantize(int argc, char **argv) {
         else if ((!strcmp(a, "-m") || !strcmp(a, "--model")) && has_val) in = argv[++i];
         else if ((!strcmp(a, "-o") || !strcmp(a, "--out")) && has_val) out = argv[++i];
         else if (!strcmp(a, "--type") && has_val) p.type = argv[++i];
+        else if (!strcmp(a, "--config") && has_val) p.config = argv[++i];
         else if ((!strcmp(a, "-t") || !strcmp(a, "--threads")) && has_val) {
             long n;
             if (!cli_int("quantize", a, argv[++i], 1, 1024, &n)) return 2;
@@ -58,8 +61,8 @@ int cmd_quantize(int argc, char **argv) {
         else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) quiet = true;
         else { fprintf(stderr, "theseus quantize: unknown option or missing value '%s'\n", a); usage(stderr); return 2; }
     }
-    if (!in || !out || !p.type) {
-        fprintf(stderr, "theseus quantize: -m, -o and --type are required\n");
+    if (!in || !out || (!p.type && !p.config)) {
+        fprintf(stderr, "theseus quantize: -m, -o and --type or --config are required\n");
         usage(stderr);
         return 2;
     }
@@ -71,6 +74,6 @@ int cmd_quantize(int argc, char **argv) {
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
     fprintf(stderr, "theseus quantize: %s (%.2f MiB) -> %s (%.2f MiB, %s) in %.2f s\n", in, file_mib(in), out,
-            file_mib(out), p.type, secs);
+            file_mib(out), p.config ? p.config : p.type, secs);
     return 0;
 }

@@ -7,7 +7,8 @@
  * each chosen expert's weights are read once per step for all its tokens; the
  * weighted outputs are summed per token in selection order, which makes a token's
  * result independent of what else is in the batch. Shared experts are a dense
- * FFN the decoder block (block.c) adds on top. */
+ * FFN the decoder block (block.c) adds on top. An expert with a type of its own
+ * (th_weight.experts, docs/precision.md) runs from its own copy. */
 #include "cpu/moe.h"
 #include "cpu/forward.h"
 #include <math.h>
@@ -89,17 +90,32 @@ static void route_batch(th_cpu *c, const th_layer *L, const float *in, int32_t n
     for (int32_t i = 0; i < n * k; i++) c->moe_rows[fill[c->moe_sel[i]]++] = i;
 }
 
+/* Expert e's matrix of w: its own copy (a type of its own, docs/precision.md) as a
+ * one-matrix view in *tmp, or w's matrix e. */
+static const th_weight *expert_mat(const th_weight *w, int32_t e, th_weight *tmp, int64_t *mat) {
+    const th_expert_slot *x = th_weight_expert(w, e);
+    *mat = e;
+    if (!x) return w;
+    *tmp = (th_weight){ .data = x->data, .type = x->type, .ne0 = w->ne0, .ne1 = w->ne1, .ne2 = 1,
+                        .row_bytes = x->row_bytes, .name = w->name, .packed = x->packed };
+    *mat = 0;
+    return tmp;
+}
+
 /* Expert e over its m gathered rows in c->moe_x; weighted outputs into moe_y. */
 static void run_expert(th_cpu *c, const th_layer *L, int32_t e, const int32_t *slots, int32_t m) {
     const th_hparams *hp = &c->model->hp;
-    int64_t E = hp->n_embd, F = hp->n_ff_exp;
-    th_fwd_matmul(c, &L->gate_exps, e, c->moe_x, E, m, c->ff_g, c->ff_w);
-    th_fwd_matmul(c, &L->up_exps, e, c->moe_x, E, m, c->ff_u, c->ff_w);
+    int64_t E = hp->n_embd, F = hp->n_ff_exp, mg, mu, md;
+    th_weight tg, tu, td;
+    const th_weight *gate = expert_mat(&L->gate_exps, e, &tg, &mg), *up = expert_mat(&L->up_exps, e, &tu, &mu);
+    const th_weight *dn = expert_mat(&L->down_exps, e, &td, &md);
+    th_fwd_matmul(c, gate, mg, c->moe_x, E, m, c->ff_g, c->ff_w);
+    th_fwd_matmul(c, up, mu, c->moe_x, E, m, c->ff_u, c->ff_w);
     if (L->gate_exps_b.data) th_fwd_add_bias((const float *)L->gate_exps_b.data + e * F, F, c->ff_g, c->ff_w, m);
     if (L->up_exps_b.data) th_fwd_add_bias((const float *)L->up_exps_b.data + e * F, F, c->ff_u, c->ff_w, m);
     for (int32_t i = 0; i < m; i++) th_fwd_act(c, c->ff_g + i * c->ff_w, c->ff_u + i * c->ff_w, F);
     float *down = c->moe_x;                   /* the gathered inputs are no longer needed */
-    th_fwd_matmul(c, &L->down_exps, e, c->ff_g, c->ff_w, m, down, E);
+    th_fwd_matmul(c, dn, md, c->ff_g, c->ff_w, m, down, E);
     if (L->down_exps_b.data) th_fwd_add_bias((const float *)L->down_exps_b.data + e * E, E, down, E, m);
     for (int32_t i = 0; i < m; i++) {
         float *dst = c->moe_y + (int64_t)slots[i] * E, wt = c->moe_w[slots[i]];

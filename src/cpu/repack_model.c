@@ -1,7 +1,7 @@
 /* repack_model.c — the CPU backend's model-wide repacking: once per model, the
  * matmul weights whose type has a packed gemm at this CPU level are copied into
  * one allocation in the interleaved layout (cpu/repack.h) and hung off their
- * th_weight (w->packed). */
+ * th_weight (w->packed), and the experts' own copies to their slots (th_expert_slot.packed). */
 #include "cpu/forward.h"
 #include "cpu/repack.h"
 #include <stdlib.h>
@@ -27,6 +27,16 @@ static bool packable(const th_kernels *k, const th_weight *w) {
     return w->ne1 % 8 == 0 && th_repack_supported(k, w->type, w->ne1 * TH_MAX(w->ne2, 1), w->ne0);
 }
 
+/* Expert e's own copy of w (docs/precision.md), when it can be packed. */
+static const th_expert_slot *packable_slot(const th_kernels *k, const th_weight *w, int64_t e) {
+    const th_expert_slot *x = th_weight_expert(w, e);
+    return x && w->ne1 % 8 == 0 && th_repack_supported(k, x->type, w->ne1, w->ne0) ? x : NULL;
+}
+
+static uint64_t slot_bytes(const th_weight *w, const th_expert_slot *x) {
+    return ((uint64_t)th_repack_row_bytes(x->type, x->row_bytes) * (uint64_t)w->ne1 + 63) & ~(uint64_t)63;
+}
+
 /* Once per model: copy the weights whose type has a packed gemm at this CPU level into
  * one allocation in the interleaved layout; the matmuls then read only the copy (the
  * mapped originals stay untouched, so resident memory does not double). TH_REPACK=0
@@ -47,6 +57,11 @@ th_status th_cpu_repack_model(th_model *m, const th_kernels *k) {
                          (uint64_t)TH_MAX(ws[i]->ne2, 1);
         total += (bytes + 63) & ~(uint64_t)63;
     }
+    for (int i = 0; i < n; i++)
+        for (int64_t e = 0; ws[i]->experts && e < ws[i]->ne2; e++) {
+            const th_expert_slot *x = packable_slot(k, ws[i], e);
+            if (x) total += slot_bytes(ws[i], x);
+        }
     if (total && !(m->packed_buf = aligned_alloc(64, (size_t)total))) {
         free(ws);
         return th_set_error(TH_ERR_NOMEM, "out of memory for %llu bytes of repacked weights", (unsigned long long)total);
@@ -60,6 +75,24 @@ th_status th_cpu_repack_model(th_model *m, const th_kernels *k) {
         w->packed = p;
         p += ((uint64_t)th_repack_row_bytes(w->type, w->row_bytes) * (uint64_t)rows + 63) & ~(uint64_t)63;
     }
+    for (int i = 0; i < n && total; i++)   /* experts with a type of their own: their copies too */
+        for (int64_t e = 0; ws[i]->experts && e < ws[i]->ne2; e++) {
+            th_expert_slot *x = (th_expert_slot *)packable_slot(k, ws[i], e);
+            if (!x) continue;
+            th_repack_rows(x->type, x->data, p, ws[i]->ne1, x->row_bytes);
+            x->packed = p;
+            p += slot_bytes(ws[i], x);
+        }
     free(ws);
     return TH_OK;
+}
+
+void *th_cpu_repack_copy(const th_kernels *k, uint32_t type, const void *data, int64_t ne0, int64_t ne1, int64_t n_mat,
+                         size_t row_bytes) {
+    const char *env = getenv("TH_REPACK");
+    if ((env && !strcmp(env, "0")) || ne1 % 8 != 0 || !th_repack_supported(k, type, ne1 * n_mat, ne0)) return NULL;
+    uint64_t bytes = (uint64_t)th_repack_row_bytes(type, row_bytes) * (uint64_t)ne1 * (uint64_t)n_mat;
+    void *p = aligned_alloc(64, (size_t)((bytes + 63) & ~(uint64_t)63));
+    if (p) th_repack_rows(type, data, p, ne1 * n_mat, row_bytes);
+    return p;
 }

@@ -207,6 +207,12 @@ static th_status upload_moe(th_cu_store *S, const th_hparams *hp, int il, th_lay
         (L->down_exps_b.data && !shape_is(&L->down_exps_b, E, X, 1)))
         return th_set_error(TH_ERR_FORMAT, "layer %d: expert biases do not have the shapes [F,%lld] / [%lld,%lld]", il,
                             (long long)X, (long long)E, (long long)X);
+    const th_weight *xw[3] = { &L->gate_exps, &L->up_exps, &L->down_exps };
+    for (int k = 0; k < 3; k++)   /* per-expert types (docs/precision.md): the CPU reads them, the kernels here do not yet */
+        for (int64_t e = 0; xw[k]->experts && e < xw[k]->ne2; e++)
+            if (th_weight_expert(xw[k], e))
+                return th_set_error(TH_ERR_UNSUPPORTED, "tensor %s.%lld: experts with a type of their own are not supported by the CUDA backend yet",
+                                    xw[k]->name ? xw[k]->name : "?", (long long)e);
     th_status s;
     if ((s = upload_mat(S, &L->router)) || (s = upload_mat(S, &L->gate_exps)) || (s = upload_mat(S, &L->up_exps)) ||
         (s = upload_mat(S, &L->down_exps)))

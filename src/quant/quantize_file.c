@@ -9,10 +9,15 @@
  * Memory stays bounded by the largest converted tensor: the GGUF writer first
  * streams the whole layout with zeros where converted tensors go, then each
  * tensor is converted and written into its place.
+ * With a precision config (th_quantize_params.config) its rules decide the types
+ * on top of the mix (or of the source's types); an expert given a type of its own
+ * is written as an extra 2-D tensor "NAME.E" right after its 3-D tensor, which
+ * keeps the common type for every expert (docs/precision.md).
  */
 #include "quant/quantize_file.h"
 #include "core/threadpool.h"
 #include "gguf/gguf.h"
+#include "precision/precision.h"
 #include "quant/ref_encode.h"
 
 #include <errno.h>
@@ -103,7 +108,7 @@ static bool ends_with(const char *s, const char *suffix) {
 
 /* llama-quantize's tensor_allows_quantization: 2-D+ weights, not norms, gates,
  * position/type embeddings or the small special tensors of some families. */
-static bool allows_quantization(const th_qtensor *t) {
+bool th_qtensor_quantizable(const th_qtensor *t) {
     if (real_dims(t) < 2 || !ends_with(t->name, "weight")) return false;
     static const char *const never[] = {
         "_norm.weight", "ffn_gate_inp.weight", "ffn_gate_tid2eid.weight", "altup", "laurel", "per_layer_model_proj",
@@ -247,7 +252,7 @@ int th_qplan_types(const th_qmix *mix, bool pure, const th_qmodel *m, const th_q
     for (size_t k = 0; k < n; k++) {
         size_t i = order[k];
         const th_qtensor *ti = &t[i];
-        if (!allows_quantization(ti)) { out[i] = ti->type; continue; }
+        if (!th_qtensor_quantizable(ti)) { out[i] = ti->type; continue; }
         uint32_t type = mix->base;
         if (quantized_base) {
             if (!pure && !th_is_qn(mix->base)) type = mix_rules(&s, ti, type);   /* qN mixes are uniform */
@@ -292,12 +297,48 @@ static void convert_rows(void *arg, int ith, int nth) {
     }
 }
 
+th_status th_quantize_rows(th_pool *pool, const void *src, uint32_t src_type, uint32_t dst_type, int64_t ne0,
+                           int64_t rows, void *dst, const char *name) {
+    int nth = th_pool_size(pool);
+    convert_job j = { .src = src, .src_type = src_type, .dst_type = dst_type, .ne0 = ne0, .n_rows = rows, .dst = dst };
+    if (!th_row_bytes(src_type, (uint64_t)ne0, &j.src_row_bytes) || !th_row_bytes(dst_type, (uint64_t)ne0, &j.dst_row_bytes))
+        return th_set_error(TH_ERR_FORMAT, "tensor %s: rows of %lld values cannot be %s", name, (long long)ne0,
+                            th_type_name(dst_type));
+    const th_type_info *ti = th_type_info_get(src_type);
+    if (!ti || !ti->supported || !ti->dequantize)
+        return th_set_error(TH_ERR_UNSUPPORTED, "tensor %s: cannot convert from %s (no decoder)", name, th_type_name(src_type));
+    if (!th_can_quantize_weights(dst_type))
+        return th_set_error(TH_ERR_UNSUPPORTED, "tensor %s: no encoder for %s", name, th_type_name(dst_type));
+    j.scratch = malloc((size_t)nth * (size_t)ne0 * sizeof(float));
+    j.bad_row = malloc((size_t)nth * sizeof *j.bad_row);
+    th_status s = j.scratch && j.bad_row ? TH_OK : th_set_error(TH_ERR_NOMEM, "tensor %s: out of memory", name);
+    if (!s) th_pool_run(pool, convert_rows, &j);
+    for (int k = 0; !s && k < nth; k++)
+        if (j.bad_row[k] >= 0)
+            s = th_set_error(TH_ERR_FORMAT, "tensor %s: row %" PRId64 " holds a NaN or infinite value", name, j.bad_row[k]);
+    free(j.scratch);
+    free(j.bad_row);
+    return s;
+}
+
+/* One tensor of the output: a whole input tensor, or (a precision config's
+ * per-expert type) one expert of a 3-D input tensor as a 2-D tensor "NAME.E". */
+typedef struct qout {
+    uint64_t src;          /* input tensor index */
+    int32_t expert;        /* -1: the whole tensor */
+    char *name;            /* owned when expert >= 0, else the input's name */
+    uint32_t type, n_dims;
+    uint64_t ne[4];
+    uint64_t bytes;        /* bytes in the output */
+    uint64_t offset;       /* absolute offset in the output file */
+} qout;
+
 typedef struct qctx {
     gguf_file *f;
-    th_qtensor *t;         /* per tensor: NUL-terminated name, type, shape */
-    uint32_t *out_type;
-    uint64_t *out_bytes;   /* per tensor: bytes in the output */
-    uint64_t *out_offset;  /* per tensor: absolute offset in the output file */
+    th_qtensor *t;         /* per input tensor: NUL-terminated name, type, shape */
+    uint32_t *out_type;    /* per input tensor: its type in the output */
+    qout *out;
+    uint64_t n_out;
     th_pool *pool;
     float *scratch;
     int64_t *bad_row;
@@ -306,17 +347,30 @@ typedef struct qctx {
     uint64_t max_out;      /* largest converted tensor, bytes */
 } qctx;
 
-static th_status convert_tensor(qctx *c, size_t i, uint8_t *dst) {
-    const gguf_tensor *gt = &c->f->tensors[i];
-    uint64_t rows = gt->ne[1] * gt->ne[2] * gt->ne[3];   /* the reader checked the element count */
-    convert_job j = { .src = gt->data, .src_type = gt->type, .dst_type = c->out_type[i], .ne0 = (int64_t)gt->ne[0],
-                      .n_rows = (int64_t)rows, .dst = dst, .scratch = c->scratch, .bad_row = c->bad_row };
+/* The input bytes an output is made from (one expert's slice, or the whole tensor). */
+static const uint8_t *source_bytes(const qctx *c, const qout *o, uint64_t *rows) {
+    const gguf_tensor *gt = &c->f->tensors[o->src];
+    *rows = o->ne[1] * o->ne[2] * o->ne[3];
+    if (o->expert < 0) return gt->data;
+    uint64_t rb;
+    th_row_bytes(gt->type, gt->ne[0], &rb);   /* validated by the reader */
+    return (const uint8_t *)gt->data + (uint64_t)o->expert * gt->ne[1] * rb;
+}
+
+static bool is_copy(const qctx *c, const qout *o) { return o->type == c->f->tensors[o->src].type; }
+
+static th_status convert_tensor(qctx *c, const qout *o, uint8_t *dst) {
+    const gguf_tensor *gt = &c->f->tensors[o->src];
+    uint64_t rows;
+    convert_job j = { .src = source_bytes(c, o, &rows), .src_type = gt->type, .dst_type = o->type,
+                      .ne0 = (int64_t)gt->ne[0], .dst = dst, .scratch = c->scratch, .bad_row = c->bad_row };
+    j.n_rows = (int64_t)rows;   /* the reader checked the element count */
     th_row_bytes(gt->type, gt->ne[0], &j.src_row_bytes);   /* both checked by plan_sizes */
     th_row_bytes(j.dst_type, gt->ne[0], &j.dst_row_bytes);
     th_pool_run(c->pool, convert_rows, &j);
     for (int k = 0; k < c->n_threads; k++)
         if (c->bad_row[k] >= 0)
-            return th_set_error(TH_ERR_FORMAT, "tensor %s: row %" PRId64 " holds a NaN or infinite value", c->t[i].name,
+            return th_set_error(TH_ERR_FORMAT, "tensor %s: row %" PRId64 " holds a NaN or infinite value", o->name,
                                 c->bad_row[k]);
     return TH_OK;
 }
@@ -325,24 +379,23 @@ static th_status convert_tensor(qctx *c, size_t i, uint8_t *dst) {
  * that fits; notes each output size, the longest row converted (the per-thread
  * scratch) and the largest converted tensor (the output buffer). */
 static th_status plan_sizes(qctx *c) {
-    for (uint64_t i = 0; i < c->f->n_tensors; i++) {
-        const gguf_tensor *gt = &c->f->tensors[i];
-        uint32_t from = c->t[i].type, to = c->out_type[i];
-        c->out_bytes[i] = gt->nbytes;
-        if (from == to) continue;
-        uint64_t row_bytes, rows = gt->ne[1] * gt->ne[2] * gt->ne[3];
-        if (!th_row_bytes(to, gt->ne[0], &row_bytes) || !th_mul_u64(row_bytes, rows, &c->out_bytes[i]) ||
-            c->out_bytes[i] > SIZE_MAX)
+    for (uint64_t k = 0; k < c->n_out; k++) {
+        qout *o = &c->out[k];
+        const gguf_tensor *gt = &c->f->tensors[o->src];
+        uint32_t from = gt->type, to = o->type;
+        uint64_t row_bytes, rows = o->ne[1] * o->ne[2] * o->ne[3];
+        if (!th_row_bytes(to, gt->ne[0], &row_bytes) || !th_mul_u64(row_bytes, rows, &o->bytes) || o->bytes > SIZE_MAX)
             return th_set_error(TH_ERR_FORMAT, "tensor %s: shape [%" PRIu64 ", %" PRIu64 "] cannot be stored as %s",
-                                c->t[i].name, gt->ne[0], rows, th_type_name(to));
+                                o->name, gt->ne[0], rows, th_type_name(to));
+        if (from == to) continue;
         c->max_ne0 = TH_MAX(c->max_ne0, (int64_t)gt->ne[0]);
-        c->max_out = TH_MAX(c->max_out, c->out_bytes[i]);
+        c->max_out = TH_MAX(c->max_out, o->bytes);
         const th_type_info *ti = th_type_info_get(from);
         if (!ti || !ti->supported || ti->block == 0)
             return th_set_error(TH_ERR_UNSUPPORTED, "tensor %s: cannot convert from %s (no decoder for that type)",
-                                c->t[i].name, th_type_name(from));
+                                o->name, th_type_name(from));
         if (!th_can_quantize_weights(to))
-            return th_set_error(TH_ERR_UNSUPPORTED, "tensor %s: no encoder for %s", c->t[i].name, th_type_name(to));
+            return th_set_error(TH_ERR_UNSUPPORTED, "tensor %s: no encoder for %s", o->name, th_type_name(to));
     }
     return TH_OK;
 }
@@ -373,9 +426,7 @@ static th_status describe_tensors(qctx *c) {
     uint64_t n = c->f->n_tensors;
     c->t = calloc(n ? n : 1, sizeof *c->t);
     c->out_type = calloc(n ? n : 1, sizeof *c->out_type);
-    c->out_bytes = calloc(n ? n : 1, sizeof *c->out_bytes);
-    c->out_offset = calloc(n ? n : 1, sizeof *c->out_offset);
-    if (!c->t || !c->out_type || !c->out_bytes || !c->out_offset) return th_set_error(TH_ERR_NOMEM, "quantize: out of memory");
+    if (!c->t || !c->out_type) return th_set_error(TH_ERR_NOMEM, "quantize: out of memory");
     for (uint64_t i = 0; i < n; i++) {
         const gguf_tensor *gt = &c->f->tensors[i];
         char *name = malloc(gt->name.len + 1);
@@ -387,13 +438,39 @@ static th_status describe_tensors(qctx *c) {
     return TH_OK;
 }
 
+/* The outputs: every input tensor in its place, each followed by its experts that
+ * have a type of their own (expert_type[i]: NULL, or ne[2] types). */
+static th_status plan_outputs(qctx *c, uint32_t *const *expert_type) {
+    uint64_t n = c->f->n_tensors, extra = 0;
+    for (uint64_t i = 0; expert_type && i < n; i++)
+        for (uint64_t e = 0; expert_type[i] && e < c->t[i].ne[2]; e++) extra += expert_type[i][e] != c->out_type[i];
+    c->out = calloc(n + extra + 1, sizeof *c->out);
+    if (!c->out) return th_set_error(TH_ERR_NOMEM, "quantize: out of memory");
+    for (uint64_t i = 0; i < n; i++) {
+        const th_qtensor *t = &c->t[i];
+        c->out[c->n_out++] = (qout){ .src = i, .expert = -1, .name = (char *)t->name, .type = c->out_type[i],
+                                     .n_dims = t->n_dims, .ne = { t->ne[0], t->ne[1], t->ne[2], t->ne[3] } };
+        for (uint64_t e = 0; expert_type && expert_type[i] && e < t->ne[2]; e++) {
+            if (expert_type[i][e] == c->out_type[i]) continue;
+            size_t len = strlen(t->name) + 24;
+            char *name = malloc(len);
+            if (!name) return th_set_error(TH_ERR_NOMEM, "quantize: out of memory");
+            snprintf(name, len, "%s.%" PRIu64, t->name, e);
+            c->out[c->n_out++] = (qout){ .src = i, .expert = (int32_t)e, .name = name, .type = expert_type[i][e],
+                                         .n_dims = 2, .ne = { t->ne[0], t->ne[1], 1, 1 } };
+        }
+    }
+    return TH_OK;
+}
+
 static void qctx_free(qctx *c) {
+    for (uint64_t k = 0; c->out && k < c->n_out; k++)
+        if (c->out[k].expert >= 0) free(c->out[k].name);
     if (c->t)
         for (uint64_t i = 0; i < c->f->n_tensors; i++) free((void *)c->t[i].name);
+    free(c->out);
     free(c->t);
     free(c->out_type);
-    free(c->out_bytes);
-    free(c->out_offset);
     free(c->scratch);
     free(c->bad_row);
     th_pool_free(c->pool);
@@ -404,7 +481,8 @@ static void qctx_free(qctx *c) {
 
 static bool key_is(const gguf_kv *kv, const char *key) { return gguf_str_eq(kv->key, key); }
 
-static void copy_metadata(gguf_writer *w, const gguf_file *f, uint32_t ftype) {
+/* ftype < 0: a precision config's mix, which has no llama.cpp file type (none is written). */
+static void copy_metadata(gguf_writer *w, const gguf_file *f, int64_t ftype) {
     for (uint64_t i = 0; i < f->n_kv; i++) {
         const gguf_kv *kv = &f->kv[i];
         if (key_is(kv, "general.file_type") || key_is(kv, "general.quantization_version") || key_is(kv, "split.no") ||
@@ -414,13 +492,13 @@ static void copy_metadata(gguf_writer *w, const gguf_file *f, uint32_t ftype) {
     }
     /* appended last, in this order, as llama-quantize does */
     gguf_w_u32(w, "general.quantization_version", 2);
-    gguf_w_u32(w, "general.file_type", ftype);
+    if (ftype >= 0) gguf_w_u32(w, "general.file_type", (uint32_t)ftype);
 }
 
 /* Pass 1: the whole layout — metadata, copied tensors, zeros where converted
  * tensors go (read from a zero mapping, which costs no memory) — streamed to
  * `path` by the GGUF writer. */
-static th_status write_layout(qctx *c, const char *path, uint32_t ftype) {
+static th_status write_layout(qctx *c, const char *path, int64_t ftype) {
     size_t zsize = (size_t)TH_MAX(c->max_out, 1);
     void *zeros = mmap(NULL, zsize, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (zeros == MAP_FAILED) return th_set_error(TH_ERR_NOMEM, "quantize: cannot map %zu bytes", zsize);
@@ -429,10 +507,11 @@ static th_status write_layout(qctx *c, const char *path, uint32_t ftype) {
     if (!w) s = th_set_error(TH_ERR_NOMEM, "quantize: out of memory");
     else {
         copy_metadata(w, c->f, ftype);
-        for (uint64_t i = 0; i < c->f->n_tensors; i++) {
-            const gguf_tensor *gt = &c->f->tensors[i];
-            const void *data = c->out_type[i] != gt->type ? zeros : gt->data;
-            gguf_w_tensor(w, c->t[i].name, c->out_type[i], gt->n_dims, gt->ne, data, c->out_bytes[i]);
+        for (uint64_t k = 0; k < c->n_out; k++) {
+            const qout *o = &c->out[k];
+            uint64_t rows;
+            const void *data = is_copy(c, o) ? source_bytes(c, o, &rows) : zeros;
+            gguf_w_tensor(w, o->name, o->type, o->n_dims, o->ne, data, o->bytes);
         }
         s = gguf_writer_to_file(w, path);
         gguf_writer_free(w);
@@ -447,11 +526,11 @@ static th_status read_offsets(qctx *c, const char *path) {
     gguf_file *o = NULL;
     th_status s = gguf_open(path, &o);
     if (s) return s;
-    if (o->n_tensors != c->f->n_tensors) s = th_set_error(TH_ERR_INTERNAL, "quantize: %s: tensor count changed", path);
+    if (o->n_tensors != c->n_out) s = th_set_error(TH_ERR_INTERNAL, "quantize: %s: tensor count changed", path);
     for (uint64_t i = 0; !s && i < o->n_tensors; i++) {
-        if (!gguf_str_eq(o->tensors[i].name, c->t[i].name) || o->tensors[i].nbytes != c->out_bytes[i])
-            s = th_set_error(TH_ERR_INTERNAL, "quantize: %s: tensor %s laid out wrongly", path, c->t[i].name);
-        c->out_offset[i] = o->data_offset + o->tensors[i].offset;
+        if (!gguf_str_eq(o->tensors[i].name, c->out[i].name) || o->tensors[i].nbytes != c->out[i].bytes)
+            s = th_set_error(TH_ERR_INTERNAL, "quantize: %s: tensor %s laid out wrongly", path, c->out[i].name);
+        c->out[i].offset = o->data_offset + o->tensors[i].offset;
     }
     gguf_close(o);
     return s;
@@ -469,11 +548,11 @@ static th_status pwrite_all(int fd, const uint8_t *p, uint64_t n, uint64_t off, 
     return TH_OK;
 }
 
-static void report(const th_quantize_params *p, const qctx *c, uint64_t i) {
+static void report(const th_quantize_params *p, const qctx *c, uint64_t k) {
     if (!p->progress) return;
-    th_quantize_progress pr = { (int32_t)(i + 1), (int32_t)c->f->n_tensors, c->t[i].name, th_type_name(c->t[i].type),
-                                th_type_name(c->out_type[i]), c->t[i].n_dims,
-                                { c->t[i].ne[0], c->t[i].ne[1], c->t[i].ne[2], c->t[i].ne[3] } };
+    const qout *o = &c->out[k];
+    th_quantize_progress pr = { (int32_t)(k + 1), (int32_t)c->n_out, o->name, th_type_name(c->t[o->src].type),
+                                th_type_name(o->type), o->n_dims, { o->ne[0], o->ne[1], o->ne[2], o->ne[3] } };
     p->progress(&pr, p->user);
 }
 
@@ -485,18 +564,18 @@ static th_status fill_converted(qctx *c, const char *path, const th_quantize_par
     if (fd < 0) return th_set_error(TH_ERR_IO, "quantize: cannot reopen '%s': %s", path, strerror(errno));
     uint8_t *buf = malloc((size_t)TH_MAX(c->max_out, 1));
     if (!buf) s = th_set_error(TH_ERR_NOMEM, "quantize: out of memory (%" PRIu64 " bytes)", c->max_out);
-    for (uint64_t i = 0; !s && i < c->f->n_tensors; i++) {
-        report(p, c, i);
-        if (c->out_type[i] == c->t[i].type) continue;
-        s = convert_tensor(c, i, buf);
-        if (!s) s = pwrite_all(fd, buf, c->out_bytes[i], c->out_offset[i], path);
+    for (uint64_t k = 0; !s && k < c->n_out; k++) {
+        report(p, c, k);
+        if (is_copy(c, &c->out[k])) continue;
+        s = convert_tensor(c, &c->out[k], buf);
+        if (!s) s = pwrite_all(fd, buf, c->out[k].bytes, c->out[k].offset, path);
     }
     free(buf);
     if (close(fd) != 0 && !s) s = th_set_error(TH_ERR_IO, "quantize: cannot write '%s': %s", path, strerror(errno));
     return s;
 }
 
-static th_status write_output(qctx *c, const char *out_path, uint32_t ftype, const th_quantize_params *p) {
+static th_status write_output(qctx *c, const char *out_path, int64_t ftype, const th_quantize_params *p) {
     size_t len = strlen(out_path);
     char *tmp = malloc(len + 8);
     if (!tmp) return th_set_error(TH_ERR_NOMEM, "quantize: out of memory");
@@ -518,15 +597,33 @@ th_quantize_params th_quantize_default_params(void) {
     return (th_quantize_params){ .type = "Q4_K_M", .n_threads = 0 };
 }
 
+/* The per-tensor types: the mix's (if any), then the precision config's rules on
+ * top (src/precision/assign.c resolves them). */
+
+static th_status plan_types(qctx *c, const th_quantize_params *p, const th_qmix *mix, uint32_t ***expert_type) {
+    uint64_t n = c->f->n_tensors;
+    if (mix) {
+        th_qmodel m;
+        char arch[64];
+        read_model_info(c->f, &m, arch, sizeof arch);
+        if (th_qplan_types(mix, p->pure, &m, c->t, n, c->out_type) < 0) return TH_ERR_NOMEM;
+    } else {
+        for (uint64_t i = 0; i < n; i++) c->out_type[i] = c->t[i].type;
+    }
+    if (!p->config) return TH_OK;
+    return th_prec_plan_types(p->config, c->t, n, c->out_type, expert_type);
+}
+
 static th_status prepare(qctx *c, const char *in_path, const th_quantize_params *p, const th_qmix *mix) {
     th_status s = gguf_open(in_path, &c->f);
     if (s) return s;
     if ((s = describe_tensors(c))) return s;
-    th_qmodel m;
-    char arch[64];
-    read_model_info(c->f, &m, arch, sizeof arch);
-    if (th_qplan_types(mix, p->pure, &m, c->t, c->f->n_tensors, c->out_type) < 0) return TH_ERR_NOMEM;
-    if ((s = plan_sizes(c))) return s;
+    uint32_t **expert_type = NULL;
+    s = plan_types(c, p, mix, &expert_type);
+    if (!s) s = plan_outputs(c, expert_type);
+    for (uint64_t i = 0; expert_type && i < c->f->n_tensors; i++) free(expert_type[i]);
+    free(expert_type);
+    if (s || (s = plan_sizes(c))) return s;
     c->n_threads = TH_MIN(p->n_threads > 0 ? p->n_threads : th_n_cores(), MAX_THREADS);
     uint64_t scratch_bytes;
     if (!th_mul_u64((uint64_t)c->n_threads * sizeof(float), (uint64_t)TH_MAX(c->max_ne0, 1), &scratch_bytes) ||
@@ -540,13 +637,15 @@ static th_status prepare(qctx *c, const char *in_path, const th_quantize_params 
 }
 
 th_status th_quantize_file(const char *in_path, const char *out_path, const th_quantize_params *p) {
-    if (!in_path || !out_path || !p || !p->type) return th_set_error(TH_ERR_ARG, "th_quantize_file: NULL argument");
-    const th_qmix *mix = th_qmix_find(p->type);
-    if (!mix)
+    if (!in_path || !out_path || !p || (!p->type && !p->config))
+        return th_set_error(TH_ERR_ARG, "th_quantize_file: NULL argument");
+    const th_qmix *mix = p->type ? th_qmix_find(p->type) : NULL;
+    if (p->type && !mix)
         return th_set_error(TH_ERR_ARG, "unknown quantization type '%s' (valid: %s)", p->type, th_quantize_type_names());
     qctx c = { 0 };
     th_status s = prepare(&c, in_path, p, mix);
-    if (!s) s = write_output(&c, out_path, mix->ftype, p);
+    /* a config makes a mix llama.cpp has no file type for */
+    if (!s) s = write_output(&c, out_path, p->config || !mix ? -1 : (int64_t)mix->ftype, p);
     qctx_free(&c);
     return s;
 }

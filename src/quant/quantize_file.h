@@ -25,11 +25,21 @@ typedef struct th_qtensor {
     uint64_t ne[4];
 } th_qtensor;
 
+/* Whether llama-quantize would quantize this tensor (2-D+ weights, not norms, not
+ * the router, not position embeddings ...): the tensors a precision rule can reach. */
+bool th_qtensor_quantizable(const th_qtensor *t);
+
 /* NULL if unknown. Case-insensitive; Q3_K/Q4_K/Q5_K mean the _M mixes, as in llama-quantize. */
 const th_qmix *th_qmix_find(const char *name);
 /* Output type of each tensor (out[i] for t[i]) as llama-quantize chooses it without
  * an importance matrix. `pure` skips the per-tensor bumps. Returns how many tensors
  * needed a row-length fallback, -1 (error set) if out of memory. */
 int th_qplan_types(const th_qmix *mix, bool pure, const th_qmodel *m, const th_qtensor *t, size_t n, uint32_t *out);
+
+/* Convert `rows` rows of ne0 values from src_type to dst_type (decode, then the
+ * weight encoder), the rows split across the pool's threads. Errors name `name`. */
+struct th_pool;
+th_status th_quantize_rows(struct th_pool *pool, const void *src, uint32_t src_type, uint32_t dst_type, int64_t ne0,
+                           int64_t rows, void *dst, const char *name);
 
 #endif

@@ -462,6 +462,8 @@ static void fork_and_verify(th_runtime *rt, int32_t leader, int32_t row) {
 
 
 th_status rt_step(th_runtime *rt, bool *did_work) {
+    /* between two forward passes: the client's hook (e.g. live precision swaps) */
+    if (rt->p.between_steps) rt->p.between_steps(rt->p.between_user);
     bool work = admit(rt);
     work |= reap_cancelled(rt);
     rt_spec_propose(rt, draft_budget(rt));

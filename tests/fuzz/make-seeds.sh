@@ -11,6 +11,7 @@
 #   fuzz_schema     the schemas of tests/data/grammar/schemas.json and theseus.json
 #   fuzz_kld        small .kld base files (header, tokens, uint16-scaled rows), whole and cut
 #   fuzz_toolcall   a message in each tool-call format and a tools array
+#   fuzz_precision  small precision configs (wildcards, ranges, expert selectors, errors)
 #   fuzz_runtime_text  stop strings + token pieces (ASCII, split UTF-8, a stop across pieces)
 #                      and a ChatML context
 #   fuzz_safetensors  small safetensors files (F32/F16/BF16, metadata, a scalar, empty) and
@@ -20,7 +21,7 @@ OUT=${1:?usage: make-seeds.sh OUT}
 SHARED=${SHARED:-$(cd "$(dirname "$0")/../../.." && pwd)/shared}
 BUILD=${BUILD:-build}
 here=$(cd "$(dirname "$0")" && pwd)
-mkdir -p "$OUT"/{fuzz_safetensors,fuzz_gguf,fuzz_template,fuzz_tokenizer,fuzz_request,fuzz_http,fuzz_sampler,fuzz_gbnf,fuzz_schema,fuzz_kld,fuzz_runtime_text,fuzz_toolcall}
+mkdir -p "$OUT"/{fuzz_safetensors,fuzz_gguf,fuzz_template,fuzz_tokenizer,fuzz_request,fuzz_http,fuzz_sampler,fuzz_gbnf,fuzz_schema,fuzz_kld,fuzz_runtime_text,fuzz_toolcall,fuzz_precision}
 if [ -x "$BUILD/tests/test_gguf" ]; then SHARED=$SHARED "$BUILD/tests/test_gguf" --write-seeds "$OUT/fuzz_gguf" >/dev/null; fi
 for t in "$SHARED"/fixtures/chat-templates/*.jinja; do [ -f "$t" ] && cp "$t" "$OUT/fuzz_template/"; done
 cp "$here"/seeds/request/* "$OUT/fuzz_request/"
@@ -96,6 +97,10 @@ def rt(stops, pieces):
 put("fuzz_runtime_text", "ascii", rt([b" 7"], [b" 5", b",", b" 6", b",", b" 7", b","]))
 put("fuzz_runtime_text", "utf8", rt([b"\xc3\xa9t"], [b"caf", b"\xc3", b"\xa9", b"t\xe2\x82", b"\xac"]))
 put("fuzz_runtime_text", "nostop", rt([], [b"Hello", b" world", b"\xf0\x9f", b"\x98\x80"]))
+put("fuzz_precision", "mixed", b"# attention 8 bits\nblk.*.attn_q.weight Q8_0\nblk.0-9.ffn_*.weight Q4_0\n"
+    b"blk.0.ffn_down_exps.weight[3] F16\nblk.12.ffn_up_exps.weight[0-7] Q4_K\noutput.weight f16\n")
+put("fuzz_precision", "errors", b"blk.99.attn_q.weight Q8_0\nx[1-] Q9\n")
+put("fuzz_precision", "pattern", b"*1-2*.*0-99*\n* Q8_0\n")
 put("fuzz_runtime_text", "chatml", b'{"messages":[{"role":"system","content":"s"},{"role":"user","content":"hi"}]}')
 put("fuzz_toolcall", "hermes", b'\x00Checking.\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>')
 put("fuzz_toolcall", "llama3", b'\x01{"name": "f", "parameters": {"a": [1, 2]}}')

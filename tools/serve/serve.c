@@ -37,6 +37,10 @@ static void usage(FILE *f) {
                "                         flight, all requests together (default 1 GiB); beyond: 503\n"
                "  --no-mmap              read the model into memory (a change of the file on disk\n"
                "                         cannot hurt then; mapped, a changed file fails the model)\n"
+               "  --precision-file FILE  live precision (docs/precision.md): FILE is re-read when it changes\n"
+               "                         (at most once a second, between steps); changed tensors are\n"
+               "                         re-quantized from --source SOURCE.gguf in the background and\n"
+               "                         swapped in between two steps; GET /precision shows the assignment\n"
                "  -v, --verbose          log requests and load progress\n");
     cli_spec_usage(f);
     fprintf(f, "                         (per request: \"draft_max\": -1 off, 0 the server's, K a cap;\n"
@@ -72,6 +76,7 @@ static int parse_args(int argc, char **argv, srv_config *c, char **key_buf) {
         i++;
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) c->model_path = v;
         else if (!strcmp(a, "--host")) c->host = v;
+        else if (!strcmp(a, "--precision-file")) c->precision_file = v;
         else if (!strcmp(a, "--alias")) c->alias = v;
         else if (!strcmp(a, "--api-key")) c->api_key = v;
         else if (!strcmp(a, "--api-key-file")) {
@@ -136,6 +141,9 @@ int cmd_serve(int argc, char **argv) {
     mp.verbose = cfg.verbose;
     th_status s = th_model_load(cfg.model_path, &mp, &S.model);
     if (!s && cfg.spec) s = cli_spec_open(cfg.spec, cfg.verbose);
+    if (!s && cfg.precision_file && !mp.source_path)
+        s = th_set_error(TH_ERR_ARG, "--precision-file needs --source SOURCE.gguf");
+    if (!s) s = serve_precision_start(S.model, cfg.precision_file, mp.source_path, cfg.threads);
     if (!s) s = sched_start(S.model, &cfg, &S.sched);
     if (s) {
         fprintf(stderr, "theseus serve: %s; /health reports the error, completions get 503\n", th_last_error());
@@ -156,6 +164,7 @@ int cmd_serve(int argc, char **argv) {
     http_stop(d);
     sched_free(S.sched);
     cli_spec_close(&g_spec);
+    serve_precision_free();
     th_model_free(S.model);
     free(key_buf);
     return 0;

@@ -33,7 +33,15 @@ typedef struct srv_config {
     int max_conns, max_conns_per_ip;   /* connection caps (serve_conn.c); 0 per ip: no cap */
     size_t mem_budget;                 /* bytes of request bodies, parsed JSON and template renders in flight */
     cli_spec *spec;                    /* speculative decoding (--spec, --draft, --draft-layers), NULL: none */
+    const char *precision_file;        /* --precision-file: live precision (serve_precision.c), or NULL */
 } srv_config;
+
+/* Live precision (serve_precision.c): the handle, the runtime hook, GET /precision, /metrics lines. */
+th_status serve_precision_start(th_model *m, const char *file, const char *source, int threads);
+void serve_precision_hook(th_runtime_params *rp);
+void serve_precision_free(void);
+char *serve_precision_json(int *http);
+char *serve_precision_metrics(char *body);
 
 /* ---------------------------------------------------------------- jobs */
 

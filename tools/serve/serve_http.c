@@ -280,7 +280,7 @@ static bool authorized(struct MHD_Connection *c, const srv_config *cfg) {
     return auth_key_equal(h, strlen(h), cfg->api_key);
 }
 
-typedef enum { R_NONE, R_CHAT, R_COMPLETION, R_MODELS, R_HEALTH, R_METRICS, R_TOKENIZE, R_DETOKENIZE } route;
+typedef enum { R_NONE, R_CHAT, R_COMPLETION, R_MODELS, R_HEALTH, R_METRICS, R_TOKENIZE, R_DETOKENIZE, R_PRECISION } route;
 
 static route find_route(const char *url, const char *method, bool *method_ok) {
     static const struct { const char *path, *method; route r; } table[] = {
@@ -289,6 +289,7 @@ static route find_route(const char *url, const char *method, bool *method_ok) {
         { "/v1/models", "GET", R_MODELS }, { "/models", "GET", R_MODELS },
         { "/health", "GET", R_HEALTH }, { "/metrics", "GET", R_METRICS },
         { "/tokenize", "POST", R_TOKENIZE }, { "/detokenize", "POST", R_DETOKENIZE },
+        { "/precision", "GET", R_PRECISION },
     };
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
         if (!strcmp(url, table[i].path)) { *method_ok = !strcmp(method, table[i].method); return table[i].r; }
@@ -301,7 +302,7 @@ static enum MHD_Result dispatch(struct MHD_Connection *c, srv_server *S, conn_st
     char *out;
     switch (r) {
     case R_HEALTH: return do_health(c, S);
-    case R_METRICS: return reply(c, 200, metrics_render(), "text/plain; version=0.0.4");
+    case R_METRICS: return reply(c, 200, serve_precision_metrics(metrics_render()), "text/plain; version=0.0.4");
     default: break;
     }
     if (atomic_load(&S->state) != 1)
@@ -313,6 +314,7 @@ static enum MHD_Result dispatch(struct MHD_Connection *c, srv_server *S, conn_st
     case R_COMPLETION: return do_completion(c, S, cs, false);
     case R_TOKENIZE: out = req_tokenize(S, cs->body, cs->n, &http); return reply_json(c, http, out);
     case R_DETOKENIZE: out = req_detokenize(S, cs->body, cs->n, &http); return reply_json(c, http, out);
+    case R_PRECISION: out = serve_precision_json(&http); return reply_json(c, http, out);
     default: return reply_error(c, 404, "no such endpoint");
     }
 }

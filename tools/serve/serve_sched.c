@@ -217,6 +217,7 @@ th_status sched_start(th_model *m, const srv_config *cfg, srv_sched **out) {
     /* a request's greedy text must not depend on what else runs with it */
     rp.batch_invariant = true;
     if (cfg->spec) rp.spec = cfg->spec->p;
+    serve_precision_hook(&rp);   /* live precision swaps between two steps */
     th_status s = th_runtime_new(m, &rp, &S->rt);
     if (!s) s = th_runtime_start(S->rt);
     if (s) { th_runtime_free(S->rt); free(S); return s; }
