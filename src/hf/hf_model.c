@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 struct hf_conv {
     char dir[4096];
@@ -584,6 +585,18 @@ th_status hf_conv_open(const char *path, hf_conv **out) {
     while (n > 1 && c->dir[n - 1] == '/') c->dir[--n] = 0;
     char p[4200], *text = NULL;
     snprintf(p, sizeof p, "%s/config.json", c->dir);
+    snprintf(p + 2100, sizeof p - 2100, "%s/tokenizer.json", c->dir);
+    if (access(p, F_OK) != 0 && access(p + 2100, F_OK) == 0) {   /* a tokenizer alone: vocabulary-only loads */
+        th_status s = (c->w = gguf_writer_new(32)) ? TH_OK : th_set_error(TH_ERR_NOMEM, "out of memory");
+        if (!s) {
+            gguf_w_str(c->w, "general.architecture", "hf-tokenizer");
+            s = hf_tok_write(c->dir, 0, c->w);
+        }
+        if (s) { hf_conv_free(c); return s; }
+        snprintf(c->arch, sizeof c->arch, "hf-tokenizer");
+        *out = c;
+        return TH_OK;
+    }
     th_status s = hf_read_text(p, 16u << 20, &text, NULL);
     if (!s && !(c->root = cJSON_Parse(text))) s = th_set_error(TH_ERR_FORMAT, "%s: not valid JSON", p);
     free(text);
