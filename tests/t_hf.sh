@@ -70,6 +70,10 @@ if $T inspect -m "$HF/qwen3" 2>&1 | grep -Eq 'blk\.1\.attn_k_norm\.weight +F32 +
    $T inspect -m "$HF/qwen3" 2>&1 | grep -Eq 'general\.architecture +string +qwen3'; then ok hf_inspect
 else bad hf_inspect "$($T inspect -m "$HF/qwen3" 2>&1 | head -20)"; fi
 
+# -m FILE.safetensors: its directory's config and tokenizer
+if $T inspect -m "$HF/qwen3/model.safetensors" 2>&1 | grep -Eq '^model: qwen3 '; then ok hf_safetensors_path
+else bad hf_safetensors_path "$($T inspect -m "$HF/qwen3/model.safetensors" 2>&1 | tail -3)"; fi
+
 # convert --type: quantized after conversion (rows of 32: one Q8_0 block each, so the noise is large)
 if command -v python3 >/dev/null; then
     out=""
