@@ -70,6 +70,12 @@ if $T inspect -m "$HF/qwen3" 2>&1 | grep -Eq 'blk\.1\.attn_k_norm\.weight +F32 +
    $T inspect -m "$HF/qwen3" 2>&1 | grep -Eq 'general\.architecture +string +qwen3'; then ok hf_inspect
 else bad hf_inspect "$($T inspect -m "$HF/qwen3" 2>&1 | head -20)"; fi
 
+# the chat template from tokenizer_config.json
+printf '{"messages":[{"role":"user","content":"hi"}]}' >"$tmp/m.json"
+if [ "$($T template -m "$HF/qwen2" --messages "$tmp/m.json" --add-generation-prompt 2>&1)" = "$(printf '<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant')" ]; then
+    ok hf_chat_template
+else bad hf_chat_template "$($T template -m "$HF/qwen2" --messages "$tmp/m.json" --add-generation-prompt 2>&1)"; fi
+
 # -m FILE.safetensors: its directory's config and tokenizer
 if $T inspect -m "$HF/qwen3/model.safetensors" 2>&1 | grep -Eq '^model: qwen3 '; then ok hf_safetensors_path
 else bad hf_safetensors_path "$($T inspect -m "$HF/qwen3/model.safetensors" 2>&1 | tail -3)"; fi
