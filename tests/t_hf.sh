@@ -15,7 +15,7 @@ ok() { echo "ok $1"; }
 bad() { echo "FAIL $1"; shift; printf '  %s\n' "$@"; }
 if [ ! -x "$T" ]; then echo "SKIP hf_cli (no $T)"; exit 0; fi
 PROMPT="The quick brown fox jumps over the lazy dog. Once upon a time, there was 42 of them!"
-FAMS="llama llama3-rope qwen2 qwen3 gemma2 gemma3 phi3 qwen3moe mixtral"
+FAMS="llama llama-spm llama3-rope qwen2 qwen3 gemma2 gemma3 phi3 phi3-longrope qwen3moe mixtral olmoe mistral"
 
 for f in $FAMS; do
     if $T convert "$HF/$f" -o "$tmp/$f.gguf" 2>"$tmp/err" &&
@@ -37,10 +37,48 @@ for f in llama qwen2 gemma3; do
     else bad "hf_tokenize_$f" "dir: $a" "gguf: $b" "dir (plain): $c" "gguf (plain): $d"; fi
 done
 
+# real vocabularies: llama.cpp's vocab fixtures (Llama SPM 32000 tokens, GPT-2 50257) written as
+# tokenizer.json by gguf_vocab_to_hf.py; our ids from the tokenizer.json must equal the fixture's
+# .out ids (llama.cpp from the GGUF) on every case
+if command -v python3 >/dev/null; then
+    for v in llama-spm gpt-2; do
+        d="$tmp/vocab-$v"
+        if ! python3 "$HF/gguf_vocab_to_hf.py" "$S/fixtures/vocab/ggml-vocab-$v.gguf" "$d" >/dev/null 2>"$tmp/err"; then
+            bad "hf_vocab_$v" "$(cat "$tmp/err")"; continue
+        fi
+        python3 - "$S/fixtures/vocab/ggml-vocab-$v.gguf" "$d" "$T" >"$tmp/res" 2>&1 <<'PY'
+import subprocess, sys
+src, d, t = sys.argv[1:4]
+cases = open(src + ".inp", "rb").read().split(b"\n__ggml_vocab_test__\n")[:-1]
+want = open(src + ".out").read().split("\n")
+bad = 0
+for i, c in enumerate(cases):
+    out = subprocess.run([t, "tokenize", "-m", d, "--no-bos", "--ids"], input=c, capture_output=True).stdout.decode().strip()
+    if out != want[i].strip():
+        bad += 1
+        if bad <= 3:
+            print("case %d %r: ours '%s', llama.cpp '%s'" % (i, c[:40], out[:80], want[i][:80]))
+print("%d cases, %d differ" % (len(cases), bad))
+sys.exit(1 if bad or not cases else 0)
+PY
+        if [ $? -eq 0 ]; then ok "hf_vocab_$v ($(tail -1 "$tmp/res"))"; else bad "hf_vocab_$v" "$(cat "$tmp/res")"; fi
+    done
+else echo "SKIP hf_vocab (no python3)"; fi
+
 # inspect -m DIR shows llama.cpp's names
 if $T inspect -m "$HF/qwen3" 2>&1 | grep -Eq 'blk\.1\.attn_k_norm\.weight +F32 +\[16\]' &&
    $T inspect -m "$HF/qwen3" 2>&1 | grep -Eq 'general\.architecture +string +qwen3'; then ok hf_inspect
 else bad hf_inspect "$($T inspect -m "$HF/qwen3" 2>&1 | head -20)"; fi
+
+# the chat template from tokenizer_config.json
+printf '{"messages":[{"role":"user","content":"hi"}]}' >"$tmp/m.json"
+if [ "$($T template -m "$HF/qwen2" --messages "$tmp/m.json" --add-generation-prompt 2>&1)" = "$(printf '<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant')" ]; then
+    ok hf_chat_template
+else bad hf_chat_template "$($T template -m "$HF/qwen2" --messages "$tmp/m.json" --add-generation-prompt 2>&1)"; fi
+
+# -m FILE.safetensors: its directory's config and tokenizer
+if $T inspect -m "$HF/qwen3/model.safetensors" 2>&1 | grep -Eq '^model: qwen3 '; then ok hf_safetensors_path
+else bad hf_safetensors_path "$($T inspect -m "$HF/qwen3/model.safetensors" 2>&1 | tail -3)"; fi
 
 # convert --type: quantized after conversion (rows of 32: one Q8_0 block each, so the noise is large)
 if command -v python3 >/dev/null; then

@@ -185,8 +185,8 @@ static void test_config_errors(void) {
 
 /* ------------------------------------------------------------ fixtures */
 
-static const char *const FAMILIES[] = { "llama", "llama3-rope", "qwen2", "qwen3", "gemma2", "gemma3", "phi3", "qwen3moe",
-                                        "mixtral" };
+static const char *const FAMILIES[] = { "llama", "llama-spm", "llama3-rope", "qwen2", "qwen3", "gemma2", "gemma3", "phi3", "phi3-longrope", "qwen3moe",
+                                        "mixtral", "olmoe", "mistral" };
 #define N_FAMILIES (sizeof FAMILIES / sizeof FAMILIES[0])
 static const char *PROMPT = "The quick brown fox jumps over the lazy dog. Once upon a time, there was 42 of them!";
 

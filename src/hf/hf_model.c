@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 struct hf_conv {
     char dir[4096];
@@ -51,6 +52,7 @@ static const cJSON *cfg_item(const hf_conv *c, const char *key) {
 }
 
 static bool present(const cJSON *j) { return j && !cJSON_IsNull(j); }
+static bool has(const hf_conv *c, const char *key) { return present(cfg_item(c, key)); }
 
 /* An integer key: TH_OK with *out, TH_ERR_FORMAT if absent and not required
  * (*out unchanged) — or an error naming the key. */
@@ -255,6 +257,46 @@ static const cJSON *local_rope_obj(const hf_conv *c) {
     return cJSON_IsObject(rs) ? cJSON_GetObjectItemCaseSensitive(rs, "sliding_attention") : NULL;
 }
 
+/* Phi-3 LongRoPE: long_factor / short_factor as rope_factors_long / _short (the
+ * context picks one by its size against original_max_position_embeddings, as
+ * llama.cpp does; transformers picks by the sequence length), and the attention
+ * factor: attention_factor, else sqrt(1 + ln(s) / ln(orig)) with s = context / orig. */
+static th_status longrope(hf_conv *c, const cJSON *rs, int64_t n_rot) {
+    int64_t orig = 0, ctx = 4096;
+    const cJSON *o = cJSON_GetObjectItemCaseSensitive(rs, "original_max_position_embeddings");
+    if (cJSON_IsNumber(o) && o->valuedouble >= 1) orig = (int64_t)o->valuedouble;
+    else TRY(cfg_int(c, "original_max_position_embeddings", true, &orig));
+    if (has(c, "max_position_embeddings")) TRY(cfg_int(c, "max_position_embeddings", true, &ctx));
+    if (orig < 1) return th_set_error(TH_ERR_FORMAT, "%s/config.json: original_max_position_embeddings must be positive", c->dir);
+    static const char *const keys[2] = { "long_factor", "short_factor" };
+    static const char *const names[2] = { "rope_factors_long.weight", "rope_factors_short.weight" };
+    int64_t nf = n_rot / 2;
+    for (int k = 0; k < 2; k++) {
+        const cJSON *a = cJSON_GetObjectItemCaseSensitive(rs, keys[k]);
+        if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) != nf)
+            return th_set_error(TH_ERR_FORMAT, "%s/config.json: rope_scaling.%s must be an array of %lld numbers (rope dims / 2)",
+                                c->dir, keys[k], (long long)nf);
+        float *f = keep(c, (size_t)nf * 4);
+        if (!f) return th_set_error(TH_ERR_NOMEM, "out of memory");
+        int64_t i = 0;
+        for (const cJSON *e = a->child; e; e = e->next, i++) {
+            if (!cJSON_IsNumber(e) || !(e->valuedouble > 0))
+                return th_set_error(TH_ERR_FORMAT, "%s/config.json: rope_scaling.%s[%lld] is not a positive number", c->dir, keys[k],
+                                    (long long)i);
+            f[i] = (float)e->valuedouble;
+        }
+        uint64_t ne[1] = { (uint64_t)nf };
+        gguf_w_tensor(c->w, names[k], TH_F32, 1, ne, f, (uint64_t)nf * 4);
+    }
+    double af = 1.0, sc = (double)ctx / (double)orig;
+    const cJSON *aj = cJSON_GetObjectItemCaseSensitive(rs, "attention_factor");
+    if (cJSON_IsNumber(aj) && aj->valuedouble > 0) af = aj->valuedouble;
+    else if (sc > 1 && orig > 1) af = sqrt(1 + log(sc) / log((double)orig));
+    w_f32(c, "rope.scaling.attn_factor", af);
+    w_u32(c, "rope.scaling.original_context_length", orig);
+    return TH_OK;
+}
+
 /* rope_scaling: linear / yarn as metadata, llama3 as a rope_freqs tensor. */
 static th_status rope_scaling(hf_conv *c, double theta, int64_t n_rot) {
     const cJSON *rs = rope_obj(c);
@@ -265,6 +307,7 @@ static th_status rope_scaling(hf_conv *c, double theta, int64_t n_rot) {
     if (!cJSON_IsString(ty)) return th_set_error(TH_ERR_FORMAT, "%s/config.json: rope_scaling.rope_type is missing or not a string", c->dir);
     const char *type = ty->valuestring;
     if (!strcmp(type, "default")) return TH_OK;
+    if (!strcmp(type, "longrope") || !strcmp(type, "su")) return longrope(c, rs, n_rot);
     const cJSON *fj = cJSON_GetObjectItemCaseSensitive(rs, "factor");
     if (!cJSON_IsNumber(fj) || !(fj->valuedouble > 0))
         return th_set_error(TH_ERR_FORMAT, "%s/config.json: rope_scaling.factor is missing or not a positive number", c->dir);
@@ -280,8 +323,10 @@ static th_status rope_scaling(hf_conv *c, double theta, int64_t n_rot) {
         }
         return TH_OK;
     }
+    if (!strcmp(type, "longrope") || !strcmp(type, "su")) return longrope(c, rs, n_rot);
     if (strcmp(type, "llama3"))
-        return th_set_error(TH_ERR_UNSUPPORTED, "%s/config.json: rope_scaling type '%s' is not supported (linear, yarn, llama3 are)", c->dir, type);
+        return th_set_error(TH_ERR_UNSUPPORTED, "%s/config.json: rope_scaling type '%s' is not supported (linear, yarn, llama3, "
+                            "longrope are)", c->dir, type);
     const char *need[] = { "low_freq_factor", "high_freq_factor", "original_max_position_embeddings" };
     double v[3];
     for (int i = 0; i < 3; i++) {
@@ -307,8 +352,6 @@ static th_status rope_scaling(hf_conv *c, double theta, int64_t n_rot) {
     gguf_w_tensor(c->w, "rope_freqs.weight", TH_F32, 1, ne, f, (uint64_t)nf * 4);
     return TH_OK;
 }
-
-static bool has(const hf_conv *c, const char *key) { return present(cfg_item(c, key)); }
 
 static th_status sliding_window(hf_conv *c) {
     int64_t w = 0;
@@ -468,12 +511,6 @@ static th_status write_hparams(hf_conv *c, const char *embd_name) {
     TRY(cfg_bool(c, "tie_word_embeddings", !strncmp(c->arch, "gemma", 5), &c->tied));
     TRY(cfg_bool(c, "mlp_bias", false, &b));
     if (b) return th_set_error(TH_ERR_UNSUPPORTED, "%s/config.json: mlp_bias = true is not supported", c->dir);
-    const cJSON *rs = rope_obj(c);
-    const cJSON *rt = cJSON_IsObject(rs) ? cJSON_GetObjectItemCaseSensitive(rs, "rope_type") : NULL;
-    if (!rt && cJSON_IsObject(rs)) rt = cJSON_GetObjectItemCaseSensitive(rs, "type");
-    if (!strcmp(c->arch, "phi3") && cJSON_IsString(rt) && strcmp(rt->valuestring, "default"))
-        return th_set_error(TH_ERR_UNSUPPORTED, "%s/config.json: phi3 rope_scaling '%s' (LongRoPE) is not supported yet", c->dir,
-                            rt->valuestring);
     return rope_scaling(c, theta, n_rot);
 }
 
@@ -584,6 +621,18 @@ th_status hf_conv_open(const char *path, hf_conv **out) {
     while (n > 1 && c->dir[n - 1] == '/') c->dir[--n] = 0;
     char p[4200], *text = NULL;
     snprintf(p, sizeof p, "%s/config.json", c->dir);
+    snprintf(p + 2100, sizeof p - 2100, "%s/tokenizer.json", c->dir);
+    if (access(p, F_OK) != 0 && access(p + 2100, F_OK) == 0) {   /* a tokenizer alone: vocabulary-only loads */
+        th_status s = (c->w = gguf_writer_new(32)) ? TH_OK : th_set_error(TH_ERR_NOMEM, "out of memory");
+        if (!s) {
+            gguf_w_str(c->w, "general.architecture", "hf-tokenizer");
+            s = hf_tok_write(c->dir, 0, c->w);
+        }
+        if (s) { hf_conv_free(c); return s; }
+        snprintf(c->arch, sizeof c->arch, "hf-tokenizer");
+        *out = c;
+        return TH_OK;
+    }
     th_status s = hf_read_text(p, 16u << 20, &text, NULL);
     if (!s && !(c->root = cJSON_Parse(text))) s = th_set_error(TH_ERR_FORMAT, "%s: not valid JSON", p);
     free(text);

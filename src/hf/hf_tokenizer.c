@@ -8,8 +8,13 @@
  * llama-bpe / smaug-bpe, qwen2, gpt-4o, smollm). Normalizer null or NFC.
  * added_tokens: special -> control tokens, others -> user-defined. BOS/EOS from
  * tokenizer_config.json (bos_token / eos_token, add_bos_token / add_eos_token),
- * else from the post_processor's TemplateProcessing. Not yet: SentencePiece-style
- * models (Metaspace pre-tokenizer, byte_fallback), Unigram, WordPiece. */
+ * else from the post_processor's TemplateProcessing.
+ * SentencePiece-style BPE (byte_fallback, Metaspace or the Prepend/Replace "▁"
+ * normalizer) becomes an SPM vocabulary (tokenizer.ggml.model = llama): scores
+ * from the merge order, <0xXX> byte tokens, add_space_prefix. Not yet: Unigram,
+ * WordPiece; Metaspace with prepend_scheme "first" adds no "▁" before a text that
+ * starts with a space, which our SPM tokenizer (as llama.cpp's) always does.
+ * A directory with tokenizer.json but no config.json loads vocabulary-only.  */
 #include "hf/hf.h"
 #include "hf/safetensors.h"
 
@@ -130,7 +135,7 @@ static int64_t find_id(const tok_table *t, const char *s) {
 }
 
 /* BOS/EOS, add_bos/add_eos, chat template. */
-static th_status write_config(const char *dir, const cJSON *tj, const tok_table *t, gguf_writer *w) {
+static th_status write_config(const char *dir, const cJSON *tj, const tok_table *t, const char *unk, gguf_writer *w) {
     char p[4200], *text = NULL;
     cJSON *tc = NULL;
     snprintf(p, sizeof p, "%s/tokenizer_config.json", dir);
@@ -154,6 +159,7 @@ static th_status write_config(const char *dir, const cJSON *tj, const tok_table 
         else if ((ids[i] = find_id(t, c)) < 0) s = th_set_error(TH_ERR_FORMAT, "%s: %s '%.80s' is not a token", p, names[i], c);
         else gguf_w_u32(w, keys[i], (uint32_t)ids[i]);
     }
+    if (!s && ids[2] < 0 && unk && (ids[2] = find_id(t, unk)) >= 0) gguf_w_u32(w, keys[2], (uint32_t)ids[2]);
     /* add_bos: tokenizer_config's flag, else whether the post_processor's single template starts with a special token */
     bool add_bos = false, add_eos = false;
     const cJSON *pp = item(tj, "post_processor");
@@ -198,13 +204,146 @@ static th_status write_config(const char *dir, const cJSON *tj, const tok_table 
     return s;
 }
 
+/* ------------------------------------------------------------ SentencePiece-style BPE */
+
+/* Whether the tokenizer is SentencePiece-style (Metaspace / "▁" normalizer, byte
+ * fallback), and if so whether a "▁" is put before the text (add_space_prefix). */
+static bool is_spm_style(const cJSON *tj, bool *prefix) {
+    const cJSON *model = item(tj, "model"), *norm = item(tj, "normalizer"), *pt = item(tj, "pre_tokenizer");
+    bool meta = type_is(pt, "Metaspace"), repl = false;
+    *prefix = false;
+    if (meta) {
+        const cJSON *ps = item(pt, "prepend_scheme");
+        *prefix = cJSON_IsString(ps) ? strcmp(ps->valuestring, "never") != 0 : !cJSON_IsFalse(item(pt, "add_prefix_space"));
+    }
+    const cJSON *steps = type_is(norm, "Sequence") ? item(norm, "normalizers") : NULL;
+    for (const cJSON *e = cJSON_IsArray(steps) ? steps->child : norm; e; e = steps ? e->next : NULL) {
+        const cJSON *pp = item(e, "prepend"), *pat = item(item(e, "pattern"), "String"), *ct = item(e, "content");
+        if (type_is(e, "Prepend") && cJSON_IsString(pp) && !strcmp(pp->valuestring, "\xe2\x96\x81")) *prefix = true;
+        if (type_is(e, "Replace") && cJSON_IsString(pat) && !strcmp(pat->valuestring, " ") && cJSON_IsString(ct) &&
+            !strcmp(ct->valuestring, "\xe2\x96\x81"))
+            repl = true;
+        if (!steps) break;
+    }
+    return meta || repl || cJSON_IsTrue(item(model, "byte_fallback"));
+}
+
+typedef struct text_ix { const char *text; int64_t id; } text_ix;
+static int cmp_text(const void *a, const void *b) { return strcmp(((const text_ix *)a)->text, ((const text_ix *)b)->text); }
+
+static int64_t ix_find(const text_ix *ix, int64_t n, const char *s) {
+    int64_t lo = 0, hi = n;
+    while (lo < hi) {
+        int64_t mid = (lo + hi) / 2;
+        int c = strcmp(ix[mid].text, s);
+        if (!c) return ix[mid].id;
+        if (c < 0) lo = mid + 1; else hi = mid;
+    }
+    return -1;
+}
+
+/* Scores for the SPM merge order: a token made by merge rank r scores -r (so
+ * earlier merges win), a token no merge makes scores below every merge. */
+static th_status spm_scores(const char *path, const tok_table *t, const cJSON *mg, float *score) {
+    text_ix *ix = malloc((size_t)t->n * sizeof *ix);
+    if (!ix) return th_set_error(TH_ERR_NOMEM, "out of memory");
+    for (int64_t i = 0; i < t->n; i++) ix[i] = (text_ix){ t->text[i], i };
+    qsort(ix, (size_t)t->n, sizeof *ix, cmp_text);
+    int64_t r = 0;
+    for (int64_t i = 0; i < t->n; i++) score[i] = -1e9f;
+    char buf[1024];
+    for (const cJSON *e = mg->child; e; e = e->next, r++) {
+        const char *sp = cJSON_IsString(e) ? strchr(e->valuestring, ' ') : NULL;
+        if (sp) snprintf(buf, sizeof buf, "%.*s%s", (int)(sp - e->valuestring), e->valuestring, sp + 1);
+        else if (cJSON_IsArray(e) && cJSON_GetArraySize(e) == 2 && cJSON_IsString(e->child) && cJSON_IsString(e->child->next))
+            snprintf(buf, sizeof buf, "%s%s", e->child->valuestring, e->child->next->valuestring);
+        else {
+            free(ix);
+            return th_set_error(TH_ERR_FORMAT, "%s: model.merges[%lld] is neither \"a b\" nor [\"a\", \"b\"]", path, (long long)r);
+        }
+        int64_t id = ix_find(ix, t->n, buf);
+        if (id >= 0 && score[id] == -1e9f) score[id] = -(float)r;
+    }
+    free(ix);
+    return TH_OK;
+}
+
+static bool is_byte_token(const char *s) {
+    return strlen(s) == 6 && !strncmp(s, "<0x", 3) && s[5] == '>' && strchr("0123456789ABCDEF", s[3]) && strchr("0123456789ABCDEF", s[4]);
+}
+
+static th_status fill_table(const char *path, const cJSON *tj, tok_table *t);
+
+static th_status write_spm(const char *path, const char *dir, const cJSON *tj, int64_t n_vocab, bool prefix, gguf_writer *w) {
+    const cJSON *model = item(tj, "model"), *mg = item(model, "merges");
+    if (!type_is(model, "BPE") || !cJSON_IsArray(mg))
+        return th_set_error(TH_ERR_UNSUPPORTED, "%s: a SentencePiece-style tokenizer must be BPE with merges (Unigram is not "
+                            "supported yet)", path);
+    const cJSON *pt = item(tj, "pre_tokenizer");
+    if (pt && !cJSON_IsNull(pt) && !type_is(pt, "Metaspace"))
+        return th_set_error(TH_ERR_UNSUPPORTED, "%s: SentencePiece-style tokenizer with a pre_tokenizer other than Metaspace", path);
+    tok_table t = { .n = n_vocab };
+    th_status s = fill_table(path, tj, &t);
+    float *score = s ? NULL : malloc((size_t)n_vocab * sizeof *score);
+    if (!s && !score) s = th_set_error(TH_ERR_NOMEM, "out of memory");
+    if (!s) s = spm_scores(path, &t, mg, score);
+    const cJSON *unk = item(model, "unk_token");
+    for (int64_t i = 0; !s && i < n_vocab; i++) {
+        if (t.type[i] != TT_NORMAL) continue;
+        if (is_byte_token(t.text[i])) t.type[i] = 6;
+        else if (cJSON_IsString(unk) && !strcmp(unk->valuestring, t.text[i])) t.type[i] = 2;
+    }
+    if (!s) {
+        gguf_w_str(w, "tokenizer.ggml.model", "llama");
+        gguf_w_arr_str(w, "tokenizer.ggml.tokens", t.text, (uint64_t)n_vocab);
+        gguf_w_arr(w, "tokenizer.ggml.scores", GGUF_F32, score, (uint64_t)n_vocab);
+        gguf_w_arr(w, "tokenizer.ggml.token_type", GGUF_I32, t.type, (uint64_t)n_vocab);
+        gguf_w_bool(w, "tokenizer.ggml.add_space_prefix", prefix);
+        s = write_config(dir, tj, &t, cJSON_IsString(unk) ? unk->valuestring : NULL, w);
+    }
+    free(score);
+    for (int64_t i = 0; i < t.n_owned; i++) free(t.owned[i]);
+    free(t.owned);
+    free(t.text);
+    free(t.type);
+    return s;
+}
+
+/* ------------------------------------------------------------ byte-level BPE */
+
+/* The token table: model.vocab and added_tokens by id, padding past them. */
+static th_status fill_table(const char *path, const cJSON *tj, tok_table *t) {
+    const cJSON *vocab = item(item(tj, "model"), "vocab");
+    if (!cJSON_IsObject(vocab)) return th_set_error(TH_ERR_FORMAT, "%s: model.vocab must be an object", path);
+    int64_t n_vocab = t->n;
+    t->text = calloc((size_t)n_vocab, sizeof *t->text);
+    t->type = calloc((size_t)n_vocab, sizeof *t->type);
+    t->owned = calloc((size_t)n_vocab, sizeof *t->owned);
+    th_status s = TH_OK;
+    if (!t->text || !t->type || !t->owned) s = th_set_error(TH_ERR_NOMEM, "out of memory for %lld tokens", (long long)n_vocab);
+    for (const cJSON *e = vocab->child; e && !s; e = e->next) s = put_token(path, t, e, e->string, TT_NORMAL);
+    const cJSON *added = item(tj, "added_tokens");
+    for (const cJSON *e = cJSON_IsArray(added) ? added->child : NULL; e && !s; e = e->next) {
+        const char *c = token_content(e);
+        if (!c) { s = th_set_error(TH_ERR_FORMAT, "%s: an added_tokens entry has no 'content' string", path); break; }
+        s = put_token(path, t, item(e, "id"), c, cJSON_IsTrue(item(e, "special")) ? TT_CONTROL : TT_USER);
+    }
+    for (int64_t i = 0; i < n_vocab && !s; i++) {
+        if (t->text[i]) continue;
+        char buf[32];
+        snprintf(buf, sizeof buf, "[PAD%lld]", (long long)i);
+        if (!(t->owned[t->n_owned] = strdup(buf))) { s = th_set_error(TH_ERR_NOMEM, "out of memory"); break; }
+        t->text[i] = t->owned[t->n_owned++];
+        t->type[i] = TT_UNUSED;
+    }
+    return s;
+}
+
 static th_status write_bpe(const char *path, const char *dir, const cJSON *tj, int64_t n_vocab, gguf_writer *w) {
     const cJSON *model = item(tj, "model");
     const cJSON *vocab = item(model, "vocab"), *mg = item(model, "merges");
     if (!type_is(model, "BPE") && !(model && !item(model, "type") && cJSON_IsArray(mg)))
-        return th_set_error(TH_ERR_UNSUPPORTED, "%s: model type is not BPE (only byte-level BPE tokenizers are supported yet)", path);
-    if (cJSON_IsTrue(item(model, "byte_fallback")))
-        return th_set_error(TH_ERR_UNSUPPORTED, "%s: BPE with byte_fallback (SentencePiece-style) is not supported yet", path);
+        return th_set_error(TH_ERR_UNSUPPORTED, "%s: model type is not BPE (WordPiece and Unigram tokenizers are not supported yet)", path);
     if (!cJSON_IsObject(vocab) || !cJSON_IsArray(mg))
         return th_set_error(TH_ERR_FORMAT, "%s: model.vocab must be an object and model.merges an array", path);
     const cJSON *norm = item(tj, "normalizer");
@@ -215,27 +354,9 @@ static th_status write_bpe(const char *path, const char *dir, const cJSON *tj, i
     th_status s = pre_name(path, item(tj, "pre_tokenizer"), ignore_merges, &pre);
     if (s) return s;
     tok_table t = { .n = n_vocab };
-    t.text = calloc((size_t)n_vocab, sizeof *t.text);
-    t.type = calloc((size_t)n_vocab, sizeof *t.type);
-    t.owned = calloc((size_t)n_vocab, sizeof *t.owned);
     char **merges = NULL;
     int64_t n_merges = 0;
-    if (!t.text || !t.type || !t.owned) s = th_set_error(TH_ERR_NOMEM, "out of memory for %lld tokens", (long long)n_vocab);
-    for (const cJSON *e = vocab->child; e && !s; e = e->next) s = put_token(path, &t, e, e->string, TT_NORMAL);
-    const cJSON *added = item(tj, "added_tokens");
-    for (const cJSON *e = cJSON_IsArray(added) ? added->child : NULL; e && !s; e = e->next) {
-        const char *c = token_content(e);
-        if (!c) { s = th_set_error(TH_ERR_FORMAT, "%s: an added_tokens entry has no 'content' string", path); break; }
-        s = put_token(path, &t, item(e, "id"), c, cJSON_IsTrue(item(e, "special")) ? TT_CONTROL : TT_USER);
-    }
-    for (int64_t i = 0; i < n_vocab && !s; i++) {
-        if (t.text[i]) continue;
-        char buf[32];
-        snprintf(buf, sizeof buf, "[PAD%lld]", (long long)i);
-        if (!(t.owned[t.n_owned] = strdup(buf))) { s = th_set_error(TH_ERR_NOMEM, "out of memory"); break; }
-        t.text[i] = t.owned[t.n_owned++];
-        t.type[i] = TT_UNUSED;
-    }
+    s = fill_table(path, tj, &t);
     if (!s) s = merges_of(path, mg, &merges, &n_merges);
     if (!s) {
         gguf_w_str(w, "tokenizer.ggml.model", "gpt2");
@@ -243,7 +364,7 @@ static th_status write_bpe(const char *path, const char *dir, const cJSON *tj, i
         gguf_w_arr_str(w, "tokenizer.ggml.tokens", t.text, (uint64_t)n_vocab);
         gguf_w_arr(w, "tokenizer.ggml.token_type", GGUF_I32, t.type, (uint64_t)n_vocab);
         gguf_w_arr_str(w, "tokenizer.ggml.merges", (const char *const *)merges, (uint64_t)n_merges);
-        s = write_config(dir, tj, &t, w);
+        s = write_config(dir, tj, &t, NULL, w);
     }
     for (int64_t i = 0; i < n_merges; i++) free(merges[i]);
     free(merges);
@@ -262,7 +383,19 @@ th_status hf_tok_write(const char *dir, int64_t n_vocab, gguf_writer *w) {
     cJSON *tj = cJSON_Parse(text);
     free(text);
     if (!cJSON_IsObject(tj)) { cJSON_Delete(tj); return th_set_error(TH_ERR_FORMAT, "%s: not a JSON object", path); }
-    s = write_bpe(path, dir, tj, n_vocab, w);
+    if (n_vocab <= 0) {   /* tokenizer only: as many rows as the highest id needs */
+        n_vocab = 0;
+        const cJSON *vocab = item(item(tj, "model"), "vocab"), *added = item(tj, "added_tokens");
+        for (const cJSON *e = cJSON_IsObject(vocab) ? vocab->child : NULL; e; e = e->next)
+            if (cJSON_IsNumber(e) && e->valuedouble >= n_vocab && e->valuedouble < (1 << 24)) n_vocab = (int64_t)e->valuedouble + 1;
+        for (const cJSON *e = cJSON_IsArray(added) ? added->child : NULL; e; e = e->next) {
+            const cJSON *id = item(e, "id");
+            if (cJSON_IsNumber(id) && id->valuedouble >= n_vocab && id->valuedouble < (1 << 24)) n_vocab = (int64_t)id->valuedouble + 1;
+        }
+        if (n_vocab == 0) { cJSON_Delete(tj); return th_set_error(TH_ERR_FORMAT, "%s: no tokens", path); }
+    }
+    bool prefix;
+    s = is_spm_style(tj, &prefix) ? write_spm(path, dir, tj, n_vocab, prefix, w) : write_bpe(path, dir, tj, n_vocab, w);
     cJSON_Delete(tj);
     return s;
 }
