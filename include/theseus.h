@@ -726,6 +726,20 @@ typedef struct th_eval_pass {
     const int8_t *logits;        /* rows that are scored */
 } th_eval_pass;
 
+/* Router agreement of a mixture-of-experts model (src/eval/router.c): a reference
+ * run records, in our own router file, each MoE layer's k chosen experts and k+1
+ * best selection scores at every scored position (router_base_out); a candidate run
+ * (router_base) compares its choices position by position. A flip is a position
+ * whose expert set differs; its gap is the reference's k-th minus (k+1)-th score. */
+typedef struct th_router_flip { int32_t chunk, pos; float gap; } th_router_flip;   /* chunk 0-based */
+typedef struct th_router_layer {
+    int32_t layer;                       /* model layer index */
+    int64_t n_positions, n_flips;        /* compared positions; those with another expert set */
+    th_router_flip *flips;               /* [n_flips], in evaluation order */
+    int64_t cap_flips;                   /* (allocation) */
+    double gap_min, gap_median, gap_max; /* of the flips' gaps (0 without flips) */
+} th_router_layer;
+
 typedef struct th_eval_params {
     int32_t n_ctx;        /* tokens per chunk (default 512); with kld_base: 0 (take the file's) or
                            * the file's n_ctx (another value is an error) */
@@ -739,6 +753,11 @@ typedef struct th_eval_params {
     void (*progress)(const th_eval_progress *p, void *ud);   /* after every chunk; NULL: silent */
     th_status (*on_pass)(const th_eval_pass *p, void *ud);   /* before every pass; NULL: none */
     void *ud;
+    /* Router agreement (MoE models, CPU contexts: the run installs its own observer
+     * with th_context_set_observer and removes it at the end). */
+    const char *router_base_out;     /* write the router file of this run here */
+    const char *router_base;         /* compare with this router file (made on the same text and
+                                      * chunks: with kld_base, from the reference run that wrote it) */
 } th_eval_params;
 
 th_eval_params th_eval_default_params(void);
@@ -760,6 +779,9 @@ typedef struct th_eval_result {
     int32_t n_vocab;
     uint64_t n_params, model_bytes;  /* of the model evaluated (th_model_n_params, th_model_size_bytes) */
     char model_desc[96];
+    /* with router_base: per MoE layer, how often the expert set differed */
+    int32_t n_router_layers, router_k, router_n_expert;
+    th_router_layer *router;         /* [n_router_layers] */
 } th_eval_result;
 
 /* Run the evaluation on ctx (created with th_eval_context_params' sizes; any other
