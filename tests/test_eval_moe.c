@@ -3,7 +3,12 @@
  * no flips; a copy with one router weight of layer 1 changed has flips in layer 1
  * and none in layer 0 (layer 0 is computed before the change can matter), each flip
  * with a non-negative gap that is at most the largest gap we could see; the router
- * file's parser on bad input. */
+ * file's parser on bad input. The importance matrix (th_imatrix_compute) against
+ * llama-imatrix's files committed under tests/peer/ (make_imatrix_goldens.sh has the
+ * commands): the tiny dense fixture and the olmoe MoE fixture (per-expert slices),
+ * the same entries and ncall, every value within 2e-3 relative (measured worst
+ * 6.4e-4 / 4.8e-4: the F16 KV cache and attention sums differ in rounding), the
+ * same perplexity line; the reader on bad input. */
 #include "check.h"
 #include "theseus.h"
 #include "eval/eval.h"
@@ -193,10 +198,106 @@ static void test_router_dense_model(void) {
     th_model_free(m);
 }
 
+/* theseus imatrix's work on `model` (-c 128 --chunks 4) against the peer's file. */
+static void imatrix_case(const char *model, const char *peer, double peer_ppl) {
+    th_model *m = NULL;
+    if (th_model_load(fixture(model), NULL, &m) != TH_OK) SKIP("no %s", model);
+    size_t n = 0;
+    th_token *tok = gpl3_tokens(m, &n);
+    th_imatrix *ref = NULL, *im = NULL;
+    th_status s = th_imatrix_load(peer, &ref);
+    CHECK(s == TH_OK, "%s", th_last_error());
+    th_imatrix_params ip = th_imatrix_default_params();
+    ip.n_ctx = 128;
+    ip.n_chunks = 4;
+    th_context_params cp = th_context_default_params();
+    th_imatrix_context_params(&ip, &cp);
+    cp.n_threads = 2;
+    th_context *ctx = NULL;
+    double ppl = 0;
+    if (!s && tok && th_context_new(m, &cp, &ctx) == TH_OK) {
+        s = th_imatrix_compute(m, ctx, tok, n, &ip, &im, &ppl, NULL);
+        CHECK(s == TH_OK, "%s", th_last_error());
+    }
+    if (im && ref) {
+        CHECK(fabs(ppl - peer_ppl) <= 1e-4 * peer_ppl, "PPL %.4f vs llama-imatrix %.4f", ppl, peer_ppl);
+        CHECK(th_imatrix_n_entries(im) == th_imatrix_n_entries(ref), "%d vs %d entries", th_imatrix_n_entries(im),
+              th_imatrix_n_entries(ref));
+        CHECK(th_imatrix_n_chunks(ref) == 4 && !strcmp(th_imatrix_dataset(ref), GPL3), "trailer");
+        double worst = 0;
+        for (int32_t i = 0; i < th_imatrix_n_entries(ref); i++) {
+            const char *name = th_imatrix_entry_name(ref, i);
+            int64_t na = 0, nb = 0;
+            int32_t ca = 0, cb = 0;
+            const float *a = th_imatrix_values(im, name, &na, &ca), *b = th_imatrix_values(ref, name, &nb, &cb);
+            CHECK(a && na == nb && ca == cb, "%s: %lld values ncall %d vs %lld ncall %d", name, (long long)na, ca,
+                  (long long)nb, cb);
+            if (!a || na != nb) continue;
+            for (int64_t j = 0; j < na; j++) {
+                double e = fabs((double)a[j] - b[j]) / fmax(fabs((double)b[j]), 1e-6);
+                if (e > worst) worst = e;
+            }
+        }
+        CHECK(worst <= 2e-3, "worst relative difference %.3g", worst);
+        printf("  %s: %d entries, worst relative difference %.2g, PPL %.4f (llama-imatrix %.4f)\n", model,
+               th_imatrix_n_entries(ref), worst, ppl, peer_ppl);
+        /* written and read back: the same values */
+        char path[64];
+        snprintf(path, sizeof path, "/tmp/th_imatrix_%d.dat", (int)getpid());
+        th_imatrix *back = NULL;
+        CHECK(th_imatrix_write(im, path, GPL3) == TH_OK && th_imatrix_load(path, &back) == TH_OK, "%s", th_last_error());
+        if (back) {
+            int64_t nb = 0;
+            const char *name = th_imatrix_entry_name(ref, 0);
+            const float *x = th_imatrix_values(back, name, &nb, NULL), *y = th_imatrix_values(im, name, NULL, NULL);
+            CHECK(x && y && !memcmp(x, y, (size_t)nb * 4), "round trip");
+            th_imatrix_free(back);
+        }
+        unlink(path);
+    }
+    th_context_free(ctx);
+    th_imatrix_free(im);
+    th_imatrix_free(ref);
+    free(tok);
+    th_model_free(m);
+}
+
+static void test_imatrix_tiny(void) { imatrix_case("tiny/tiny-F32.gguf", "tests/peer/tiny-F32-c128.imatrix.dat", 4227.5016); }
+static void test_imatrix_olmoe(void) {
+    imatrix_case("arch/olmoe/model-F32.gguf", "tests/peer/olmoe-F32-c128.imatrix.dat", 351786.8877);
+}
+
+static void test_imatrix_parse(void) {
+    uint8_t d[64];
+    size_t o = 0;
+    int32_t v[] = { 1, 3 };
+    memcpy(d, v, 8); o = 8;
+    memcpy(d + o, "abc", 3); o += 3;
+    int32_t nc[] = { 2, 2 };
+    memcpy(d + o, nc, 8); o += 8;
+    float f[] = { 1.5f, 2.5f };
+    memcpy(d + o, f, 8); o += 8;
+    th_imatrix *im = NULL;
+    CHECK(th_imatrix_parse(d, o, "x.dat", &im) == TH_OK, "%s", th_last_error());
+    if (im) {
+        int64_t n = 0;
+        const float *x = th_imatrix_values(im, "abc", &n, NULL);
+        CHECK(x && n == 2 && x[1] == 2.5f, "values");
+        th_imatrix_free(im);
+    }
+    CHECK(th_imatrix_parse(d, o - 1, "x.dat", &im) == TH_ERR_FORMAT && strstr(th_last_error(), "x.dat") && !im, "cut");
+    CHECK(th_imatrix_parse(d, o + 3, "x.dat", &im) == TH_ERR_FORMAT && strstr(th_last_error(), "trailer"), "trailer");
+    d[0] = 0;
+    CHECK(th_imatrix_parse(d, o, "x.dat", &im) == TH_ERR_FORMAT, "no entries");
+}
+
 int main(void) {
     RUN(test_router_file_parse);
     RUN(test_router_olmoe);
     RUN(test_router_qwen3moe);
     RUN(test_router_dense_model);
+    RUN(test_imatrix_parse);
+    RUN(test_imatrix_tiny);
+    RUN(test_imatrix_olmoe);
     return check_total_failed ? 1 : 0;
 }
