@@ -193,7 +193,7 @@ static void top_scores(const float *s, int32_t n, int32_t m, float *out, float *
 static void on_routing(void *ud, int32_t layer, int32_t token, int32_t k, const int32_t *ids, const float *scores,
                        int32_t n_expert) {
     th_router_run *R = ud;
-    if (R->err || token < 0 || token >= R->n || !R->want[token]) return;
+    if (R->err) return;
     if (layer < 0 || layer >= R->n_layer) {
         R->err = th_set_error(TH_ERR_ARG, "router agreement: routing reported for layer %d of %d", layer, R->n_layer);
         return;
@@ -216,7 +216,8 @@ static void on_routing(void *ud, int32_t layer, int32_t token, int32_t k, const 
                               layer, k, n_expert, R->k, R->n_expert);
         return;
     }
-    R->seen[layer] = true;
+    R->seen[layer] = true;   /* every routed token, scored or not: the first pass finds the MoE layers */
+    if (token < 0 || token >= R->n || !R->want[token]) return;
     size_t cell = (size_t)token * (size_t)R->n_layer + (size_t)layer;
     memcpy(R->ids + cell * (size_t)k, ids, (size_t)k * sizeof *ids);
     top_scores(scores, n_expert, k + 1, R->scores + cell * ((size_t)k + 1), R->tmp);
