@@ -883,6 +883,20 @@ typedef struct th_eval_pass {
     const int8_t *logits;        /* rows that are scored */
 } th_eval_pass;
 
+/* Router agreement of a mixture-of-experts model (src/eval/router.c): a reference
+ * run records, in our own router file, each MoE layer's k chosen experts and k+1
+ * best selection scores at every scored position (router_base_out); a candidate run
+ * (router_base) compares its choices position by position. A flip is a position
+ * whose expert set differs; its gap is the reference's k-th minus (k+1)-th score. */
+typedef struct th_router_flip { int32_t chunk, pos; float gap; } th_router_flip;   /* chunk 0-based */
+typedef struct th_router_layer {
+    int32_t layer;                       /* model layer index */
+    int64_t n_positions, n_flips;        /* compared positions; those with another expert set */
+    th_router_flip *flips;               /* [n_flips], in evaluation order */
+    int64_t cap_flips;                   /* (allocation) */
+    double gap_min, gap_median, gap_max; /* of the flips' gaps (0 without flips) */
+} th_router_layer;
+
 typedef struct th_eval_params {
     int32_t n_ctx;        /* tokens per chunk (default 512); with kld_base: 0 (take the file's) or
                            * the file's n_ctx (another value is an error) */
@@ -896,6 +910,11 @@ typedef struct th_eval_params {
     void (*progress)(const th_eval_progress *p, void *ud);   /* after every chunk; NULL: silent */
     th_status (*on_pass)(const th_eval_pass *p, void *ud);   /* before every pass; NULL: none */
     void *ud;
+    /* Router agreement (MoE models, CPU contexts: the run installs its own observer
+     * with th_context_set_observer and removes it at the end). */
+    const char *router_base_out;     /* write the router file of this run here */
+    const char *router_base;         /* compare with this router file (made on the same text and
+                                      * chunks: with kld_base, from the reference run that wrote it) */
 } th_eval_params;
 
 th_eval_params th_eval_default_params(void);
@@ -917,6 +936,9 @@ typedef struct th_eval_result {
     int32_t n_vocab;
     uint64_t n_params, model_bytes;  /* of the model evaluated (th_model_n_params, th_model_size_bytes) */
     char model_desc[96];
+    /* with router_base: per MoE layer, how often the expert set differed */
+    int32_t n_router_layers, router_k, router_n_expert;
+    th_router_layer *router;         /* [n_router_layers] */
 } th_eval_result;
 
 /* Run the evaluation on ctx (created with th_eval_context_params' sizes; any other
@@ -931,6 +953,40 @@ void th_eval_result_free(th_eval_result *r);
 /* Every figure of r as one JSON object (malloc'd string / a file). */
 th_status th_eval_json(const th_eval_result *r, char **out);
 th_status th_eval_write_json(const th_eval_result *r, const char *path);
+
+/* Importance matrix (src/eval/imatrix.c) as llama-imatrix computes it: chunks of
+ * n_ctx tokens (BOS first), all positions decoded in calls of at most
+ * min(n_batch, n_ctx, n_ubatch) tokens; per matrix weight blk.* (output.weight with
+ * process_output) the mean square of each input column (per expert for MoE expert
+ * weights) over the rows it saw, dense products of fewer than 16 rows skipped.
+ * The file is llama.cpp's imatrix.dat (what llama-quantize --imatrix reads); its
+ * values are mean * ncall, as there. CPU contexts only (it uses th_observer). */
+typedef struct th_imatrix th_imatrix;
+typedef struct th_imatrix_params {
+    int32_t n_ctx, n_batch, n_ubatch;  /* defaults 512, 2048, 512 */
+    int32_t n_chunks;                  /* <= 0: all the text has */
+    bool process_output;               /* also output.weight (llama-imatrix --process-output) */
+    void (*progress)(int32_t chunk, int32_t n_chunks, double ppl, void *ud);
+    void *ud;
+} th_imatrix_params;
+th_imatrix_params th_imatrix_default_params(void);
+void th_imatrix_context_params(const th_imatrix_params *ip, th_context_params *cp);
+/* Installs (and at the end removes) its observer on ctx. ppl / ppl_unc (may be NULL):
+ * the perplexity of the run, as llama-imatrix prints it. */
+th_status th_imatrix_compute(th_model *model, th_context *ctx, const th_token *tokens, size_t n_tokens,
+                             const th_imatrix_params *ip, th_imatrix **out, double *ppl, double *ppl_unc);
+/* dataset: the text's name written at the end (NULL: the loaded one). */
+th_status th_imatrix_write(const th_imatrix *im, const char *path, const char *dataset);
+/* Read and validate an imatrix.dat (every count and size checked; values finite). */
+th_status th_imatrix_load(const char *path, th_imatrix **out);
+th_status th_imatrix_parse(const uint8_t *data, size_t size, const char *name, th_imatrix **out);
+void th_imatrix_free(th_imatrix *im);
+int32_t th_imatrix_n_entries(const th_imatrix *im);      /* entries that are written / were read */
+int32_t th_imatrix_n_chunks(const th_imatrix *im);       /* the file's chunk count (0 if absent) */
+const char *th_imatrix_dataset(const th_imatrix *im);    /* "" if absent */
+const char *th_imatrix_entry_name(const th_imatrix *im, int32_t i);
+/* The stored values of weight `name` (mean square * ncall), NULL if absent. */
+const float *th_imatrix_values(const th_imatrix *im, const char *name, int64_t *n_values, int32_t *ncall);
 /* ---------------------------------------------------------------- hardening (issue 27) */
 
 /* A model file that changes on disk while it is mapped (use_mmap, the default)

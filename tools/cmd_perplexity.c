@@ -22,12 +22,14 @@ static void usage(FILE *f) {
                "  --kl-divergence-base FILE base file of log-probabilities (llama.cpp's format)\n"
                "  --kl-divergence           compare with the base file instead of writing it\n"
                "  --json FILE               write every figure as one JSON object\n"
+               "  --router-base FILE        MoE router agreement: write each layer's expert choices (reference run)\n"
+               "                            or, with --kl-divergence, compare with them (flips per layer)\n"
                "  --kv-type f16|f32         KV cache precision (default f16, as llama.cpp)\n"
                "  --gpu, -ngl N             run the model on the GPU (CUDA build)\n");
 }
 
 typedef struct opts {
-    const char *model, *text, *base, *json;
+    const char *model, *text, *base, *json, *router;
     long n_ctx, n_batch, n_chunks, threads;
     bool kld, gpu, tty_err, tty_out;
     int kv_type;
@@ -48,6 +50,7 @@ static int parse(int argc, char **argv, opts *o) {
         else if (!strcmp(a, "--kl-divergence-base") && v) { o->base = v; i++; }
         else if (!strcmp(a, "--kl-divergence")) o->kld = true;
         else if (!strcmp(a, "--json") && v) { o->json = v; i++; }
+        else if (!strcmp(a, "--router-base") && v) { o->router = v; i++; }
         else if (!strcmp(a, "--gpu")) o->gpu = true;
         else if (!strcmp(a, "-ngl") && v) { o->gpu = atol(v) > 0; i++; }
         else if (!strcmp(a, "--kv-type") && v) {
@@ -110,6 +113,18 @@ static void print_kld_final(const th_kld_stats *k) {
     printf("Cor(p(Q), p(base)): %6.2lf%%\n", 100.0 * k->cor_p);
 }
 
+/* Router agreement, one line a MoE layer. */
+static void print_router(const th_eval_result *r) {
+    printf("\n====== Router agreement (%d of %d experts) ======\n", r->router_k, r->router_n_expert);
+    printf("layer   positions   flips   flip rate    gap min   gap median    gap max\n");
+    for (int32_t i = 0; i < r->n_router_layers; i++) {
+        const th_router_layer *L = &r->router[i];
+        printf("%5d   %9lld   %5lld   %7.3f %%   %8.5f   %10.5f   %8.5f\n", L->layer, (long long)L->n_positions,
+               (long long)L->n_flips, L->n_positions ? 100.0 * (double)L->n_flips / (double)L->n_positions : 0.0,
+               L->gap_min, L->gap_median, L->gap_max);
+    }
+}
+
 static void fmt_time(char *buf, size_t cap, double s) {
     int t = (int)(s + 0.5);
     if (t >= 3600) snprintf(buf, cap, "%d:%02d:%02d", t / 3600, t / 60 % 60, t % 60);
@@ -142,6 +157,7 @@ static void on_progress(const th_eval_progress *p, void *ud) {
 static void print_results(const opts *o, const th_eval_result *r) {
     if (r->has_kld) {
         print_kld_final(&r->kld);
+        if (r->router) print_router(r);
         return;
     }
     if (o->tty_err && o->tty_out)   /* not printed as they came */
@@ -178,6 +194,8 @@ static int evaluate(const opts *o, th_model *m, th_kld_base *base, const th_toke
     ep.n_threads = (int32_t)o->threads;
     ep.kld_base = base;
     ep.kld_base_out = base ? NULL : o->base;
+    ep.router_base = base ? o->router : NULL;
+    ep.router_base_out = base ? NULL : o->router;
     ep.progress = on_progress;
     ep.ud = (void *)o;
     th_context_params cp = th_context_default_params();

@@ -14,6 +14,7 @@ static const command commands[] = {
     { "grammar", cmd_grammar, "check or print a GBNF grammar or JSON schema; match stdin against it" },
     { "quantize", cmd_quantize, "rewrite a GGUF with its weights in another type (Q4_K_M, Q8_0 ...)" },
     { "perplexity", cmd_perplexity, "perplexity of a text and KL divergence against a base (as llama-perplexity)" },
+    { "imatrix", cmd_imatrix, "importance matrix of a model over a text (llama.cpp's imatrix.dat)" },
     { "bench", cmd_bench, "measure prompt and generation speed (llama-bench-style table)" },
     { "serve", cmd_serve, "OpenAI-compatible HTTP server with continuous batching" },
     { "convert", cmd_convert, "write a Hugging Face model directory as a GGUF (llama.cpp names and layout)" },

@@ -55,4 +55,26 @@ th_status th_kld_writer_rows(th_kld_writer *w, const uint16_t *rows, int64_t n_r
 /* Close; with ok false (or on a write error) the partial file is removed. */
 th_status th_kld_writer_close(th_kld_writer *w, bool ok);
 
+/* ---- router.c: router agreement (th_eval_params.router_base_out / router_base) */
+typedef struct th_router_file th_router_file;
+/* Parse a router file held in memory (not copied, not freed by close). */
+th_status th_router_file_parse(const uint8_t *data, size_t size, const char *name, th_router_file **out);
+th_status th_router_file_open(const char *path, th_router_file **out);
+th_status th_router_file_check(const th_router_file *f);   /* every record's expert ids */
+void th_router_file_close(th_router_file *f);
+
+typedef struct th_router_run th_router_run;
+/* Installs the routing observer on ctx; out_path and/or base_path may be NULL. */
+th_status th_router_run_new(th_model *m, th_context *ctx, const char *out_path, const char *base_path,
+                            int32_t n_ctx, int32_t n_chunks, int32_t n_batch, th_router_run **out);
+/* Around each th_decode: the pass's rows (want: scored rows, chunk and position of each). */
+th_status th_router_pass_begin(th_router_run *R, int32_t n, const int8_t *want, const int32_t *chunk,
+                               const int32_t *pos);
+th_status th_router_pass_end(th_router_run *R);
+/* Close the written file; move the comparison into r. */
+th_status th_router_run_finish(th_router_run *R, th_eval_result *r);
+/* Remove the observer and free; ok false removes a partly written file. */
+void th_router_run_free(th_router_run *R, bool ok);
+void th_router_layers_free(th_router_layer *layers, int32_t n);
+
 #endif

@@ -34,6 +34,38 @@ static void add_kld(cJSON *o, const th_kld_stats *s) {
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) cJSON_AddNumberToObject(o, f[i].k, f[i].v);
 }
 
+/* "router": {"k", "n_expert", "layers": [{"layer", "positions", "flips", "flip_rate",
+ * "gap_min", "gap_median", "gap_max", "flip_list": [{"chunk", "pos", "gap"}]}]} */
+static void add_router(cJSON *o, const th_eval_result *r) {
+    cJSON *ro = cJSON_AddObjectToObject(o, "router");
+    if (!ro) return;
+    cJSON_AddNumberToObject(ro, "k", r->router_k);
+    cJSON_AddNumberToObject(ro, "n_expert", r->router_n_expert);
+    cJSON *ls = cJSON_AddArrayToObject(ro, "layers");
+    for (int32_t i = 0; ls && i < r->n_router_layers; i++) {
+        const th_router_layer *L = &r->router[i];
+        cJSON *l = cJSON_CreateObject();
+        if (!l) return;
+        cJSON_AddItemToArray(ls, l);
+        cJSON_AddNumberToObject(l, "layer", L->layer);
+        cJSON_AddNumberToObject(l, "positions", (double)L->n_positions);
+        cJSON_AddNumberToObject(l, "flips", (double)L->n_flips);
+        cJSON_AddNumberToObject(l, "flip_rate", L->n_positions ? (double)L->n_flips / (double)L->n_positions : 0.0);
+        cJSON_AddNumberToObject(l, "gap_min", L->gap_min);
+        cJSON_AddNumberToObject(l, "gap_median", L->gap_median);
+        cJSON_AddNumberToObject(l, "gap_max", L->gap_max);
+        cJSON *fl = cJSON_AddArrayToObject(l, "flip_list");
+        for (int64_t j = 0; fl && j < L->n_flips; j++) {
+            cJSON *f = cJSON_CreateObject();
+            if (!f) return;
+            cJSON_AddItemToArray(fl, f);
+            cJSON_AddNumberToObject(f, "chunk", L->flips[j].chunk);
+            cJSON_AddNumberToObject(f, "pos", L->flips[j].pos);
+            cJSON_AddNumberToObject(f, "gap", L->flips[j].gap);
+        }
+    }
+}
+
 th_status th_eval_json(const th_eval_result *r, char **out) {
     if (!r || !out) return th_set_error(TH_ERR_ARG, "th_eval_json: no result or output");
     *out = NULL;
@@ -64,6 +96,7 @@ th_status th_eval_json(const th_eval_result *r, char **out) {
         cJSON *k = cJSON_AddObjectToObject(o, "kld");
         if (k) add_kld(k, &r->kld);
     }
+    if (r->router) add_router(o, r);
     *out = cJSON_Print(o);
     cJSON_Delete(o);
     return *out ? TH_OK : th_set_error(TH_ERR_NOMEM, "th_eval_json: out of memory");

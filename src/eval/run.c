@@ -69,9 +69,11 @@ typedef struct run {
     th_pool *pool;
     th_kld_writer *writer;
     th_kld_acc *acc;
+    th_router_run *router;    /* router agreement, or NULL */
     double nll, nll2, *chunk_nll;
     int64_t count;
     int32_t chunks_done;
+    int32_t w_nb;             /* tokens a pass */
     double t0;
     job jobs[BLOCK];
     int32_t n_jobs;
@@ -168,7 +170,9 @@ static th_status run_group(run *R, int32_t c0, int32_t ns, int32_t nb, int32_t n
             if ((s = R->ep->on_pass(&ps, R->ep->ud))) return s;
         }
         th_batch b = { .n_tokens = n, .token = tok, .pos = pos, .seq_id = seq, .logits = want };
+        if (R->router && (s = th_router_pass_begin(R->router, n, want, chk, pos))) return s;
         if ((s = th_decode(R->ctx, &b))) return s;
+        if (R->router && (s = th_router_pass_end(R->router))) return s;
         for (int32_t i = 0; i < n; i++)
             if (want[i] && (s = queue_job(R, i, chk[i], pos[i]))) return s;
         if ((s = flush_jobs(R))) return s;
@@ -276,6 +280,13 @@ static th_status setup(run *R) {
         if (s) return s;
     }
     if (!(R->pool = th_pool_new(nt))) return TH_ERR_NOMEM;
+    if (ep->router_base_out || ep->router_base) {
+        if (ep->router_base && !ep->kld_base)
+            return th_set_error(TH_ERR_ARG, "th_eval_run: comparing with a router file needs the base file of the same "
+                                "reference run (kld_base), whose tokens it was made on");
+        return th_router_run_new(R->model, R->ctx, ep->router_base_out, ep->router_base, R->C, r->n_chunks, R->w_nb,
+                                 &R->router);
+    }
     return TH_OK;
 }
 
@@ -321,6 +332,7 @@ th_status th_eval_run(th_model *model, th_context *ctx, const th_token *tokens, 
               .mode = ep->kld_base ? MODE_KLD : ep->kld_base_out ? MODE_WRITE : MODE_PPL };
     int32_t n_seq, nb, n_passes;
     plan(ep, &R.C, &n_seq, &nb, &n_passes);
+    R.w_nb = nb;
     R.first = R.C / 2;
     R.n_scored = R.C - 1 - R.first;
     R.row_len = th_kld_row_len(R.n_vocab);
@@ -335,6 +347,8 @@ th_status th_eval_run(th_model *model, th_context *ctx, const th_token *tokens, 
     if (!s) s = setup(&R);
     if (!s) s = evaluate(&R, n_seq, nb, n_passes);
     if (!s) finish(&R);
+    if (!s && R.router) s = th_router_run_finish(R.router, r);
+    th_router_run_free(R.router, s == TH_OK);
     if (R.writer) {
         th_status sw = th_kld_writer_close(R.writer, s == TH_OK);
         if (!s) s = sw;
@@ -355,4 +369,7 @@ void th_eval_result_free(th_eval_result *r) {
     free(r->running_ppl);
     free(r->chunk_ppl);
     r->running_ppl = r->chunk_ppl = NULL;
+    th_router_layers_free(r->router, r->n_router_layers);
+    r->router = NULL;
+    r->n_router_layers = 0;
 }

@@ -21,7 +21,7 @@ OUT=${1:?usage: make-seeds.sh OUT}
 SHARED=${SHARED:-$(cd "$(dirname "$0")/../../.." && pwd)/shared}
 BUILD=${BUILD:-build}
 here=$(cd "$(dirname "$0")" && pwd)
-mkdir -p "$OUT"/{fuzz_safetensors,fuzz_gguf,fuzz_template,fuzz_tokenizer,fuzz_request,fuzz_http,fuzz_sampler,fuzz_gbnf,fuzz_schema,fuzz_kld,fuzz_runtime_text,fuzz_toolcall,fuzz_precision}
+mkdir -p "$OUT"/{fuzz_safetensors,fuzz_gguf,fuzz_template,fuzz_tokenizer,fuzz_request,fuzz_http,fuzz_sampler,fuzz_gbnf,fuzz_schema,fuzz_kld,fuzz_runtime_text,fuzz_toolcall,fuzz_precision,fuzz_router,fuzz_imatrix}
 if [ -x "$BUILD/tests/test_gguf" ]; then SHARED=$SHARED "$BUILD/tests/test_gguf" --write-seeds "$OUT/fuzz_gguf" >/dev/null; fi
 for t in "$SHARED"/fixtures/chat-templates/*.jinja; do [ -f "$t" ] && cp "$t" "$OUT/fuzz_template/"; done
 cp "$here"/seeds/request/* "$OUT/fuzz_request/"
@@ -87,6 +87,24 @@ k = kld(8, 16, 2)
 put("fuzz_kld", "small", k)
 put("fuzz_kld", "cut", k[:len(k) // 2])
 put("fuzz_kld", "one_chunk", kld(4, 8, 1))
+# router file (src/eval/router.c): "THRT", version 1, n_ctx, n_chunk, n_scored, k, n_expert, n_moe,
+# layers, then records of i32 ids[k] + f32 scores[k+1]
+def router(n_ctx, n_chunk, k, ne, layers):
+    ns = n_ctx - 1 - n_ctx // 2
+    b = struct.pack("<8i", 0x54524854, 1, n_ctx, n_chunk, ns, k, ne, len(layers)) + b"".join(struct.pack("<i", l) for l in layers)
+    for r in range(n_chunk * ns * len(layers)):
+        b += b"".join(struct.pack("<i", (r + j) % ne) for j in range(k)) + b"".join(struct.pack("<f", 1.0 - 0.1 * j) for j in range(k + 1))
+    return b
+put("fuzz_router", "small", router(8, 2, 2, 8, [0, 1]))
+put("fuzz_router", "cut", router(8, 2, 2, 8, [0, 1])[:100])
+# imatrix.dat: n_entries, (len, name, ncall, n_values, f32 values) each, then chunks and the dataset name
+def imatrix(entries, chunks, dataset):
+    b = struct.pack("<i", len(entries))
+    for name, ncall, vals in entries:
+        b += struct.pack("<i", len(name)) + name + struct.pack("<ii", ncall, len(vals)) + b"".join(struct.pack("<f", v) for v in vals)
+    return b + struct.pack("<ii", chunks, len(dataset)) + dataset
+put("fuzz_imatrix", "two", imatrix([(b"blk.0.attn_q.weight", 4, [0.5, 1.5, 2.0]), (b"blk.0.ffn_down.weight", 4, [1.0] * 8)], 4, b"GPL-3"))
+put("fuzz_imatrix", "old", imatrix([(b"blk.0.attn_k.weight", 1, [3.0])], 1, b"")[:-8])
 def rt(stops, pieces):
     b = bytes([len(stops)])
     for s in stops:

@@ -12,9 +12,12 @@
 #   ikawrakow/ik_llama.cpp 8337e4cd3861406fc04e0854b1409cd1b027fbc9 (2026-08-15)
 #   cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=OFF -DLLAMA_CURL=OFF -DBUILD_SHARED_LIBS=OFF
 #   cmake --build build -j2 --target llama-perplexity llama-quantize
-# The ik_llama.cpp build (needed for Gemma 3) failed this session: with
-# -DGGML_IQK_FLASH_ATTENTION=OFF it does not link (undefined iqk_fa_work_buffer_size) and
-# with it on it takes hours on 2 cores; so there is no committed Gemma 3 golden yet.
+# The ik_llama.cpp build (needed for Gemma 3): with the IQK flash-attention kernels on it
+# takes hours on 2 cores, so it was built with -DGGML_IQK_FLASH_ATTENTION=OFF
+# -DCMAKE_CXX_FLAGS_RELEASE="-O1 -DNDEBUG" (the runs use -no-fa), which needs two link stubs
+# appended to ggml/src/iqk/iqk_flash_attn.cpp's non-FA branch: iqk_fa_work_buffer_size
+# returning 0, and iqk_flash_attn_noalibi (the header's signature, with `sinks`)
+# returning false (the upstream fallback lacks the sinks parameter).
 # Outputs (stdout + the "Final estimate" / statistics lines) go to tests/peer/goldens/.
 set -eu
 L=${1:?usage: $0 LLAMA_BUILD_DIR [IK_LLAMA_BUILD_DIR]}/bin/llama-perplexity
