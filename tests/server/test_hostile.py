@@ -413,7 +413,10 @@ def t_template_memory_budget():
     check(all(st in (400, 503) for st in codes), f"statuses {codes}: {results[:3]}")
     check(any(st == 503 and "budget" in m for st, m in results), f"no request hit the shared budget: {results[:3]}")
     grew = max(peak) - rss0
-    check(grew < 384 + 160, f"RSS grew by {grew} MiB ({rss0} -> {max(peak)})")
+    # the budget bounds the bytes renders hold (384 MiB); RSS adds the allocator's arenas and
+    # freed-but-kept pages (seen up to +223 MiB over the budget on a loaded 2-core VM): the
+    # bound is what matters (before the budget: 164 MiB -> 4.1 GiB)
+    check(grew < 384 + 256, f"RSS grew by {grew} MiB ({rss0} -> {max(peak)})")
     st, r = http("POST", "/v1/chat/completions", {"messages": MSG, "chat_template": tmpl, "max_tokens": 1}, timeout=120)
     expect_error(st, r, 400, ["memory limit"])   # alone: the per-render cap, the template's own fault
     still_serving()
