@@ -25,3 +25,8 @@ if ! python3 -c 'import jsonschema, rfc3339_validator' >/dev/null 2>&1; then
     python3 -m pip install -q jsonschema rfc3339-validator || \
         python3 -m pip install -q --break-system-packages jsonschema rfc3339-validator
 fi
+# The tool-call template test renders templates with Python's Jinja2, as Hugging Face does.
+if ! python3 -c 'import jinja2' >/dev/null 2>&1; then
+    echo "setup-deps: installing the Python package jinja2 (tool-call template test)"
+    python3 -m pip install -q jinja2 || python3 -m pip install -q --break-system-packages jinja2
+fi
