@@ -51,6 +51,21 @@ static inline const char *fixture(const char *rel) {
     return b;
 }
 
+/* The whole file at path, NUL-terminated (malloc'd; free with free()), its length in
+ * *len when len is not NULL; NULL if it cannot be opened or read. */
+static inline char *check_read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *b = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) { free(b); b = NULL; }
+    fclose(f);
+    if (b) { b[n] = 0; if (len) *len = (size_t)n; }
+    return b;
+}
+
 /* Path of the default model ($THESEUS_MODEL or models/SmolLM2-135M-Instruct.Q4_1.gguf). */
 static inline const char *default_model_path(void) {
     const char *m = getenv("THESEUS_MODEL");

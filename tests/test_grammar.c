@@ -24,23 +24,10 @@ static const char *data_dir(void) {
     return d && *d ? d : "tests/data/grammar";
 }
 
-static char *read_all(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)n + 1);
-    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) { free(buf); buf = NULL; }
-    fclose(f);
-    if (buf) { buf[n] = 0; if (len) *len = (size_t)n; }
-    return buf;
-}
-
 static cJSON *load_json(const char *name) {
     char path[1024];
     snprintf(path, sizeof path, "%s/%s", data_dir(), name);
-    char *t = read_all(path, NULL);
+    char *t = check_read_file(path, NULL);
     cJSON *j = t ? cJSON_Parse(t) : NULL;
     free(t);
     return j;
@@ -356,7 +343,7 @@ static void test_llama_grammars(void) {
         char path[1200];
         snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
         size_t len;
-        char *text = read_all(path, &len);
+        char *text = check_read_file(path, &len);
         th_grammar *g = NULL;
         th_status s = text ? th_grammar_parse(text, len, &g) : TH_ERR_IO;
         CHECK(s == TH_OK, "%s: %s", de->d_name, th_last_error());
@@ -371,7 +358,7 @@ static void test_llama_grammars(void) {
         }
         /* strings and mutations of them, with llama.cpp's verdicts */
         snprintf(path + strlen(path) - 5, 16, ".cases");
-        char *cases = read_all(path, NULL);
+        char *cases = check_read_file(path, NULL);
         cJSON *cj = cases ? cJSON_Parse(cases) : NULL;
         const cJSON *strs = cJSON_GetObjectItemCaseSensitive(cj, "strings"), *ver = cJSON_GetObjectItemCaseSensitive(cj, "llama");
         CHECK(cj && cJSON_GetArraySize(strs) == cJSON_GetArraySize(ver), "%s: bad or missing %s", de->d_name, path);
@@ -518,7 +505,7 @@ static void test_print_roundtrip(void) {
         char path[1100];
         snprintf(path, sizeof path, "%s/llama-grammars/%s", data_dir(), files[f]);
         size_t len;
-        char *text = read_all(path, &len);
+        char *text = check_read_file(path, &len);
         th_grammar *g = NULL, *g2 = NULL, *g3 = NULL;
         char *p1 = NULL, *p2 = NULL;
         CHECK(text && th_grammar_parse(text, len, &g) == TH_OK, "%s", files[f]);
@@ -719,7 +706,7 @@ static void test_vocab_mask(void) {
 
 static int mode_generate(const char *path, int n, uint64_t seed) {
     size_t len;
-    char *text = read_all(path, &len);
+    char *text = check_read_file(path, &len);
     th_grammar *g = NULL;
     if (!text || th_grammar_parse(text, len, &g) != TH_OK) { fprintf(stderr, "%s: %s\n", path, th_last_error()); return 2; }
     for (int k = 0; k < n; k++) {
@@ -740,7 +727,7 @@ static int mode_generate(const char *path, int n, uint64_t seed) {
 
 static int mode_match(const char *path) {
     size_t len;
-    char *text = read_all(path, &len);
+    char *text = check_read_file(path, &len);
     th_grammar *g = NULL;
     if (!text || th_grammar_parse(text, len, &g) != TH_OK) { fprintf(stderr, "%s: %s\n", path, th_last_error()); return 2; }
     char *line = NULL;
@@ -796,7 +783,7 @@ static int mode_seeds(const char *dir) {
         snprintf(src, sizeof src, "%s/%s", path, de->d_name);
         snprintf(dst, sizeof dst, "%s/gbnf/%s", dir, de->d_name);
         size_t len;
-        char *t = read_all(src, &len);
+        char *t = check_read_file(src, &len);
         FILE *o = fopen(dst, "wb");
         if (t && o) fwrite(t, 1, len, o);
         if (o) fclose(o);
@@ -815,7 +802,7 @@ static void test_schema_beyond_limits(void) {
     char path[512];
     snprintf(path, sizeof path, "%s/fuzz-schema-deep.json", data_dir());
     size_t n = 0;
-    char *text = read_all(path, &n);
+    char *text = check_read_file(path, &n);
     if (!text) { CHECK(0, "cannot read %s", path); return; }
     char *gbnf = NULL;
     th_status s = th_json_schema_to_gbnf(text, n, &gbnf);

@@ -9,20 +9,6 @@
 #include <dirent.h>
 #include <stdbool.h>
 
-static char *slurp(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)n + 1);
-    size_t got = fread(buf, 1, (size_t)n, f);
-    fclose(f);
-    buf[got] = 0;
-    if (len) *len = got;
-    return buf;
-}
-
 static const char *CTX = "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"n\": 3, \"f\": 2.5, "
                          "\"s\": \"  Hello World  \", \"l\": [3, 1, 2], \"d\": {\"b\": 1, \"a\": [true, null]}, "
                          "\"u\": \"h\u00e9llo\", \"e\": []}";
@@ -63,7 +49,7 @@ static void test_fixture_templates(void) {
     const char *dir = fixture("chat-templates");
     char path[2048];
     snprintf(path, sizeof path, "%s/messages.json", dir);
-    char *messages = slurp(path, NULL);
+    char *messages = check_read_file(path, NULL);
     if (!messages) SKIP("no fixtures at %s", dir);
     setenv("SOURCE_DATE_EPOCH", "1767312000", 1);
     DIR *d = opendir(dir);
@@ -76,12 +62,12 @@ static void test_fixture_templates(void) {
         char name[512];
         snprintf(name, sizeof name, "%.*s", (int)(len - 6), e->d_name);
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        char *tmpl = slurp(path, NULL);
+        char *tmpl = check_read_file(path, NULL);
         snprintf(path, sizeof path, "%s/expected/%s.txt", dir, name);
         size_t want_len = 0;
-        char *want = slurp(path, &want_len);
+        char *want = check_read_file(path, &want_len);
         snprintf(path, sizeof path, "%s/expected/%s.error", dir, name);
-        char *want_err = want ? NULL : slurp(path, NULL);
+        char *want_err = want ? NULL : check_read_file(path, NULL);
         CHECK(want || want_err, "%s: no expected output", name);
         th_chat_opts o = { .add_generation_prompt = true, .bos_token = "<BOS>", .eos_token = "<EOS>" };
         char *out = NULL;
@@ -469,7 +455,7 @@ static void test_fixture_templates_tools(void) {
     for (size_t i = 0; i < sizeof TOOL_CASES / sizeof TOOL_CASES[0]; i++) {
         char path[2048];
         snprintf(path, sizeof path, "%s/%s", dir, TOOL_CASES[i].name);
-        char *tmpl = slurp(path, NULL);
+        char *tmpl = check_read_file(path, NULL);
         if (!tmpl) SKIP("no fixtures at %s", dir);
         const char *ctx = TOOL_CTX[TOOL_CASES[i].ctx];
         bool gen = strstr(ctx, "\"add_generation_prompt\": false") == NULL;

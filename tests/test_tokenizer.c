@@ -20,19 +20,6 @@ static th_vocab *load_vocab(const char *path, gguf_file **gf) {
     return v;
 }
 
-static char *slurp(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1);
-    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) { free(b); b = NULL; }
-    fclose(f);
-    if (b) { b[n] = 0; *len = (size_t)n; }
-    return b;
-}
-
 static th_token *encode(const th_vocab *v, const char *s, size_t n, bool add_special, bool parse_special, size_t *count) {
     size_t cap = n + 16;
     th_token *ids = malloc(cap * sizeof *ids);
@@ -53,9 +40,9 @@ static int check_fixture(const char *name, bool roundtrip) {
     if (!v) return -1;
     size_t il, ol;
     snprintf(p, sizeof p, "vocab/%s.gguf.inp", name);
-    char *inp = slurp(fixture(p), &il);
+    char *inp = check_read_file(fixture(p), &il);
     snprintf(p, sizeof p, "vocab/%s.gguf.out", name);
-    char *outp = slurp(fixture(p), &ol);
+    char *outp = check_read_file(fixture(p), &ol);
     int bad = 0, cases = 0;
     char *ip = inp, *op = outp;
     while (ip && op && *op) {

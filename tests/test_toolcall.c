@@ -8,19 +8,6 @@
 #include "check.h"
 #include "theseus.h"
 
-static char *slurp(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    if (s && fread(s, 1, (size_t)n, f) != (size_t)n) { free(s); s = NULL; }
-    if (s) s[n] = 0;
-    fclose(f);
-    return s;
-}
-
 static void test_format_of_template(void) {
     static const struct { const char *file; th_tool_format f; } cases[] = {
         { "NousResearch-Hermes-3-Llama-3.1-8B-tool_use.jinja", TH_TOOLS_HERMES },
@@ -36,7 +23,7 @@ static void test_format_of_template(void) {
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         char rel[256];
         snprintf(rel, sizeof rel, "chat-templates/%s", cases[i].file);
-        char *t = slurp(fixture(rel));
+        char *t = check_read_file(fixture(rel), NULL);
         if (!t) continue;
         found++;
         CHECK(th_tool_format_of_template(t) == cases[i].f, "%s: %d, want %d", cases[i].file, th_tool_format_of_template(t), cases[i].f);
