@@ -163,6 +163,12 @@ typedef struct th_context_params {
                             * output head: a layer-skip draft sharing the model's weights
                             * (speculative decoding). Parsed at creation (not kept); the KV
                             * cache keeps room for every layer. A bad list is TH_ERR_ARG. */
+    bool     batch_invariant; /* each row's results do not depend on the other rows of its step
+                               * (default false). The CPU's kernels are row-invariant from two rows
+                               * up (the runtime pads one-row steps); on the GPU this fixes the
+                               * attention split plan and kernel for every batch size below the
+                               * GEMM threshold (32 rows), a little slower for long contexts.
+                               * Speculative decoding needs it for greedy identity. */
 } th_context_params;
 
 enum { TH_KV_F16 = 0, TH_KV_F32 = 1 };

@@ -386,7 +386,7 @@ extern "C" void th_cu_attention(const float *qkv, int64_t stride, int n, const i
     dim3 grid((unsigned)a->n_split, (unsigned)a->n_head, (unsigned)n);
     bool q8 = oq && a->head_dim_v % 32 == 0;
     th_cu_q8 q = oq ? *oq : th_cu_q8{};
-    if (n >= TILE_MIN_TOKENS) {
+    if (n >= TILE_MIN_TOKENS && !a->split_only) {
         if (kv->f16) launch_k(attn_tile<true>, grid, dim3(TILE), st, qkv, stride, pos, seq, *a, *kv, layer, out, os, q, q8);
         else launch_k(attn_tile<false>, grid, dim3(TILE), st, qkv, stride, pos, seq, *a, *kv, layer, out, os, q, q8);
         return;

@@ -98,6 +98,20 @@ static bool wants_q8(const th_gpu *g, const th_cu_mat *m) { return !g->f.gemm &&
 
 static int64_t mat_elems(const th_cu_mat *w) { return w->rows * w->K; }
 
+/* A batch-invariant context splits every (token, head)'s positions into chunks of
+ * one fixed length, whatever the step's size, so each row's attention adds up in
+ * the same order: bi_split chunks of bi_chunk cover the whole cache, and the
+ * partials of graph_max tokens fit the buffer. */
+static void plan_invariant(th_gpu *g, int64_t cap_len) {
+    const th_hparams *hp = &g->m->hp;
+    size_t per_split = (size_t)TH_MAX(g->graph_max, 1) * (size_t)hp->n_head * (size_t)(hp->head_dim_v + 2);
+    int64_t max_split = TH_MAX((int64_t)(g->partial_cap / per_split), 1);
+    int64_t chunk = TH_MAX((int64_t)256, (cap_len + max_split - 1) / max_split);
+    chunk = (chunk + 31) / 32 * 32;
+    g->bi_chunk = (int32_t)chunk;
+    g->bi_split = (int32_t)((cap_len + chunk - 1) / chunk);
+}
+
 static th_status alloc_scratch(th_gpu *g) {
     size_t B = g->n_batch;
     th_status s;
@@ -111,6 +125,7 @@ static th_status alloc_scratch(th_gpu *g) {
     int64_t cap_len = (int64_t)g->n_blocks * g->block;
     size_t need = (size_t)TH_MAX(g->graph_max, 1) * (size_t)hp->n_head * (size_t)((cap_len + 63) / 64) * (size_t)(hp->head_dim_v + 2);
     g->partial_cap = TH_MAX(TH_MIN(need, (size_t)32 << 20), (size_t)1 << 20);
+    if (g->invariant) plan_invariant(g, cap_len);
     size_t out_rows = TH_MIN(B, (size_t)64);
     struct { void **p; size_t bytes; const char *what; } a[] = {
         { (void **)&g->x, B * g->E * 4, "activations" }, { (void **)&g->h, B * g->E * 4, "activations" },
@@ -192,6 +207,7 @@ static th_status gpu_init(th_context *c) {
     g->block = c->kv.block;
     g->n_blocks = (int32_t)c->kv.n_blocks;
     g->n_seq = (int32_t)c->p.n_seq_max;
+    g->invariant = c->p.batch_invariant;
     g->kv_f16 = c->kv.f16;
     g->block_bytes = (size_t)hp->n_layer * (size_t)g->block * (size_t)(g->k_w + g->v_w) * (g->kv_f16 ? 2 : 4);
     g->meta_count = 4 * (size_t)g->n_batch + (size_t)g->n_seq * g->n_blocks;
@@ -531,6 +547,11 @@ static th_status gpu_begin(th_context *c, const th_step *s, bool *replay) {
     th_cu_attn_plan(n, hp->n_head, hp->head_dim_v, plan_len, g->partial_cap, g->sm_count,
                     graph ? (g->tune.attn_chunk ? g->tune.attn_chunk : th_cu_attn_step(hp->head_dim, hp->head_dim_v)) : 0,
                     &g->f.at.n_split, &g->f.at.chunk);
+    if (g->bi_split > 0) {   /* batch-invariant: one plan and one kernel for every step size */
+        g->f.at.n_split = g->bi_split;
+        g->f.at.chunk = g->bi_chunk;
+        g->f.at.split_only = true;
+    }
     if (graph) {
         graphs_for_mode(g, (s->logits ? 1 : 0) | (s->argmax ? 2 : 0));
         for (int i = 0; i < g->n_graphs; i++)

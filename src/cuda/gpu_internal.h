@@ -64,6 +64,7 @@ struct th_gpu {
     th_context *c;
     const th_model *m;
     th_cu_tuning tune;          /* the settings this context was made with */
+    bool invariant;             /* th_context_params.batch_invariant */
     int device, sm_count;
     cudaStream_t st;
     void *cublas;
@@ -81,6 +82,7 @@ struct th_gpu {
     float *x, *h, *qkv, *att, *tmp, *tmp2, *gu, *ff, *hout, *logits, *partial;
     int32_t *counter;
     size_t partial_cap;
+    int32_t bi_split, bi_chunk;   /* batch-invariant attention plan (bi_split 0: the plan follows each step) */
     th_cu_q8 q8;
     int q8_of;                  /* the th_buf whose q8 form g->q8 holds, or -1 */
     void *wbuf, *xbuf;

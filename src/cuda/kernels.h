@@ -166,6 +166,7 @@ typedef struct th_cu_attn {
     int32_t n_split, chunk;    /* positions split into n_split chunks of `chunk` (a multiple of 32) */
     float *partial;            /* n × n_head × n_split × (head_dim_v + 2) floats when n_split > 1 */
     int32_t *counter;          /* n × n_head, zero between launches (the kernel resets what it uses) */
+    bool split_only;           /* attn_split at every batch size (batch-invariant contexts) */
 } th_cu_attn;
 
 /* out[t][h*hdv ..] = softmax(q·K^T·scale) · V for each token and head (with

@@ -66,7 +66,9 @@ th_status th_runtime_new(th_model *model, const th_runtime_params *params, th_ru
     rt->m = model;
     rt->p = p;
     rt->n_vocab = th_model_n_vocab(model);
-    rt->pad_seq = p.batch_invariant ? p.n_slots : -1;
+    /* only the CPU needs the pad row: the GPU's kernels are the same for one row as for
+     * several (a batch-invariant GPU context fixes its attention plan instead) */
+    rt->pad_seq = p.batch_invariant && !p.context.gpu ? p.n_slots : -1;
     /* Every slot holds at most slot_ctx tokens; with several slots (or the pad
      * sequence) one spare block each covers a copied tail and the pad. */
     uint32_t blk = p.context.kv_block;
@@ -78,6 +80,7 @@ th_status th_runtime_new(th_model *model, const th_runtime_params *params, th_ru
                             p.n_slots, p.slot_ctx, (unsigned long long)n_ctx, 1u << 24);
     }
     th_context_params cp = p.context;
+    cp.batch_invariant = cp.batch_invariant || p.batch_invariant;
     cp.n_ctx = (uint32_t)n_ctx;
     cp.n_batch = (uint32_t)p.n_batch;
     cp.n_seq_max = (uint32_t)(p.n_slots + (p.batch_invariant ? 1 : 0));
