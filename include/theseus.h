@@ -419,6 +419,9 @@ typedef struct th_quantize_progress {
     const char *to_type;         /* "Q4_K" (same as from_type: copied unchanged) */
     uint32_t n_dims;
     uint64_t ne[4];              /* ne[0] = row length */
+    int32_t imatrix;             /* with --imatrix: 1 this tensor's encoder uses its entry, -1 the
+                                  * type would use one but the matrix has none (encoded without,
+                                  * as llama-quantize does); 0 otherwise */
 } th_quantize_progress;
 
 typedef struct th_quantize_params {
@@ -432,6 +435,9 @@ typedef struct th_quantize_params {
     const char *config;          /* a precision config file (docs/precision.md) whose rules set the
                                   * types on top of `type` (NULL type: on top of the source's types);
                                   * NULL: none */
+    const char *imatrix;         /* an importance matrix (llama-imatrix's imatrix.dat, or theseus
+                                  * imatrix's) used where llama-quantize --imatrix uses it; the path is
+                                  * written to quantize.imatrix.file as given. NULL: none */
 } th_quantize_params;
 
 th_quantize_params th_quantize_default_params(void);

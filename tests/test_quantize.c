@@ -228,11 +228,19 @@ static void f32_mix_copies_everything(void) {
     gguf_file *got = NULL, *src = open_fixture("tiny/tiny-F32.gguf");
     CHECK(gguf_open(out, &got) == TH_OK);
     if (got && src) {
+        CHECK(got->n_tensors == src->n_tensors);
         for (uint64_t i = 0; i < got->n_tensors; i++) {
-            const gguf_tensor *g = &got->tensors[i], *w = &src->tensors[i];   /* same order */
-            CHECK(g->name.len == w->name.len && !memcmp(g->name.ptr, w->name.ptr, g->name.len), "order differs at %llu", (unsigned long long)i);
-            CHECK(g->type == TH_F32 && g->nbytes == w->nbytes && !memcmp(g->data, w->data, g->nbytes));
+            const gguf_tensor *g = &got->tensors[i];
+            char name[128];
+            tensor_name(g, name, sizeof name);
+            const gguf_tensor *w = gguf_find_tensor(src, name);
+            CHECK(w && g->type == TH_F32 && g->nbytes == w->nbytes && !memcmp(g->data, w->data, g->nbytes), "%s", name);
         }
+        /* llama-quantize's order: tensors outside the layers first, by name; then blk.0, blk.1 ... */
+        char first[128], last[128];
+        tensor_name(&got->tensors[0], first, sizeof first);
+        tensor_name(&got->tensors[got->n_tensors - 1], last, sizeof last);
+        CHECK(!strcmp(first, "output.weight") && !strcmp(last, "blk.3.ffn_up.weight"), "order: %s ... %s", first, last);
         uint32_t ft = 99, qv = 0;
         CHECK(gguf_get_u32(got, "general.file_type", &ft) && ft == 0, "file_type %u", ft);
         CHECK(gguf_get_u32(got, "general.quantization_version", &qv) && qv == 2);
@@ -271,7 +279,7 @@ static void build_llama32(bool with_output) {
     if (with_output) add_syn("output.weight", 4096, 128256);
 }
 
-static const th_qmodel llama32 = { "llama", NL, 32, 8, 0 };
+static const th_qmodel llama32 = { "llama", NL, 32, 8, 0, false };
 
 static uint32_t syn_type(const uint32_t *out, const char *name) {
     for (size_t i = 0; i < n_syn; i++)
@@ -350,10 +358,11 @@ static void rules_row_length_fallbacks(void) {
     add_syn("blk.0.ffn_gate_inp.weight", 256, 8);
     add_syn("output.weight", 160, 64);
     add_syn("blk.0.attn_k.weight", 256, 1);     /* [256, 1] has one real dimension */
-    th_qmodel m = { "llama", 1, 4, 4, 0 };
+    th_qmodel m = { "llama", 1, 4, 4, 0, false };
     uint32_t out[8];
     static const struct { const char *mix; uint32_t q; } cases[] = {
-        { "Q4_K_M", TH_Q5_0 }, { "Q5_K_S", TH_Q5_1 }, { "Q6_K", TH_Q8_0 }, { "Q2_K", TH_Q4_0 }, { "IQ4_XS", TH_IQ4_NL },
+        { "Q4_K_M", TH_Q5_0 }, { "Q5_K_S", TH_Q5_1 }, { "Q6_K", TH_Q8_0 }, { "Q2_K", TH_IQ4_NL }, { "Q3_K_M", TH_IQ4_NL },
+        { "IQ4_XS", TH_IQ4_NL },   /* llama-quant.cpp c392e50, convert_incompatible_tensor */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         int nf = th_qplan_types(th_qmix_find(cases[i].mix), false, &m, syn, n_syn, out);
