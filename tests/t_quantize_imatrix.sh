@@ -4,7 +4,8 @@
 # sha256 in tests/peer/goldens/quantize-imatrix.sha256 (made by
 # tests/peer/make_quantize_imatrix_goldens.sh from llama-quantize's files) for tiny-F32
 # and olmoe (per-expert slices) in every mix, with a matrix lacking one entry, and
-# without a matrix. Then the keys it writes, and the errors: a matrix for another
+# without a matrix; SmolLM2-135M (if models/ has it: 30 layers, so the type rules that
+# change with a matrix apply) in Q4_0 and IQ4_XS. Then the keys it writes, and the errors: a matrix for another
 # model (wrong size, no tensor named), a truncated or missing file.
 # Prints ok/FAIL/SKIP lines for tests/run.sh.
 set -u
@@ -19,9 +20,20 @@ bad() { echo "FAIL $1"; shift; printf '  %s\n' "$@"; }
 cd tests/peer || { echo "FAIL quantize_imatrix (no tests/peer)"; exit 1; }
 GOLD=goldens/quantize-imatrix.sha256
 
+# SmolLM2 (if models/ has it): its shipped Q4_1 as F16 first, the candidates from that
+SM=../../models/SmolLM2-135M-Instruct.Q4_1.gguf
+have_sm=false; [ -f "$SM" ] && have_sm=true
+$have_sm || echo "SKIP quantize_same_bytes_smollm2 (no models/SmolLM2-135M-Instruct.Q4_1.gguf)"
 # name -> model, mix, matrix (the golden script's naming)
 while read -r want name; do
     case $name in
+        smollm2-F16)
+            $have_sm || continue
+            if "$T" quantize -q -m "$SM" -o "$tmp/sm-F16.gguf" --type F16 -t 2 2>"$tmp/err" &&
+               got=$(sha256sum < "$tmp/sm-F16.gguf" | cut -d' ' -f1) && [ "$got" = "$want" ]; then ok quantize_same_bytes_smollm2-F16
+            else bad quantize_same_bytes_smollm2-F16 "llama-quantize: $want" "theseus:        ${got:-none}" "$(tail -c 400 "$tmp/err")"; fi
+            continue ;;
+        smollm2-*) $have_sm || continue; model=$tmp/sm-F16.gguf; rest=${name#smollm2-}; im=smollm2-F16-c512.imatrix.dat ;;
         tiny-*) model=$S/tiny/tiny-F32.gguf; rest=${name#tiny-}; im=tiny-F32-c128.imatrix.dat ;;
         olmoe-*) model=$S/arch/olmoe/model-F32.gguf; rest=${name#olmoe-}; im=olmoe-F32-c128.imatrix.dat ;;
     esac

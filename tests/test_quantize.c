@@ -351,6 +351,32 @@ static void rules_other_mixes_32_layers(void) {
     CHECK(syn_type(out, "token_embd.weight") == TH_Q6_K);
 }
 
+/* With an importance matrix (llama-quant.cpp c392e50, ffn_down branch): IQ4_NL/IQ4_XS no
+ * longer bump ffn_down of the first n_layer/8 layers to Q5_K, and Q4_0/Q5_0 move those
+ * layers to Q4_1/Q5_1; layers from n_layer/8 on and the other tensors are unchanged. */
+static void rules_with_imatrix_32_layers(void) {
+    uint32_t out[4 + 9 * NL];
+    th_qmodel m = llama32;
+    static const struct { const char *mix; uint32_t plain, imat, rest; } cases[] = {
+        { "IQ4_XS", TH_Q5_K, TH_IQ4_XS, TH_IQ4_XS }, { "IQ4_NL", TH_Q5_K, TH_IQ4_NL, TH_IQ4_NL },
+        { "Q4_0", TH_Q4_0, TH_Q4_1, TH_Q4_0 },      { "Q5_0", TH_Q5_0, TH_Q5_1, TH_Q5_0 },
+        { "Q4_1", TH_Q4_1, TH_Q4_1, TH_Q4_1 },      { "Q4_K_M", TH_Q6_K, TH_Q6_K, TH_Q4_K },
+    };
+    build_llama32(true);
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        for (int with = 0; with < 2; with++) {
+            m.has_imatrix = with;
+            th_qplan_types(th_qmix_find(cases[c].mix), false, &m, syn, n_syn, out);
+            for (int l = 0; l < 4; l++)
+                CHECK(layer_type(out, l, "ffn_down") == (with ? cases[c].imat : cases[c].plain), "%s%s: layer %d ffn_down %s",
+                      cases[c].mix, with ? " + imatrix" : "", l, th_type_name(layer_type(out, l, "ffn_down")));
+            CHECK(layer_type(out, 4, "ffn_down") == cases[c].rest, "%s: layer 4 ffn_down %s", cases[c].mix,
+                  th_type_name(layer_type(out, 4, "ffn_down")));
+            CHECK(layer_type(out, 0, "ffn_up") == th_qmix_find(cases[c].mix)->base, "%s: ffn_up", cases[c].mix);
+        }
+    }
+}
+
 static void rules_row_length_fallbacks(void) {
     n_syn = 0;
     add_syn("blk.0.attn_q.weight", 160, 64);    /* multiple of 32, not of 256 */
@@ -485,6 +511,7 @@ int main(void) {
     RUN(f32_mix_copies_everything);
     RUN(rules_q4_K_M_32_layers);
     RUN(rules_other_mixes_32_layers);
+    RUN(rules_with_imatrix_32_layers);
     RUN(rules_row_length_fallbacks);
     RUN(errors_name_the_problem);
     RUN(encoders_round_trip);

@@ -9,7 +9,8 @@
 # llama-quantize quantizes a tensor without an entry unweighted) and without a
 # matrix. The matrix is given as a bare file name (cd tests/peer), because
 # llama-quantize writes the name as given to quantize.imatrix.file: the test runs
-# theseus the same way.
+# theseus the same way. With models/SmolLM2-135M-Instruct.Q4_1.gguf present, also
+# SmolLM2 (see below; its matrix smollm2-F16-c512.imatrix.dat is made here too).
 # Build used: ggerganov/llama.cpp c392e5094deaf2d1a7c18683214f007fad3fe42b (2025-02-20),
 #   cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DGGML_CUDA=OFF -DLLAMA_CURL=OFF -DBUILD_SHARED_LIBS=OFF
 #   cmake --build build -j2 --target llama-imatrix llama-quantize llama-perplexity
@@ -54,5 +55,18 @@ for m in Q4_K_M Q3_K_M IQ4_XS Q2_K Q4_0; do
     run "olmoe-$m" "$S/arch/olmoe/model-F32.gguf" "$m"
     run "tiny-$m-partial" "$S/tiny/tiny-F32.gguf" "$m" tiny-F32-partial.imatrix.dat
 done
+# SmolLM2-135M (30 layers, so the two rules that change with a matrix apply to ffn_down of
+# layers 0-2): the shipped Q4_1 as F16, a matrix by llama-imatrix on another text (4 chunks
+# of GFDL-1.3), Q4_0 (those layers Q4_1) and IQ4_XS (those layers not Q5_K) with it
+M=../../models/SmolLM2-135M-Instruct.Q4_1.gguf
+if [ -f "$M" ]; then
+    "$Q" --allow-requantize "$M" "$tmp/sm-F16.gguf" F16 2 >"$tmp/log" 2>&1 || { cat "$tmp/log"; exit 1; }
+    echo "$(sha256sum < "$tmp/sm-F16.gguf" | cut -d' ' -f1)  smollm2-F16" >> "$out.tmp"
+    "$(dirname "$Q")/llama-imatrix" -m "$tmp/sm-F16.gguf" -f /usr/share/common-licenses/GFDL-1.3 -o smollm2-F16-c512.imatrix.dat \
+        -c 512 --chunks 4 -t 2 >"$tmp/log" 2>&1 || { cat "$tmp/log"; exit 1; }
+    for m in Q4_0 IQ4_XS; do run "smollm2-$m-imatrix" "$tmp/sm-F16.gguf" "$m" smollm2-F16-c512.imatrix.dat; done
+else
+    echo "no $M: the SmolLM2 goldens are not made" >&2
+fi
 mv "$out.tmp" "$out"
 echo "wrote tests/peer/$out ($(wc -l < "$out") files)"
