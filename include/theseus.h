@@ -425,6 +425,9 @@ typedef struct th_quantize_progress {
     const char *to_type;         /* "Q4_K" (same as from_type: copied unchanged) */
     uint32_t n_dims;
     uint64_t ne[4];              /* ne[0] = row length */
+    int32_t imatrix;             /* with --imatrix: 1 this tensor's encoder uses its entry, -1 the
+                                  * type would use one but the matrix has none (encoded without,
+                                  * as llama-quantize does); 0 otherwise */
 } th_quantize_progress;
 
 typedef struct th_quantize_params {
@@ -438,14 +441,19 @@ typedef struct th_quantize_params {
     const char *config;          /* a precision config file (docs/precision.md) whose rules set the
                                   * types on top of `type` (NULL type: on top of the source's types);
                                   * NULL: none */
+    const char *imatrix;         /* an importance matrix (llama-imatrix's imatrix.dat, or theseus
+                                  * imatrix's) used where llama-quantize --imatrix uses it; the path is
+                                  * written to quantize.imatrix.file as given. NULL: none */
 } th_quantize_params;
 
 th_quantize_params th_quantize_default_params(void);
 /* Rewrite the GGUF at in_path into out_path with every weight converted as
- * llama-quantize would (same per-tensor types and, without an importance matrix,
- * the same bytes). Metadata is copied, general.file_type and
- * general.quantization_version are set, tensors keep their order. The output is
- * written to a temporary file next to out_path and renamed at the end. */
+ * llama-quantize would (same per-tensor types and, with or without an importance
+ * matrix, the same bytes). Metadata is copied, general.file_type and
+ * general.quantization_version are set (and the quantize.imatrix.* keys with a
+ * matrix); tensors are written in llama-quantize's order (outside the layers first,
+ * then by layer, by name within each), so a mix gives llama-quantize's file. The
+ * output is written to a temporary file next to out_path and renamed at the end. */
 th_status th_quantize_file(const char *in_path, const char *out_path, const th_quantize_params *params);
 /* The accepted type names, space-separated ("F32 F16 BF16 Q4_0 ..."). */
 const char *th_quantize_type_names(void);

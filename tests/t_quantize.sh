@@ -14,11 +14,12 @@ if [ ! -x "$T" ]; then echo "SKIP quantize_cli (no $T)"; exit 0; fi
 F32="$S/fixtures/tiny/tiny-F32.gguf"
 PROMPT="The quick brown fox jumps over the lazy dog. Once upon a time, there was"
 
-# progress lines: one per tensor on stderr, "[ 12/ 39] name  F32 -> Q4_K  [shape]"
+# progress lines: one per tensor on stderr, "[ 16/ 39] name  F32 -> Q4_K  [shape]", in
+# llama-quantize's order (output.weight, output_norm, token_embd, then blk.0 by name ...)
 if $T quantize -m "$F32" -o "$tmp/q4km.gguf" --type Q4_K_M -t 2 >"$tmp/out" 2>"$tmp/err" &&
    [ "$(grep -c '^\[ *[0-9]*/ *39\] ' "$tmp/err")" = 39 ] &&
-   grep -Eq '^\[ *12/ *39\] blk\.1\.attn_q\.weight +F32 -> Q4_K +\[256, 256\]$' "$tmp/err" &&
-   grep -Eq '^\[ *39/ *39\] output\.weight +F32 -> Q6_K +\[256, 4096\]$' "$tmp/err" &&
+   grep -Eq '^\[ *16/ *39\] blk\.1\.attn_q\.weight +F32 -> Q4_K +\[256, 256\]$' "$tmp/err" &&
+   grep -Eq '^\[ *1/ *39\] output\.weight +F32 -> Q6_K +\[256, 4096\]$' "$tmp/err" &&
    grep -Eq 'blk\.0\.attn_norm\.weight +F32 -> F32 +\[256\]  \(copied\)' "$tmp/err" && [ ! -s "$tmp/out" ]; then
     ok progress_lines
 else bad progress_lines "$(head -c 800 "$tmp/err")"; fi

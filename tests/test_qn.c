@@ -323,7 +323,12 @@ static void check_file(int n, bool strict) {
     CHECK(gguf_get_u32(got, "general.file_type", &ft) && ft == 1000u + (uint32_t)n, "file_type %u", ft);
     int mats = 0, same = 0;
     for (uint64_t i = 0; i < got->n_tensors; i++) {
-        const gguf_tensor *t = &got->tensors[i], *st = &src->tensors[i];
+        const gguf_tensor *t = &got->tensors[i];
+        char tn[128];
+        snprintf(tn, sizeof tn, "%.*s", (int)t->name.len, t->name.ptr);
+        const gguf_tensor *st = gguf_find_tensor(src, tn);   /* the output is in llama-quantize's order */
+        CHECK(st != NULL, "%s not in the source", tn);
+        if (!st) continue;
         if (t->n_dims < 2) { CHECK(t->type == TH_F32, "vector of type %u", t->type); continue; }
         mats++;
         CHECK(t->type == 1000u + (uint32_t)n, "matrix %.*s has type %u", (int)t->name.len, t->name.ptr, t->type);

@@ -228,11 +228,19 @@ static void f32_mix_copies_everything(void) {
     gguf_file *got = NULL, *src = open_fixture("tiny/tiny-F32.gguf");
     CHECK(gguf_open(out, &got) == TH_OK);
     if (got && src) {
+        CHECK(got->n_tensors == src->n_tensors);
         for (uint64_t i = 0; i < got->n_tensors; i++) {
-            const gguf_tensor *g = &got->tensors[i], *w = &src->tensors[i];   /* same order */
-            CHECK(g->name.len == w->name.len && !memcmp(g->name.ptr, w->name.ptr, g->name.len), "order differs at %llu", (unsigned long long)i);
-            CHECK(g->type == TH_F32 && g->nbytes == w->nbytes && !memcmp(g->data, w->data, g->nbytes));
+            const gguf_tensor *g = &got->tensors[i];
+            char name[128];
+            tensor_name(g, name, sizeof name);
+            const gguf_tensor *w = gguf_find_tensor(src, name);
+            CHECK(w && g->type == TH_F32 && g->nbytes == w->nbytes && !memcmp(g->data, w->data, g->nbytes), "%s", name);
         }
+        /* llama-quantize's order: tensors outside the layers first, by name; then blk.0, blk.1 ... */
+        char first[128], last[128];
+        tensor_name(&got->tensors[0], first, sizeof first);
+        tensor_name(&got->tensors[got->n_tensors - 1], last, sizeof last);
+        CHECK(!strcmp(first, "output.weight") && !strcmp(last, "blk.3.ffn_up.weight"), "order: %s ... %s", first, last);
         uint32_t ft = 99, qv = 0;
         CHECK(gguf_get_u32(got, "general.file_type", &ft) && ft == 0, "file_type %u", ft);
         CHECK(gguf_get_u32(got, "general.quantization_version", &qv) && qv == 2);
@@ -271,7 +279,7 @@ static void build_llama32(bool with_output) {
     if (with_output) add_syn("output.weight", 4096, 128256);
 }
 
-static const th_qmodel llama32 = { "llama", NL, 32, 8, 0 };
+static const th_qmodel llama32 = { "llama", NL, 32, 8, 0, false };
 
 static uint32_t syn_type(const uint32_t *out, const char *name) {
     for (size_t i = 0; i < n_syn; i++)
@@ -343,6 +351,32 @@ static void rules_other_mixes_32_layers(void) {
     CHECK(syn_type(out, "token_embd.weight") == TH_Q6_K);
 }
 
+/* With an importance matrix (llama-quant.cpp c392e50, ffn_down branch): IQ4_NL/IQ4_XS no
+ * longer bump ffn_down of the first n_layer/8 layers to Q5_K, and Q4_0/Q5_0 move those
+ * layers to Q4_1/Q5_1; layers from n_layer/8 on and the other tensors are unchanged. */
+static void rules_with_imatrix_32_layers(void) {
+    uint32_t out[4 + 9 * NL];
+    th_qmodel m = llama32;
+    static const struct { const char *mix; uint32_t plain, imat, rest; } cases[] = {
+        { "IQ4_XS", TH_Q5_K, TH_IQ4_XS, TH_IQ4_XS }, { "IQ4_NL", TH_Q5_K, TH_IQ4_NL, TH_IQ4_NL },
+        { "Q4_0", TH_Q4_0, TH_Q4_1, TH_Q4_0 },      { "Q5_0", TH_Q5_0, TH_Q5_1, TH_Q5_0 },
+        { "Q4_1", TH_Q4_1, TH_Q4_1, TH_Q4_1 },      { "Q4_K_M", TH_Q6_K, TH_Q6_K, TH_Q4_K },
+    };
+    build_llama32(true);
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        for (int with = 0; with < 2; with++) {
+            m.has_imatrix = with;
+            th_qplan_types(th_qmix_find(cases[c].mix), false, &m, syn, n_syn, out);
+            for (int l = 0; l < 4; l++)
+                CHECK(layer_type(out, l, "ffn_down") == (with ? cases[c].imat : cases[c].plain), "%s%s: layer %d ffn_down %s",
+                      cases[c].mix, with ? " + imatrix" : "", l, th_type_name(layer_type(out, l, "ffn_down")));
+            CHECK(layer_type(out, 4, "ffn_down") == cases[c].rest, "%s: layer 4 ffn_down %s", cases[c].mix,
+                  th_type_name(layer_type(out, 4, "ffn_down")));
+            CHECK(layer_type(out, 0, "ffn_up") == th_qmix_find(cases[c].mix)->base, "%s: ffn_up", cases[c].mix);
+        }
+    }
+}
+
 static void rules_row_length_fallbacks(void) {
     n_syn = 0;
     add_syn("blk.0.attn_q.weight", 160, 64);    /* multiple of 32, not of 256 */
@@ -350,10 +384,11 @@ static void rules_row_length_fallbacks(void) {
     add_syn("blk.0.ffn_gate_inp.weight", 256, 8);
     add_syn("output.weight", 160, 64);
     add_syn("blk.0.attn_k.weight", 256, 1);     /* [256, 1] has one real dimension */
-    th_qmodel m = { "llama", 1, 4, 4, 0 };
+    th_qmodel m = { "llama", 1, 4, 4, 0, false };
     uint32_t out[8];
     static const struct { const char *mix; uint32_t q; } cases[] = {
-        { "Q4_K_M", TH_Q5_0 }, { "Q5_K_S", TH_Q5_1 }, { "Q6_K", TH_Q8_0 }, { "Q2_K", TH_Q4_0 }, { "IQ4_XS", TH_IQ4_NL },
+        { "Q4_K_M", TH_Q5_0 }, { "Q5_K_S", TH_Q5_1 }, { "Q6_K", TH_Q8_0 }, { "Q2_K", TH_IQ4_NL }, { "Q3_K_M", TH_IQ4_NL },
+        { "IQ4_XS", TH_IQ4_NL },   /* llama-quant.cpp c392e50, convert_incompatible_tensor */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         int nf = th_qplan_types(th_qmix_find(cases[i].mix), false, &m, syn, n_syn, out);
@@ -476,6 +511,7 @@ int main(void) {
     RUN(f32_mix_copies_everything);
     RUN(rules_q4_K_M_32_layers);
     RUN(rules_other_mixes_32_layers);
+    RUN(rules_with_imatrix_32_layers);
     RUN(rules_row_length_fallbacks);
     RUN(errors_name_the_problem);
     RUN(encoders_round_trip);

@@ -8,13 +8,15 @@
 #include <time.h>
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: theseus quantize -m IN.gguf -o OUT.gguf (--type TYPE | --config FILE | both) [-t N] [--pure] [-q]\n"
+    fprintf(f, "usage: theseus quantize -m IN.gguf -o OUT.gguf (--type TYPE | --config FILE | both) [--imatrix FILE] [-t N] [--pure] [-q]\n"
                "  -m, --model FILE    input GGUF (F32, F16, BF16 or already quantized weights)\n"
                "  -o, --out FILE      output GGUF (written to FILE.tmp, then renamed)\n"
                "  --type TYPE         a llama.cpp mix: %s\n"
                "                      (Q3_K, Q4_K, Q5_K mean the _M mixes, as in llama-quantize)\n"
                "  --config FILE       a precision config (docs/precision.md): its rules set the types,\n"
                "                      on top of --type's mix if given, else of the input's types\n"
+               "  --imatrix FILE      importance matrix (llama-imatrix's imatrix.dat, or theseus imatrix's):\n"
+               "                      used where llama-quantize --imatrix uses it, with the same bytes\n"
                "  -t, --threads N     worker threads (default: all cores)\n"
                "  --pure              every weight gets the mix's base type (no per-tensor bumps)\n"
                "  -q, --quiet         no progress lines\n",
@@ -31,8 +33,9 @@ static void progress_line(const th_quantize_progress *p, void *user) {
     bool same = !strcmp(p->from_type, p->to_type);
     bool from_float = !strcmp(p->from_type, "F32") || !strcmp(p->from_type, "F16") || !strcmp(p->from_type, "BF16");
     const char *note = same ? "  (copied)" : from_float ? "" : "  (requantized: error adds up)";
-    fprintf(stderr, "[%*d/%*d] %-36s %6s -> %-6s %s%s\n", 3, p->index, 3, p->count, p->name, p->from_type,
-            p->to_type, shape, note);
+    const char *imat = p->imatrix < 0 ? "  (no imatrix entry: quantized without)" : "";
+    fprintf(stderr, "[%*d/%*d] %-36s %6s -> %-6s %s%s%s\n", 3, p->index, 3, p->count, p->name, p->from_type,
+            p->to_type, shape, note, imat);
 }
 
 static double file_mib(const char *path) {
@@ -53,6 +56,7 @@ int cmd_quantize(int argc, char **argv) {
         else if ((!strcmp(a, "-o") || !strcmp(a, "--out")) && has_val) out = argv[++i];
         else if (!strcmp(a, "--type") && has_val) p.type = argv[++i];
         else if (!strcmp(a, "--config") && has_val) p.config = argv[++i];
+        else if (!strcmp(a, "--imatrix") && has_val) p.imatrix = argv[++i];
         else if ((!strcmp(a, "-t") || !strcmp(a, "--threads")) && has_val) {
             long n;
             if (!cli_int("quantize", a, argv[++i], 1, 1024, &n)) return 2;
@@ -73,7 +77,7 @@ int cmd_quantize(int argc, char **argv) {
     if (s) return cli_fail("quantize", s);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-    fprintf(stderr, "theseus quantize: %s (%.2f MiB) -> %s (%.2f MiB, %s) in %.2f s\n", in, file_mib(in), out,
-            file_mib(out), p.config ? p.config : p.type, secs);
+    fprintf(stderr, "theseus quantize: %s (%.2f MiB) -> %s (%.2f MiB, %s%s%s) in %.2f s\n", in, file_mib(in), out,
+            file_mib(out), p.config ? p.config : p.type, p.imatrix ? ", imatrix " : "", p.imatrix ? p.imatrix : "", secs);
     return 0;
 }

@@ -164,9 +164,11 @@ static uint32_t rule_ffn_down(plan_state *s, const char *name, uint32_t t) {
     else if (ft == FT_Q4_K_M) {
         if (s->falcon) t = i < n / 16 ? TH_Q6_K : use_more_bits(i, n) ? TH_Q5_K : TH_Q4_K;
         else if (use_more_bits(i, n)) t = TH_Q6_K;
-    } else if (i < n / 8 && (ft == FT_IQ4_NL || ft == FT_IQ4_XS)) t = TH_Q5_K;
+    } else if (i < n / 8 && (ft == FT_IQ4_NL || ft == FT_IQ4_XS) && !s->m->has_imatrix) t = TH_Q5_K;
     else if (ft == FT_Q5_K_M && use_more_bits(i, n)) t = TH_Q6_K;
     else if (ft == FT_Q4_K_S && !s->falcon && i < n / 8) t = TH_Q5_K;
+    else if ((ft == FT_Q4_0 || ft == FT_Q5_0) && s->m->has_imatrix && i < n / 8)
+        t = ft == FT_Q4_0 ? TH_Q4_1 : TH_Q5_1;   /* llama.cpp guards the first ffn_down layers, with an imatrix only */
     s->i_ffn_down++;
     return t;
 }
@@ -201,15 +203,15 @@ static uint32_t mix_rules(plan_state *s, const th_qtensor *t, uint32_t type) {
     return type;
 }
 
-/* A type whose block does not divide the row length falls back as llama.cpp does
- * (to a 32-block type, then F16). */
+/* A type whose block does not divide the row length falls back as llama.cpp
+ * c392e50 does (llama-quant.cpp: Q2_K, Q3_K and IQ4_XS to IQ4_NL, Q4_K to Q5_0,
+ * Q5_K to Q5_1, Q6_K to Q8_0; then F16 if the 32-block does not fit either). */
 static uint32_t row_fallback(uint32_t type, uint64_t ncols, int *n_fallback) {
     if (ncols % th_type_info_get(type)->block == 0) return type;
     (*n_fallback)++;
     uint32_t fb;
     switch (type) {
-    case TH_IQ4_XS: fb = TH_IQ4_NL; break;
-    case TH_Q2_K: case TH_Q3_K: fb = TH_Q4_0; break;
+    case TH_IQ4_XS: case TH_Q2_K: case TH_Q3_K: fb = TH_IQ4_NL; break;
     case TH_Q4_K: fb = TH_Q5_0; break;
     case TH_Q5_K: fb = TH_Q5_1; break;
     case TH_Q6_K: fb = TH_Q8_0; break;
@@ -275,6 +277,8 @@ typedef struct convert_job {
     uint8_t *dst;
     float *scratch;        /* ne0 floats per thread */
     int64_t *bad_row;      /* per thread: first row with a NaN/Inf, or -1 */
+    const float *qw;       /* importance per column and expert (ne0 per slice), or NULL */
+    int64_t slice_rows, n_slices;   /* rows per expert slice of qw, slices in qw */
 } convert_job;
 
 static bool all_finite(const float *x, int64_t n) {
@@ -293,7 +297,8 @@ static void convert_rows(void *arg, int ith, int nth) {
         if (j->src_type == TH_F32) memcpy(row, in, (size_t)j->ne0 * sizeof(float));
         else th_ref_dequantize(j->src_type, in, row, j->ne0);
         if (!all_finite(row, j->ne0)) { j->bad_row[ith] = r; return; }
-        th_quantize_weights(j->dst_type, row, j->dst + (uint64_t)r * j->dst_row_bytes, j->ne0);
+        const float *qw = j->qw ? j->qw + (r / j->slice_rows) % j->n_slices * j->ne0 : NULL;
+        th_quantize_weights_imat(j->dst_type, row, j->dst + (uint64_t)r * j->dst_row_bytes, j->ne0, qw);
     }
 }
 
@@ -342,6 +347,8 @@ typedef struct qctx {
     th_pool *pool;
     float *scratch;
     int64_t *bad_row;
+    float **qw;            /* per input tensor: its importance (values / ncall), or NULL */
+    th_imatrix *im;
     int n_threads;
     int64_t max_ne0;       /* longest row converted */
     uint64_t max_out;      /* largest converted tensor, bytes */
@@ -365,6 +372,11 @@ static th_status convert_tensor(qctx *c, const qout *o, uint8_t *dst) {
     convert_job j = { .src = source_bytes(c, o, &rows), .src_type = gt->type, .dst_type = o->type,
                       .ne0 = (int64_t)gt->ne[0], .dst = dst, .scratch = c->scratch, .bad_row = c->bad_row };
     j.n_rows = (int64_t)rows;   /* the reader checked the element count */
+    if (c->qw && c->qw[o->src]) {   /* sizes checked by th_qimatrix_match: ne0 * ne2 values */
+        j.qw = c->qw[o->src] + (o->expert >= 0 ? (uint64_t)o->expert * gt->ne[0] : 0);
+        j.slice_rows = (int64_t)TH_MAX(gt->ne[1], 1);
+        j.n_slices = o->expert >= 0 ? 1 : (int64_t)TH_MAX(gt->ne[2], 1);
+    }
     th_row_bytes(gt->type, gt->ne[0], &j.src_row_bytes);   /* both checked by plan_sizes */
     th_row_bytes(j.dst_type, gt->ne[0], &j.dst_row_bytes);
     th_pool_run(c->pool, convert_rows, &j);
@@ -438,15 +450,21 @@ static th_status describe_tensors(qctx *c) {
     return TH_OK;
 }
 
-/* The outputs: every input tensor in its place, each followed by its experts that
- * have a type of their own (expert_type[i]: NULL, or ne[2] types). */
+/* The outputs: every input tensor in llama-quantize's order (non-layer tensors,
+ * then by layer; by name within each), so a mix gives llama-quantize's file byte
+ * for byte; each followed by its experts that have a type of their own
+ * (expert_type[i]: NULL, or ne[2] types). */
 static th_status plan_outputs(qctx *c, uint32_t *const *expert_type) {
     uint64_t n = c->f->n_tensors, extra = 0;
     for (uint64_t i = 0; expert_type && i < n; i++)
         for (uint64_t e = 0; expert_type[i] && e < c->t[i].ne[2]; e++) extra += expert_type[i][e] != c->out_type[i];
     c->out = calloc(n + extra + 1, sizeof *c->out);
-    if (!c->out) return th_set_error(TH_ERR_NOMEM, "quantize: out of memory");
-    for (uint64_t i = 0; i < n; i++) {
+    size_t *order = malloc((n ? n : 1) * sizeof *order);
+    if (!c->out || !order) { free(order); return th_set_error(TH_ERR_NOMEM, "quantize: out of memory"); }
+    for (uint64_t i = 0; i < n; i++) order[i] = i;
+    qsort_r(order, n, sizeof *order, by_layer_then_name, (void *)c->t);
+    for (uint64_t k = 0; k < n; k++) {
+        uint64_t i = order[k];
         const th_qtensor *t = &c->t[i];
         c->out[c->n_out++] = (qout){ .src = i, .expert = -1, .name = (char *)t->name, .type = c->out_type[i],
                                      .n_dims = t->n_dims, .ne = { t->ne[0], t->ne[1], t->ne[2], t->ne[3] } };
@@ -454,12 +472,13 @@ static th_status plan_outputs(qctx *c, uint32_t *const *expert_type) {
             if (expert_type[i][e] == c->out_type[i]) continue;
             size_t len = strlen(t->name) + 24;
             char *name = malloc(len);
-            if (!name) return th_set_error(TH_ERR_NOMEM, "quantize: out of memory");
+            if (!name) { free(order); return th_set_error(TH_ERR_NOMEM, "quantize: out of memory"); }
             snprintf(name, len, "%s.%" PRIu64, t->name, e);
             c->out[c->n_out++] = (qout){ .src = i, .expert = (int32_t)e, .name = name, .type = expert_type[i][e],
                                          .n_dims = 2, .ne = { t->ne[0], t->ne[1], 1, 1 } };
         }
     }
+    free(order);
     return TH_OK;
 }
 
@@ -473,6 +492,8 @@ static void qctx_free(qctx *c) {
     free(c->out_type);
     free(c->scratch);
     free(c->bad_row);
+    th_qimatrix_free(c->qw, c->f ? c->f->n_tensors : 0);
+    th_imatrix_free(c->im);
     th_pool_free(c->pool);
     gguf_close(c->f);
 }
@@ -481,24 +502,44 @@ static void qctx_free(qctx *c) {
 
 static bool key_is(const gguf_kv *kv, const char *key) { return gguf_str_eq(kv->key, key); }
 
-/* ftype < 0: a precision config's mix, which has no llama.cpp file type (none is written). */
-static void copy_metadata(gguf_writer *w, const gguf_file *f, int64_t ftype) {
+static const char *const imatrix_keys[] = { "quantize.imatrix.file", "quantize.imatrix.dataset",
+                                            "quantize.imatrix.entries_count", "quantize.imatrix.chunks_count" };
+
+/* A string as llama-quantize stores it in a key override (at most 127 bytes). */
+static void put_str127(gguf_writer *w, const char *key, const char *v) {
+    char buf[128];
+    snprintf(buf, sizeof buf, "%s", v);
+    gguf_w_str(w, key, buf);
+}
+
+/* ftype < 0: a precision config's mix, which has no llama.cpp file type (none is written).
+ * With an importance matrix (im, read from imatrix_path) its four keys follow, as
+ * llama-quantize sets them (replacing any the input had). */
+static void copy_metadata(gguf_writer *w, const gguf_file *f, int64_t ftype, const th_imatrix *im,
+                          const char *imatrix_path) {
     for (uint64_t i = 0; i < f->n_kv; i++) {
         const gguf_kv *kv = &f->kv[i];
         if (key_is(kv, "general.file_type") || key_is(kv, "general.quantization_version") || key_is(kv, "split.no") ||
             key_is(kv, "split.count") || key_is(kv, "split.tensors.count"))
             continue;
-        gguf_w_copy_kv(w, kv);
+        bool replaced = false;
+        for (size_t k = 0; im && k < sizeof imatrix_keys / sizeof imatrix_keys[0]; k++) replaced |= key_is(kv, imatrix_keys[k]);
+        if (!replaced) gguf_w_copy_kv(w, kv);
     }
     /* appended last, in this order, as llama-quantize does */
     gguf_w_u32(w, "general.quantization_version", 2);
     if (ftype >= 0) gguf_w_u32(w, "general.file_type", (uint32_t)ftype);
+    if (!im) return;
+    put_str127(w, imatrix_keys[0], imatrix_path);
+    if (th_imatrix_dataset(im)[0]) put_str127(w, imatrix_keys[1], th_imatrix_dataset(im));
+    gguf_w_i32(w, imatrix_keys[2], th_imatrix_n_entries(im));
+    if (th_imatrix_n_chunks(im) > 0) gguf_w_i32(w, imatrix_keys[3], th_imatrix_n_chunks(im));
 }
 
 /* Pass 1: the whole layout — metadata, copied tensors, zeros where converted
  * tensors go (read from a zero mapping, which costs no memory) — streamed to
  * `path` by the GGUF writer. */
-static th_status write_layout(qctx *c, const char *path, int64_t ftype) {
+static th_status write_layout(qctx *c, const char *path, int64_t ftype, const char *imatrix_path) {
     size_t zsize = (size_t)TH_MAX(c->max_out, 1);
     void *zeros = mmap(NULL, zsize, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (zeros == MAP_FAILED) return th_set_error(TH_ERR_NOMEM, "quantize: cannot map %zu bytes", zsize);
@@ -506,7 +547,7 @@ static th_status write_layout(qctx *c, const char *path, int64_t ftype) {
     th_status s = TH_OK;
     if (!w) s = th_set_error(TH_ERR_NOMEM, "quantize: out of memory");
     else {
-        copy_metadata(w, c->f, ftype);
+        copy_metadata(w, c->f, ftype, c->im, imatrix_path);
         for (uint64_t k = 0; k < c->n_out; k++) {
             const qout *o = &c->out[k];
             uint64_t rows;
@@ -552,7 +593,8 @@ static void report(const th_quantize_params *p, const qctx *c, uint64_t k) {
     if (!p->progress) return;
     const qout *o = &c->out[k];
     th_quantize_progress pr = { (int32_t)(k + 1), (int32_t)c->n_out, o->name, th_type_name(c->t[o->src].type),
-                                th_type_name(o->type), o->n_dims, { o->ne[0], o->ne[1], o->ne[2], o->ne[3] } };
+                                th_type_name(o->type), o->n_dims, { o->ne[0], o->ne[1], o->ne[2], o->ne[3] }, 0 };
+    if (c->im && !is_copy(c, o) && th_type_uses_imatrix(o->type)) pr.imatrix = c->qw && c->qw[o->src] ? 1 : -1;
     p->progress(&pr, p->user);
 }
 
@@ -580,7 +622,7 @@ static th_status write_output(qctx *c, const char *out_path, int64_t ftype, cons
     char *tmp = malloc(len + 8);
     if (!tmp) return th_set_error(TH_ERR_NOMEM, "quantize: out of memory");
     snprintf(tmp, len + 8, "%s.tmp", out_path);
-    th_status s = write_layout(c, tmp, ftype);
+    th_status s = write_layout(c, tmp, ftype, p->imatrix);
     if (!s) s = fill_converted(c, tmp, p);
     if (!s && rename(tmp, out_path) != 0)
         s = th_set_error(TH_ERR_IO, "quantize: cannot rename '%s' to '%s': %s", tmp, out_path, strerror(errno));
@@ -606,6 +648,7 @@ static th_status plan_types(qctx *c, const th_quantize_params *p, const th_qmix 
         th_qmodel m;
         char arch[64];
         read_model_info(c->f, &m, arch, sizeof arch);
+        m.has_imatrix = c->im != NULL;
         if (th_qplan_types(mix, p->pure, &m, c->t, n, c->out_type) < 0) return TH_ERR_NOMEM;
     } else {
         for (uint64_t i = 0; i < n; i++) c->out_type[i] = c->t[i].type;
@@ -618,8 +661,10 @@ static th_status prepare(qctx *c, const char *in_path, const th_quantize_params 
     th_status s = gguf_open(in_path, &c->f);
     if (s) return s;
     if ((s = describe_tensors(c))) return s;
+    if (p->imatrix && (s = th_imatrix_load(p->imatrix, &c->im))) return s;
     uint32_t **expert_type = NULL;
     s = plan_types(c, p, mix, &expert_type);
+    if (!s && c->im) s = th_qimatrix_match(c->im, p->imatrix, in_path, c->t, c->out_type, c->f->n_tensors, &c->qw);
     if (!s) s = plan_outputs(c, expert_type);
     for (uint64_t i = 0; expert_type && i < c->f->n_tensors; i++) free(expert_type[i]);
     free(expert_type);

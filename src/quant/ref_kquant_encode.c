@@ -19,11 +19,11 @@
 
 /* ------------------------------------------------------------ scale searches */
 
-/* Symmetric fit of x to integers in [-nmax, nmax-1] weighted by x^2: start at the
- * scale that maps the extreme element to -nmax, least-squares refit, then try 18
- * nearby start scales and keep the best (GGML's make_qx_quants, rmse_type 1).
- * L receives the codes offset by nmax; returns the scale. */
-static float fit_symmetric_x2(int n, int nmax, const float *x, int8_t *L) {
+/* Symmetric fit of x to integers in [-nmax, nmax-1] weighted by qw (NULL: by x^2):
+ * start at the scale that maps the extreme element to -nmax, least-squares refit,
+ * then try 18 nearby start scales and keep the best (GGML's make_qx_quants,
+ * rmse_type 1). L receives the codes offset by nmax; returns the scale. */
+float th_kq_fit_symmetric(int n, int nmax, const float *x, const float *qw, int8_t *L) {
     float max = 0.0f, amax = 0.0f;
     for (int i = 0; i < n; i++) {
         float ax = fabsf(x[i]);
@@ -38,7 +38,7 @@ static float fit_symmetric_x2(int n, int nmax, const float *x, int8_t *L) {
     for (int i = 0; i < n; i++) {
         int l = TH_MAX(-nmax, TH_MIN(nmax - 1, th_nearest_int(iscale * x[i])));
         L[i] = (int8_t)(l + nmax);
-        float w = x[i] * x[i];
+        float w = qw ? qw[i] : x[i] * x[i];
         sumlx += w * x[i] * l;
         suml2 += w * l * l;
     }
@@ -50,7 +50,7 @@ static float fit_symmetric_x2(int n, int nmax, const float *x, int8_t *L) {
         sumlx = suml2 = 0.0f;
         for (int i = 0; i < n; i++) {
             int l = TH_MAX(-nmax, TH_MIN(nmax - 1, th_nearest_int(iscale * x[i])));
-            float w = x[i] * x[i];
+            float w = qw ? qw[i] : x[i] * x[i];
             sumlx += w * x[i] * l;
             suml2 += w * l * l;
         }
@@ -120,8 +120,8 @@ static float fit_symmetric_descent(int n, int nmax, const float *x, int8_t *L) {
  * (rmin + rdelta*is + nmax)/range, each with a weighted least-squares
  * scale and min, keeping the one of lowest weighted error (squared, or absolute
  * when use_mad). Returns the scale; *neg_min receives -min (>= 0). */
-static float fit_scale_min(int n, int nmax, const float *x, const float *w, uint8_t *L, float *neg_min,
-                           uint8_t *Laux, float rmin, float rdelta, int nstep, bool use_mad) {
+float th_kq_fit_scale_min(int n, int nmax, const float *x, const float *w, uint8_t *L, float *neg_min,
+                          uint8_t *Laux, float rmin, float rdelta, int nstep, bool use_mad) {
     float min = x[0], max = x[0];
     float sum_w = w[0], sum_x = sum_w * x[0];
     for (int i = 1; i < n; i++) {
@@ -184,7 +184,7 @@ static float fit_scale_min(int n, int nmax, const float *x, const float *w, uint
 
 /* Pack 256 2-bit codes as Q2_K/Q3_K do: byte l of each 32-byte group holds
  * elements l, l+32, l+64, l+96 of the 128-element half. */
-static void pack_2bit_planes(const int8_t *L, uint8_t *qs) {
+void th_kq_pack_2bit_planes(const int8_t *L, uint8_t *qs) {
     for (int j = 0; j < TH_QK_K; j += 128)
         for (int l = 0; l < 32; l++)
             qs[j / 4 + l] = (uint8_t)(L[j + l] | (L[j + l + 32] << 2) | (L[j + l + 64] << 4) | (L[j + l + 96] << 6));
@@ -199,7 +199,7 @@ void th_ref_q_q2_K(const float *x, void *dst, int64_t n) {
         float w[16], mins[16], scales[16], max_scale = 0.0f, max_min = 0.0f;
         for (int j = 0; j < 16; j++) {
             for (int l = 0; l < 16; l++) w[l] = fabsf(x[16 * j + l]);
-            scales[j] = fit_scale_min(16, 3, x + 16 * j, w, L + 16 * j, &mins[j], Laux, -0.5f, 0.1f, 15, true);
+            scales[j] = th_kq_fit_scale_min(16, 3, x + 16 * j, w, L + 16 * j, &mins[j], Laux, -0.5f, 0.1f, 15, true);
             if (scales[j] > max_scale) max_scale = scales[j];
             if (mins[j] > max_min) max_min = mins[j];
         }
@@ -228,14 +228,14 @@ void th_ref_q_q2_K(const float *x, void *dst, int64_t n) {
                 L[16 * j + k] = (uint8_t)TH_MAX(0, TH_MIN(3, l));
             }
         }
-        pack_2bit_planes((const int8_t *)L, y[i].qs);
+        th_kq_pack_2bit_planes((const int8_t *)L, y[i].qs);
     }
 }
 
 /* ------------------------------------------------------------ Q3_K */
 
 /* Store signed 6-bit scale code l (0..63 after the +32 offset) of sub-block j. */
-static void q3k_put_scale(uint8_t *sc, int j, int l) {
+void th_kq_q3k_put_scale(uint8_t *sc, int j, int l) {
     if (j < 8) sc[j] = (uint8_t)(l & 0x0f);
     else sc[j - 8] |= (uint8_t)((l & 0x0f) << 4);
     sc[j % 4 + 8] |= (uint8_t)((l >> 4) << (2 * (j / 4)));
@@ -255,32 +255,36 @@ void th_ref_q_q3_K(const float *x, void *dst, int64_t n) {
             float iscale = -32.0f / max_scale;
             for (int j = 0; j < 16; j++) {
                 int8_t l = (int8_t)th_nearest_int(iscale * scales[j]);
-                q3k_put_scale(y[i].scales, j, TH_MAX(-32, TH_MIN(31, l)) + 32);
+                th_kq_q3k_put_scale(y[i].scales, j, TH_MAX(-32, TH_MIN(31, l)) + 32);
             }
             y[i].d = th_f32_to_f16(1 / iscale);
         } else {
             y[i].d = th_f32_to_f16(0.0f);
         }
-        int8_t sc[16];
-        th_q3k_scales(y[i].scales, sc);
-        for (int j = 0; j < 16; j++) {
-            float d = th_f16_to_f32(y[i].d) * sc[j];
-            if (d == 0.0f) continue;
-            for (int k = 0; k < 16; k++) {
-                int l = th_nearest_int(x[16 * j + k] / d);
-                L[16 * j + k] = (int8_t)(TH_MAX(-4, TH_MIN(3, l)) + 4);
-            }
-        }
-        /* high bit of element j goes to bit j/32 of hmask[j%32] */
-        memset(y[i].hmask, 0, TH_QK_K / 8);
-        for (int j = 0; j < TH_QK_K; j++) {
-            if (L[j] > 3) {
-                y[i].hmask[j % 32] |= (uint8_t)(1u << (j / 32));
-                L[j] = (int8_t)(L[j] - 4);
-            }
-        }
-        pack_2bit_planes(L, y[i].qs);
+        th_kq_q3k_finish(&y[i], x, L);
     }
+}
+
+void th_kq_q3k_finish(th_block_q3_K *y, const float *x, int8_t L[TH_QK_K]) {
+    int8_t sc[16];
+    th_q3k_scales(y->scales, sc);
+    for (int j = 0; j < 16; j++) {
+        float d = th_f16_to_f32(y->d) * sc[j];
+        if (d == 0.0f) continue;
+        for (int k = 0; k < 16; k++) {
+            int l = th_nearest_int(x[16 * j + k] / d);
+            L[16 * j + k] = (int8_t)(TH_MAX(-4, TH_MIN(3, l)) + 4);
+        }
+    }
+    /* high bit of element j goes to bit j/32 of hmask[j%32] */
+    memset(y->hmask, 0, TH_QK_K / 8);
+    for (int j = 0; j < TH_QK_K; j++) {
+        if (L[j] > 3) {
+            y->hmask[j % 32] |= (uint8_t)(1u << (j / 32));
+            L[j] = (int8_t)(L[j] - 4);
+        }
+    }
+    th_kq_pack_2bit_planes(L, y->qs);
 }
 
 /* ------------------------------------------------------------ Q4_K / Q5_K */
@@ -298,7 +302,7 @@ static void kquant_scale_min_block(const float *x, int nmax, float rmin, int nst
         for (int l = 0; l < 32; l++) sum_x2 += x[32 * j + l] * x[32 * j + l];
         float av_x = sqrtf(sum_x2 / 32);
         for (int l = 0; l < 32; l++) w[l] = av_x + fabsf(x[32 * j + l]);
-        scales[j] = fit_scale_min(32, nmax, x + 32 * j, w, L + 32 * j, &mins[j], Laux, rmin, 0.1f, nstep, false);
+        scales[j] = th_kq_fit_scale_min(32, nmax, x + 32 * j, w, L + 32 * j, &mins[j], Laux, rmin, 0.1f, nstep, false);
         if (scales[j] > max_scale) max_scale = scales[j];
         if (mins[j] > max_min) max_min = mins[j];
     }
@@ -307,25 +311,31 @@ static void kquant_scale_min_block(const float *x, int nmax, float rmin, int nst
     for (int j = 0; j < 8; j++) {
         uint8_t ls = (uint8_t)th_nearest_int(inv_scale * scales[j]);
         uint8_t lm = (uint8_t)th_nearest_int(inv_min * mins[j]);
-        ls = TH_MIN(63, ls);
-        lm = TH_MIN(63, lm);
-        if (j < 4) {
-            sc12[j] = ls;
-            sc12[j + 4] = lm;
-        } else {
-            sc12[j + 4] = (uint8_t)((ls & 0x0f) | ((lm & 0x0f) << 4));
-            sc12[j - 4] |= (uint8_t)((ls >> 4) << 6);
-            sc12[j] |= (uint8_t)((lm >> 4) << 6);
-        }
+        th_kq_k4_put_scale_min(sc12, j, TH_MIN(63, ls), TH_MIN(63, lm));
     }
     *d_out = th_f32_to_f16(max_scale / 63.0f);
     *dmin_out = th_f32_to_f16(max_min / 63.0f);
+    th_kq_k4_reround(x, nmax, *d_out, *dmin_out, sc12, L);
+}
+
+void th_kq_k4_put_scale_min(uint8_t sc12[12], int j, uint8_t ls, uint8_t lm) {
+    if (j < 4) {
+        sc12[j] = ls;
+        sc12[j + 4] = lm;
+    } else {
+        sc12[j + 4] = (uint8_t)((ls & 0x0f) | ((lm & 0x0f) << 4));
+        sc12[j - 4] |= (uint8_t)((ls >> 4) << 6);
+        sc12[j] |= (uint8_t)((lm >> 4) << 6);
+    }
+}
+
+void th_kq_k4_reround(const float *x, int nmax, uint16_t d16, uint16_t dmin16, const uint8_t sc12[12], uint8_t L[TH_QK_K]) {
     for (int j = 0; j < 8; j++) {
         uint8_t sc, m;
         th_k4_scale_min(j, sc12, &sc, &m);
-        float d = th_f16_to_f32(*d_out) * sc;
+        float d = th_f16_to_f32(d16) * sc;
         if (d == 0.0f) continue;
-        float dm = th_f16_to_f32(*dmin_out) * m;
+        float dm = th_f16_to_f32(dmin16) * m;
         for (int k = 0; k < 32; k++) {
             int l = th_nearest_int((x[32 * j + k] + dm) / d);
             L[32 * j + k] = (uint8_t)TH_MAX(0, TH_MIN(nmax, l));
@@ -339,10 +349,14 @@ void th_ref_q_q4_K(const float *x, void *dst, int64_t n) {
         uint8_t L[TH_QK_K];
         memset(y[i].scales, 0, 12);
         kquant_scale_min_block(x, 15, -1.0f, 20, &y[i].d, &y[i].dmin, y[i].scales, L);
-        /* 64 elements per 32 bytes: low nibbles the first 32, high nibbles the next */
-        for (int j = 0; j < TH_QK_K; j += 64)
-            for (int l = 0; l < 32; l++) y[i].qs[j / 2 + l] = (uint8_t)(L[j + l] | (L[j + l + 32] << 4));
+        th_kq_q4k_pack(L, y[i].qs);
     }
+}
+
+/* 64 elements per 32 bytes: low nibbles the first 32, high nibbles the next */
+void th_kq_q4k_pack(const uint8_t L[TH_QK_K], uint8_t qs[TH_QK_K / 2]) {
+    for (int j = 0; j < TH_QK_K; j += 64)
+        for (int l = 0; l < 32; l++) qs[j / 2 + l] = (uint8_t)(L[j + l] | (L[j + l + 32] << 4));
 }
 
 void th_ref_q_q5_K(const float *x, void *dst, int64_t n) {
@@ -351,28 +365,37 @@ void th_ref_q_q5_K(const float *x, void *dst, int64_t n) {
         uint8_t L[TH_QK_K];
         memset(y[i].scales, 0, 12);
         kquant_scale_min_block(x, 31, -0.5f, 15, &y[i].d, &y[i].dmin, y[i].scales, L);
-        memset(y[i].qh, 0, TH_QK_K / 8);
-        /* as Q4_K for the low nibbles; bit 4 of element 64*g + j (+32) goes to bit 2g (2g+1) of qh[j] */
-        for (int g = 0; g < 4; g++) {
-            for (int j = 0; j < 32; j++) {
-                int l1 = L[64 * g + j], l2 = L[64 * g + j + 32];
-                if (l1 > 15) { l1 -= 16; y[i].qh[j] |= (uint8_t)(1u << (2 * g)); }
-                if (l2 > 15) { l2 -= 16; y[i].qh[j] |= (uint8_t)(2u << (2 * g)); }
-                y[i].qs[32 * g + j] = (uint8_t)(l1 | (l2 << 4));
-            }
+        th_kq_q5k_pack(L, &y[i]);
+    }
+}
+
+/* As Q4_K for the low nibbles; bit 4 of element 64*g + j (+32) goes to bit 2g (2g+1) of qh[j]. */
+void th_kq_q5k_pack(const uint8_t L[TH_QK_K], th_block_q5_K *y) {
+    memset(y->qh, 0, TH_QK_K / 8);
+    for (int g = 0; g < 4; g++) {
+        for (int j = 0; j < 32; j++) {
+            int l1 = L[64 * g + j], l2 = L[64 * g + j + 32];
+            if (l1 > 15) { l1 -= 16; y->qh[j] |= (uint8_t)(1u << (2 * g)); }
+            if (l2 > 15) { l2 -= 16; y->qh[j] |= (uint8_t)(2u << (2 * g)); }
+            y->qs[32 * g + j] = (uint8_t)(l1 | (l2 << 4));
         }
     }
 }
 
 /* ------------------------------------------------------------ Q6_K */
 
-void th_ref_q_q6_K(const float *x, void *dst, int64_t n) {
+void th_ref_q_q6_K(const float *x, void *dst, int64_t n) { th_ref_q_q6_K_w(x, dst, n, NULL); }
+
+/* qw: the importance of each of the n values (NULL: none). With it llama.cpp fits
+ * each 16-element group weighted by qw itself (not qw * sqrt(sigma2 + x^2)). */
+void th_ref_q_q6_K_w(const float *x, void *dst, int64_t n, const float *qw) {
     th_block_q6_K *y = dst;
     for (int64_t i = 0; i < n / TH_QK_K; i++, x += TH_QK_K) {
         int8_t L[TH_QK_K];
         float scales[16], max_scale = 0.0f, max_abs_scale = 0.0f;
         for (int ib = 0; ib < 16; ib++) {
-            scales[ib] = fit_symmetric_x2(16, 32, x + 16 * ib, L + 16 * ib);
+            const float *w = qw ? qw + TH_QK_K * i + 16 * ib : NULL;
+            scales[ib] = th_kq_fit_symmetric(16, 32, x + 16 * ib, w, L + 16 * ib);
             if (fabsf(scales[ib]) > max_abs_scale) { max_abs_scale = fabsf(scales[ib]); max_scale = scales[ib]; }
         }
         if (max_abs_scale < ZERO_GROUP_EPS) {
@@ -406,8 +429,10 @@ void th_ref_q_q6_K(const float *x, void *dst, int64_t n) {
 /* ------------------------------------------------------------ IQ4_NL / IQ4_XS */
 
 /* Index of the code-book value nearest to v; exactly half-way goes to the larger
- * value. Compares 2v with the sum of neighbours, which is exact. */
+ * value. Compares 2v with the sum of neighbours, which is exact. A NaN (only from
+ * an all-zero importance) gives 15, as GGML's best_index_int8 does. */
 static int iq4_nearest(float v) {
+    if (v != v) return 15;
     float v2 = v + v;
     int idx = 0;
     for (int step = 8; step > 0; step >>= 1) {
@@ -417,16 +442,26 @@ static int iq4_nearest(float v) {
     return idx;
 }
 
-/* Best scale of one 32-element sub-block (x^2 weights): start at the scale that
+/* The fit weights of one 32-element sub-block: x^2 without an importance, else
+ * qw * sqrt(sigma2 + x^2) with sigma2 = 2 * mean x^2 over the super-block. */
+static void iq4_weights(const float *x, const float *qw, float sigma2, float w[32]) {
+    for (int j = 0; j < 32; j++) w[j] = qw ? qw[j] * sqrtf(sigma2 + x[j] * x[j]) : x[j] * x[j];
+}
+
+static float iq4_sigma2(const float *x, int n) {
+    float s = 0.0f;
+    for (int j = 0; j < n; j++) s += x[j] * x[j];
+    return s * (2.0f / n);
+}
+
+/* Best scale of one 32-element sub-block with weights w: start at the scale that
  * maps the extreme element to the code book's end, least-squares refit, then try
  * 15 start scales (itry - 127)/max, itry in -7..7, keeping the best weighted fit.
- * Returns 0 for an all-zero block. */
-static float iq4_block_scale(const float *x) {
-    float amax = 0.0f, max = 0.0f, w[32];
-    for (int j = 0; j < 32; j++) {
-        w[j] = x[j] * x[j];
+ * Returns 0 for an all-zero block (NaN if every weight is 0, as in GGML). */
+static float iq4_block_scale(const float *x, const float *w) {
+    float amax = 0.0f, max = 0.0f;
+    for (int j = 0; j < 32; j++)
         if (fabsf(x[j]) > amax) { amax = fabsf(x[j]); max = x[j]; }
-    }
     if (amax < ZERO_GROUP_EPS) return 0.0f;
     const int v0 = th_iq4nl_values[0];
     float d = -max / v0, id = 1 / d;
@@ -436,7 +471,7 @@ static float iq4_block_scale(const float *x) {
         sumqx += w[j] * q * x[j];
         sumq2 += w[j] * q * q;
     }
-    d = sumq2 > 0.0f ? sumqx / sumq2 : 0.0f;
+    d = sumqx / sumq2;
     float best = d * sumqx;
     for (int itry = -7; itry <= 7; itry++) {
         id = (itry + v0) / max;
@@ -460,21 +495,32 @@ static void iq4_pack(const float *x, float id, uint8_t qs[16]) {
         qs[j] = (uint8_t)(iq4_nearest(id * x[j]) | (iq4_nearest(id * x[j + 16]) << 4));
 }
 
-void th_ref_q_iq4_nl_search(const float *x, void *dst, int64_t n) {
+void th_ref_q_iq4_nl_search(const float *x, void *dst, int64_t n) { th_ref_q_iq4_nl_w(x, dst, n, NULL); }
+
+/* qw: the importance of each of the n values (NULL: none); sigma2 is per 32 values. */
+void th_ref_q_iq4_nl_w(const float *x, void *dst, int64_t n, const float *qw) {
     th_block_iq4_nl *y = dst;
     for (int64_t i = 0; i < n / TH_QK; i++, x += TH_QK) {
-        float d = iq4_block_scale(x);
+        float w[32];
+        iq4_weights(x, qw ? qw + TH_QK * i : NULL, qw ? iq4_sigma2(x, TH_QK) : 0.0f, w);
+        float d = iq4_block_scale(x, w);
         y[i].d = th_f32_to_f16(d);
         iq4_pack(x, d != 0.0f ? 1 / d : 0.0f, y[i].qs);
     }
 }
 
-void th_ref_q_iq4_xs(const float *x, void *dst, int64_t n) {
+void th_ref_q_iq4_xs(const float *x, void *dst, int64_t n) { th_ref_q_iq4_xs_w(x, dst, n, NULL); }
+
+/* qw as for IQ4_NL; sigma2 is per 256 values. */
+void th_ref_q_iq4_xs_w(const float *x, void *dst, int64_t n, const float *qw) {
     th_block_iq4_xs *y = dst;
     for (int64_t i = 0; i < n / TH_QK_K; i++, x += TH_QK_K) {
         float scales[8], max_scale = 0.0f, amax_scale = 0.0f;
+        float sigma2 = qw ? iq4_sigma2(x, TH_QK_K) : 0.0f;
         for (int ib = 0; ib < 8; ib++) {
-            scales[ib] = iq4_block_scale(x + 32 * ib);
+            float w[32];
+            iq4_weights(x + 32 * ib, qw ? qw + TH_QK_K * i + 32 * ib : NULL, sigma2, w);
+            scales[ib] = iq4_block_scale(x + 32 * ib, w);
             if (fabsf(scales[ib]) > amax_scale) { amax_scale = fabsf(scales[ib]); max_scale = scales[ib]; }
         }
         /* super-block scale d, 6-bit signed sub-block multipliers l (stored l+32) */
