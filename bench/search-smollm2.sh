@@ -36,7 +36,7 @@ BASE=$OUT/ref-theseus.kld
 
 echo "== uniform mixes (our quantizer = llama-quantize's bytes), gate: $CHUNKS chunks of 512"
 printf "%-8s %12s %8s %10s\n" mix bytes bpw KLD
-for mix in Q4_0 Q4_K_M IQ4_NL Q5_0 Q5_K_S Q5_K_M Q5_1 Q6_K Q8_0; do
+[ "${RESUME:-}" ] && [ -s "$OUT/uniform.txt" ] && cat "$OUT/uniform.txt" || for mix in Q4_0 Q4_K_M IQ4_NL Q5_0 Q5_K_S Q5_K_M Q5_1 Q6_K Q8_0; do
   f=$OUT/smol-$mix.gguf
   [ -f "$f" ] || $T quantize -q -m "$SRC" -o "$f" --type $mix
   k=$(kld_of "$f" "$BASE")

@@ -320,6 +320,10 @@ static th_status uniform_points(th_search *S) {
         snprintf(label, sizeof label, "uniform %s", th_type_name(T));
         th_search_point pt;
         s = th_search_gate(S, choice, label, true, &pt);
+        if (!s && pt.feasible && (!S->uniform_best || pt.bytes < th_search_bytes(S, S->uniform_best))) {
+            if (!S->uniform_best && !(S->uniform_best = malloc(S->n_u * sizeof *choice))) s = th_set_error(TH_ERR_NOMEM, "search: out of memory");
+            else memcpy(S->uniform_best, choice, S->n_u * sizeof *choice);
+        }
         th_search_report_progress(S, "uniform", k + 1, S->n_types, t0, label);
     }
     free(choice);
@@ -340,6 +344,7 @@ static void search_free(th_search *S) {
     th_prec_file_free(&S->pf);
     gguf_close(S->src);
     free(S->u);
+    free(S->uniform_best);
     if (S->log) fclose(S->log);
 }
 

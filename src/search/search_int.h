@@ -86,6 +86,7 @@ typedef struct th_search {
     th_search_result *r;
     double t0;
     double gate_max;             /* the gate's limit */
+    int *uniform_best;           /* the smallest feasible uniform point's choice, or NULL */
 } th_search;
 
 double th_search_now(void);

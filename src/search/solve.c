@@ -141,35 +141,55 @@ th_status th_search_solve(th_search *S) {
     double scale = 1, lo = 0, hi = 0, G = S->gate_max;
     bool have_best = false;
     uint64_t best_bytes = 0, last_hash = 0;
+    bool last_feasible = false;
     double t0 = th_search_now();
-    for (int it = 0; it < KNAP_STEPS && !s; it++) {
+    int gates = 0;
+    for (int it = 0; it < 4 * KNAP_STEPS && gates < KNAP_STEPS && !s; it++) {
         knapsack(S, scale * G, choice);
         uint64_t h = th_search_hash(S, choice);
-        if (it > 0 && h == last_hash) break;   /* the budget moved too little to change the choice */
-        last_hash = h;
-        char label[48];
-        snprintf(label, sizeof label, "knapsack %d (B %.3g)", it + 1, scale * G);
-        th_search_point pt;
-        if ((s = th_search_gate(S, choice, label, false, &pt))) break;
-        double meas = 0, pred = predicted(S, choice);
-        if ((s = calib_check(S, choice, &meas))) break;
-        if (pred > 0) {
-            double dev = fabs(meas / pred - 1);
-            if (dev > S->r->additivity_worst) S->r->additivity_worst = dev;
+        double ratio;
+        th_search_point pt = { 0 };
+        if (gates > 0 && h == last_hash) {
+            /* the budget moved too little to change the choice: move it on, same way */
+            ratio = last_feasible ? 1.5 : 0.67;
+            pt.feasible = last_feasible;
+        } else {
+            last_hash = h;
+            char label[48];
+            snprintf(label, sizeof label, "knapsack %d (B %.3g)", gates + 1, scale * G);
+            if ((s = th_search_gate(S, choice, label, false, &pt))) break;
+            gates++;
+            double meas = 0, pred = predicted(S, choice);
+            if ((s = calib_check(S, choice, &meas))) break;
+            if (pred > 0) {
+                double dev = fabs(meas / pred - 1);
+                if (dev > S->r->additivity_worst) S->r->additivity_worst = dev;
+            }
+            fprintf(S->log, "{\"kind\":\"additivity\",\"start\":%d,\"predicted\":%.9g,\"measured\":%.9g}\n", gates,
+                    pred, meas);
+            if (pt.feasible && (!have_best || pt.bytes < best_bytes)) {
+                memcpy(best, choice, S->n_u * sizeof *best);
+                best_bytes = pt.bytes;
+                have_best = true;
+            }
+            last_feasible = pt.feasible;
+            ratio = pt.gate > 0 ? G / pt.gate : 4;
+            th_search_report_progress(S, "knapsack", gates, KNAP_STEPS, t0, label);
         }
-        fprintf(S->log, "{\"kind\":\"additivity\",\"start\":%d,\"predicted\":%.9g,\"measured\":%.9g}\n", it + 1, pred, meas);
-        if (pt.feasible && (!have_best || pt.bytes < best_bytes)) {
-            memcpy(best, choice, S->n_u * sizeof *best);
-            best_bytes = pt.bytes;
-            have_best = true;
-        }
-        double ratio = pt.gate > 0 ? G / pt.gate : 4;
         if (pt.feasible) lo = scale;
         else hi = scale;
         if (hi == 0) scale *= ratio > 4 ? 4 : ratio < 1.2 ? 1.2 : ratio;
         else if (lo == 0) scale *= ratio < 0.25 ? 0.25 : ratio > 0.9 ? 0.9 : ratio;
+        else if (hi / lo < 1.02) break;
         else scale = sqrt(lo * hi);
-        th_search_report_progress(S, "knapsack", it + 1, KNAP_STEPS, t0, label);
+    }
+    /* a feasible uniform point smaller than every start: descend from it instead */
+    if (!s && S->uniform_best && (!have_best || th_search_bytes(S, S->uniform_best) < best_bytes)) {
+        memcpy(best, S->uniform_best, S->n_u * sizeof *best);
+        best_bytes = th_search_bytes(S, best);
+        have_best = true;
+        th_search_point pt;
+        s = th_search_gate(S, best, "start: smallest uniform", false, &pt);   /* memoized: no new run */
     }
     if (!s && !have_best) {   /* nothing predicted passed: start from the source itself */
         for (size_t i = 0; i < S->n_u; i++) best[i] = -1;
