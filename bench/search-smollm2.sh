@@ -10,6 +10,12 @@
 # llama-perplexity's own KLD (llama.cpp c392e50, CPU), each against a base file
 # that its own engine wrote from the F16 source.
 #
+# Measured 2026-12-02 (loaded 2-core VM; README "Precision search" has the frontier):
+#   budget 0.082851 (our KLD of uniform Q5_K_M, 4 chunks); smallest llama.cpp mix meeting it:
+#   Q5_0, 104,997,952 bytes. Search result: smol-best.gguf 86,128,160 bytes (-18.0 %);
+#   theseus perplexity --kl-divergence 0.081886 +/- 0.002553; llama-perplexity c392e50:
+#   smol-best 0.082321 +/- 0.002605, its uniform Q5_K_M 0.083169 +/- 0.002601.
+#   Search wall time 1757.8 s resumed (343 of 723 sensitivities from a first run of ~19 min).
 # usage: bench/search-smollm2.sh [OUTDIR]   (env: CHUNKS=4 CALIB_CTX=128 TYPES=... EVALS=20)
 set -euo pipefail
 cd "$(dirname "$0")/.."
