@@ -1001,6 +1001,82 @@ const char *th_imatrix_dataset(const th_imatrix *im);    /* "" if absent */
 const char *th_imatrix_entry_name(const th_imatrix *im, int32_t i);
 /* The stored values of weight `name` (mean square * ncall), NULL if absent. */
 const float *th_imatrix_values(const th_imatrix *im, const char *name, int64_t *n_values, int32_t *ncall);
+/* ---------------------------------------------------------------- search (issue 21, src/search/)
+ *
+ * The smallest precision assignment that keeps a model's output within a gate
+ * (docs/search.md). The model is the high-precision source (loaded from
+ * source_path); the search changes its weights in place and puts them back.
+ *   1. reference: the model's logits on the text, written once as .kld base files
+ *      beside the log (gate: n_chunks chunks of n_ctx; calibration: calib_chunks
+ *      chunks of calib_ctx), and a router file for MoE models;
+ *   2. sensitivity: every unit (a tensor, or one routed expert of a 3-D expert
+ *      tensor) lowered alone to every candidate type, measured on the calibration
+ *      slice (mean KLD, router flips and their gaps); non-monotone rows logged;
+ *   3. a knapsack over the measured costs (Lagrangian, additive prediction) gives
+ *      starts under the gate, each checked by the full gate and against its
+ *      predicted calibration KLD (additivity); then a verified greedy descent
+ *      (groups of the cheapest predicted steps, halved on failure), every accepted
+ *      step measured by the full gate on the whole evaluated text.
+ * Every evaluation is a jsonl record in log_path; resume_path's records are reused. */
+typedef struct th_search_progress {
+    const char *phase;           /* "reference", "sensitivity", "uniform", "knapsack", "descent" */
+    int64_t done, total;         /* evaluations in this phase (total: an estimate in descent) */
+    double seconds, eta_seconds; /* since the start; estimate for the phase's rest */
+    double best_bpw, best_gate;  /* best feasible assignment so far (0, 0: none yet) */
+    const char *what;            /* the unit or step just evaluated */
+} th_search_progress;
+
+typedef struct th_search_params {
+    const char *source_path;     /* the file the model was loaded from (re-quantizing source) */
+    double max_kld;              /* > 0: gate on mean KLD over the gate chunks */
+    double max_ppl_increase;     /* > 0 (fraction, 0.01 = 1 %): gate on PPL(Q)/PPL(base) - 1 */
+    int32_t max_flips;           /* MoE: >= 0 also gates on router flips (sum over layers); a unit
+                                  * whose lowering flips more is kept precise; < 0: flips reported only */
+    double budget_bpw;           /* > 0: stop descending at this many bits per weight */
+    const char *types;           /* candidates: NULL (default list), "ggml", or "Q4_K,Q6_K,q4,..." */
+    bool per_expert;             /* units per routed expert (default true; "ggml" turns it off) */
+    int32_t n_ctx, n_chunks;     /* gate: chunks of n_ctx (default 512, <= 0: all the text) */
+    int32_t calib_ctx, calib_chunks;  /* calibration slice (default 256, 1) */
+    int32_t n_threads;
+    bool gpu;
+    int32_t max_gate_evals;      /* descent's evaluations at most (default 40) */
+    const char *log_path;        /* required: the jsonl log; base files are log_path.gate.kld etc. */
+    const char *resume_path;     /* NULL or a log whose records are reused */
+    void (*progress)(const th_search_progress *p, void *ud);
+    void *ud;
+} th_search_params;
+
+typedef struct th_search_point {
+    char label[48];              /* "uniform Q4_K", "knapsack 3", "descent 7", "source" */
+    uint64_t bytes;
+    double bpw, gate, kld, ppl_ratio;
+    int64_t flips;
+    bool uniform, feasible, frontier;
+} th_search_point;
+
+typedef struct th_search_result {
+    char *config;                /* BEST.precision text (malloc'd) */
+    char *summary;               /* what stayed precise, flips, additivity (malloc'd text) */
+    char *table;                 /* the frontier table (malloc'd text) */
+    th_search_point best;
+    th_search_point *points;     /* every gate evaluation */
+    size_t n_points;
+    uint64_t source_bytes;
+    double source_bpw, gate_max;
+    int64_t n_units, n_sens, n_sens_reused, n_gate, n_gate_reused, n_nonmonotone;
+    double additivity_worst;     /* max |measured/predicted - 1| of the calibration KLD of the checked starts */
+    double seconds;
+} th_search_result;
+
+th_search_params th_search_default_params(void);
+/* tokens: the whole text (th_tokenize with add_special). */
+th_status th_search_run(th_model *model, const th_token *tokens, size_t n_tokens, const th_search_params *p,
+                        th_search_result *r);
+void th_search_result_free(th_search_result *r);
+/* The points as a PNG plot: bits per weight (x) against gate value (y, log scale);
+ * uniform types as squares, the frontier as a line, the best as a ring. */
+th_status th_search_plot(const th_search_result *r, const char *png_path);
+
 /* ---------------------------------------------------------------- hardening (issue 27) */
 
 /* A model file that changes on disk while it is mapped (use_mmap, the default)

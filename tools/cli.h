@@ -21,6 +21,7 @@ int cmd_serve(int argc, char **argv);
 int cmd_perplexity(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
 int cmd_imatrix(int argc, char **argv);
+int cmd_search(int argc, char **argv);
 
 #define TH_MIN_SZ(a, b) ((size_t)(a) < (size_t)(b) ? (size_t)(a) : (size_t)(b))
 

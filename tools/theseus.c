@@ -18,6 +18,7 @@ static const command commands[] = {
     { "bench", cmd_bench, "measure prompt and generation speed (llama-bench-style table)" },
     { "serve", cmd_serve, "OpenAI-compatible HTTP server with continuous batching" },
     { "convert", cmd_convert, "write a Hugging Face model directory as a GGUF (llama.cpp names and layout)" },
+    { "search", cmd_search, "smallest per-tensor precision assignment within a KLD / PPL gate (BEST.precision)" },
 };
 
 static void usage(FILE *f) {

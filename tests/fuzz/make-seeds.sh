@@ -26,6 +26,7 @@ if [ -x "$BUILD/tests/test_gguf" ]; then SHARED=$SHARED "$BUILD/tests/test_gguf"
 for t in "$SHARED"/fixtures/chat-templates/*.jinja; do [ -f "$t" ] && cp "$t" "$OUT/fuzz_template/"; done
 cp "$here"/seeds/request/* "$OUT/fuzz_request/"
 cp "$here"/seeds/http/* "$OUT/fuzz_http/"
+mkdir -p "$OUT/fuzz_search_log" && cp "$here"/seeds/search_log/* "$OUT/fuzz_search_log/"   # a search log (olmoe near tie)
 python3 - "$SHARED" "$OUT" "$here/../data/grammar" <<'PY'
 import glob, os, struct, sys, math
 shared, out = sys.argv[1], sys.argv[2]
