@@ -163,6 +163,11 @@ typedef struct th_context_params {
                             * output head: a layer-skip draft sharing the model's weights
                             * (speculative decoding). Parsed at creation (not kept); the KV
                             * cache keeps room for every layer. A bad list is TH_ERR_ARG. */
+    uint32_t rs_snapshots; /* hybrid (recurrent) models: keep each sequence's recurrent state after
+                            * each of its last rs_snapshots positions (default 0), so that
+                            * th_kv_seq_truncate can go back that far (speculative rollback);
+                            * costs rs_snapshots x the state per sequence. Truncating further
+                            * back (except to 0) is TH_ERR_UNSUPPORTED. */
 } th_context_params;
 
 enum { TH_KV_F16 = 0, TH_KV_F32 = 1 };
