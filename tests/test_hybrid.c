@@ -1,6 +1,6 @@
 /* test_hybrid.c — the hybrid recurrent models (qwen35, qwen3next: Gated DeltaNet
  * layers between gated full-attention layers) on the CPU: the tiny fixtures of
- * tests/fixtures/hybrid against ik_llama.cpp's logits (README.md there), decode
+ * tests/fixtures/hybrid (and qwen35moe) against ik_llama.cpp's logits (README.md there), decode
  * token by token equal to one batch, a ragged batch of three sequences equal to
  * each alone, truncate (from a snapshot, refused without one, to 0) and sequence
  * copy of the recurrent state, and the GPU backend's refusal. */
@@ -99,6 +99,7 @@ static void check_golden(const char *arch, double tol) {
  * attention); the DeltaNet layers never touch it. Measured 1.1e-4 / 7.4e-5. */
 static void test_qwen35_golden(void) { check_golden("qwen35", 1e-3); }
 static void test_qwen3next_golden(void) { check_golden("qwen3next", 1e-3); }
+static void test_qwen35moe_golden(void) { check_golden("qwen35moe", 1e-3); }
 
 /* The 64-token prompt in one batch then 64 decode steps == 128 tokens in one
  * batch == all 128 one token at a time (batch 1 runs the recurrent form alone). */
@@ -131,6 +132,7 @@ static void check_decode(const char *arch) {
 
 static void test_qwen35_decode(void) { check_decode("qwen35"); }
 static void test_qwen3next_decode(void) { check_decode("qwen3next"); }
+static void test_qwen35moe_decode(void) { check_decode("qwen35moe"); }
 
 /* Three sequences of 21, 34 and 9 tokens interleaved in one ragged batch, then one
  * more token each in a second batch, equal each sequence decoded alone. */
@@ -259,8 +261,10 @@ static void test_gpu_refused(void) {
 int main(void) {
     RUN(test_qwen35_golden);
     RUN(test_qwen3next_golden);
+    RUN(test_qwen35moe_golden);
     RUN(test_qwen35_decode);
     RUN(test_qwen3next_decode);
+    RUN(test_qwen35moe_decode);
     RUN(test_qwen35_ragged);
     RUN(test_qwen3next_ragged);
     RUN(test_qwen35_truncate_copy);

@@ -38,6 +38,7 @@ typedef struct th_decoder_opts {
      * loads its mixer instead of the attention (hybrid models, arch/qwen35.c) */
     bool (*is_recurrent)(const th_model *m, int il);
     th_status (*load_recurrent)(th_model *m, int il);
+    int32_t n_tail_skip;              /* the last block_count layers not loaded or run (MTP / NextN heads) */
 } th_decoder_opts;
 
 /* Read the standard keys ("<arch>.block_count", ...) and tensors of a

@@ -208,6 +208,10 @@ th_status th_decoder_load(th_model *m, const th_decoder_opts *o) {
     th_status s = read_hparams(m, o);
     if (s) return s;
     th_hparams *hp = &m->hp;
+    if (o->n_tail_skip < 0 || o->n_tail_skip >= hp->n_layer)
+        return th_set_error(TH_ERR_FORMAT, "%s: %d prediction layers of %d blocks leave none to run", m->arch->name,
+                            o->n_tail_skip, hp->n_layer);
+    hp->n_layer -= o->n_tail_skip;
     hp->rope_type = o->rope_type;
     if ((s = th_weight_get(m, &m->tok_embd, true, hp->n_embd, 0, 1, "token_embd.weight"))) return s;
     hp->n_vocab = (int32_t)m->tok_embd.ne1;

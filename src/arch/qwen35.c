@@ -10,7 +10,8 @@
  *              (all sections at the same position) is NEOX over the sections.
  *   qwen35moe  qwen35 with routed + gated shared experts.
  *   qwen3next  fused ssm_in / ssm_ba (grouped per k head), value head h reads k
- *              head h / (Nv/Nk); NEOX rope; routed + gated shared experts. */
+ *              head h / (Nv/Nk); NEOX rope; routed + gated shared experts.
+ * NextN / MTP layers ("nextn_predict_layers", the last blocks) are not loaded. */
 #include "arch/arch.h"
 #include <stdio.h>
 #include <string.h>
@@ -132,9 +133,11 @@ static th_status load_gated_shexp(th_model *m) {
 static th_status hybrid_load(th_model *m, int32_t repeat, bool moe) {
     th_status s = read_ssm(m, repeat);
     if (s) return s;
+    uint32_t nextn = 0;   /* MTP layers at the end of the stack: not run (ik_llama.cpp skips them too) */
+    if (th_meta_u32(m, "nextn_predict_layers", &nextn, false) != TH_OK || nextn > 64) nextn = 0;
     th_decoder_opts o = { .rope_type = TH_ROPE_NEOX, .qk_norm = true, .tied_output_ok = true, .moe_ok = moe,
                           .ffn_norm_name = "post_attention_norm", .q_gated = true,
-                          .is_recurrent = is_recurrent, .load_recurrent = load_recurrent };
+                          .is_recurrent = is_recurrent, .load_recurrent = load_recurrent, .n_tail_skip = (int32_t)nextn };
     if ((s = th_decoder_load(m, &o))) return s;
     th_hparams *hp = &m->hp;
     if (hp->head_dim != hp->head_dim_v)
