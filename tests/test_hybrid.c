@@ -7,6 +7,8 @@
 #include "check.h"
 #include "logits.h"
 #include "theseus.h"
+#include "cpu/kernels.h"
+#include "cpu/ops.h"
 #include <stdint.h>
 
 #define DIR "tests/fixtures/hybrid/"
@@ -258,6 +260,43 @@ static void test_gpu_refused(void) {
     th_model_free(m);
 }
 
+/* Every SIMD level's delta-rule step against the reference (th_op_dn_step) at awkward
+ * head widths, over a few steps, with state entries that hit the ±1e6 clamp. */
+static void test_dn_step_levels(void) {
+    const int32_t dks[] = { 1, 7, 8, 13, 40, 64, 128 };
+    uint32_t r = 12345;
+#define RND() ((r = r * 1664525u + 1013904223u), ((float)(r >> 8) / 16777216.0f) * 2.0f - 1.0f)
+    int tested = 0;
+    for (int lv = 0; lv < TH_LEVEL_COUNT; lv++) {
+        if (lv == TH_LEVEL_GENERIC || !th_cpu_has_level(lv)) continue;
+        th_kernels k;
+        if (!th_kernels_fill(&k, lv)) continue;
+        tested++;
+        for (size_t di = 0; di < sizeof dks / sizeof dks[0]; di++) {
+            int32_t dk = dks[di];
+            size_t n = (size_t)dk * dk;
+            float *S0 = malloc(n * 4), *S1 = malloc(n * 4), q[128], kk[128], v[128], o0[128], o1[128];
+            for (size_t i = 0; i < n; i++) S0[i] = S1[i] = RND() * (i % 17 == 0 ? 2e6f : 3.0f);
+            double worst = 0;
+            for (int step = 0; step < 4; step++) {
+                for (int32_t i = 0; i < dk; i++) { q[i] = RND(); kk[i] = RND(); v[i] = RND(); }
+                float beta = 0.5f + 0.4f * RND(), decay = 0.6f + 0.3f * RND(), sc = 1.0f / sqrtf((float)dk);
+                th_op_dn_step(dk, S0, q, kk, v, beta, decay, sc, o0);
+                k.dn_step(dk, S1, q, kk, v, beta, decay, sc, o1);
+                /* errors relative to the largest magnitude (FMA vs mul+add rounding of sums) */
+                double mo = 1, ms = 1, eo = 0, es = 0;
+                for (int32_t j = 0; j < dk; j++) { mo = fmax(mo, fabs(o0[j])); eo = fmax(eo, fabs(o0[j] - o1[j])); }
+                for (size_t i = 0; i < n; i++) { ms = fmax(ms, fabs(S0[i])); es = fmax(es, fabs(S0[i] - S1[i])); }
+                worst = fmax(worst, fmax(eo / mo, es / ms));
+            }
+            CHECK(worst <= 1e-5, "%s dk %d: %.3g", th_level_name(lv), dk, worst);
+            free(S0); free(S1);
+        }
+    }
+#undef RND
+    if (!tested) SKIP("no SIMD level on this CPU");
+}
+
 int main(void) {
     RUN(test_qwen35_golden);
     RUN(test_qwen3next_golden);
@@ -269,5 +308,6 @@ int main(void) {
     RUN(test_qwen3next_ragged);
     RUN(test_qwen35_truncate_copy);
     RUN(test_gpu_refused);
+    RUN(test_dn_step_levels);
     return CHECK_DONE();
 }

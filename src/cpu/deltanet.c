@@ -18,7 +18,8 @@
  *     S  = clamp(decay·S + k ⊗ n, ±1e6)
  *   ATT[t][h] = rmsnorm(out)·ssm_norm · silu(z[h])
  * The recurrence runs token by token (the decode form) for prefill too: the
- * chunked form is not written yet (docs/hybrid.md). Heads are split over the
+ * chunked form is not written yet (docs/hybrid.md). One head's step is the kernel
+ * table's dn_step (cpu/ops.c reference, an AVX2 form). Heads are split over the
  * thread pool; each head walks the batch in order, so a ragged batch of several
  * sequences works as long as each sequence's tokens come in position order. */
 #include "context.h"
@@ -152,7 +153,7 @@ static void dn_rule_worker(void *arg, int ith, int nth) {
     const dn_dims *d = &k->d;
     th_rstate *rs = &k->ctx->rs;
     int64_t dk = d->dk;
-    float scale = 1.0f / sqrtf((float)dk), vp[1024], ov[1024], nw[1024];
+    float scale = 1.0f / sqrtf((float)dk);
     const float *beta = c->dn_ba, *decay = c->dn_ba + (size_t)k->st->n * d->nv;
     for (int64_t h = d->nv * ith / nth; h < d->nv * (ith + 1) / nth; h++) {
         int64_t kh = c->model->hp.ssm_repeat == 0 ? h / d->ratio : h % d->nk;
@@ -161,23 +162,8 @@ static void dn_rule_worker(void *arg, int ith, int nth) {
             float *S = th_rs_ssm(rs, seq, k->r) + h * dk * dk;
             const float *u = c->dn_u + (int64_t)t * d->cd;
             const float *q = u + kh * dk, *kk = u + d->kd + kh * dk, *v = u + 2 * d->kd + h * dk;
-            float bt = beta[(size_t)t * d->nv + h], dc = decay[(size_t)t * d->nv + h], kq = 0.0f;
-            for (int64_t i = 0; i < dk; i++) kq += kk[i] * q[i];
-            for (int64_t j = 0; j < dk; j++) vp[j] = ov[j] = 0.0f;
-            for (int64_t i = 0; i < dk; i++) {
-                const float *Si = S + i * dk;
-                float ki = kk[i], qi = q[i];
-                for (int64_t j = 0; j < dk; j++) { vp[j] += Si[j] * ki; ov[j] += Si[j] * qi; }
-            }
             float *out = c->att + (int64_t)t * c->att_w + h * dk;
-            for (int64_t j = 0; j < dk; j++) {
-                nw[j] = v[j] * bt - vp[j] * bt * dc;
-                out[j] = ov[j] * dc * scale + nw[j] * kq * scale;
-            }
-            for (int64_t i = 0; i < dk; i++) {
-                float *Si = S + i * dk, ki = kk[i];
-                for (int64_t j = 0; j < dk; j++) Si[j] = fminf(fmaxf(dc * Si[j] + nw[j] * ki, -1e6f), 1e6f);
-            }
+            c->k->dn_step((int32_t)dk, S, q, kk, v, beta[(size_t)t * d->nv + h], decay[(size_t)t * d->nv + h], scale, out);
             if (want_snap(k->ctx, seq, k->st->pos[t]))
                 memcpy(th_rs_snap_conv(rs, seq, k->st->pos[t] + 1, k->r) + rs->conv_n + h * dk * dk, S,
                        (size_t)(dk * dk) * sizeof(float));
