@@ -168,9 +168,18 @@ th_status th_context_new(th_model *m, const th_context_params *params, th_contex
     ALLOC(c->out_row, B); ALLOC(c->pos_buf, B); ALLOC(c->seq_buf, B); ALLOC(c->argmax, B);
     ALLOC(c->new_len, p.n_seq_max); ALLOC(c->want_buf, B);
     s = ok ? TH_OK : th_set_error(TH_ERR_NOMEM, "out of memory for the context's batch buffers (batch %zu)", B);
-    if (!s) s = th_kv_init(&c->kv, hp->n_layer, (int64_t)hp->n_head_kv * hp->head_dim,
+    /* a hybrid model on a host-KV backend keeps K/V only for its attention layers */
+    bool kv_attn_only = hp->n_recurrent > 0 && be->kv_on_host;
+    int32_t n_kv_layer = kv_attn_only ? TH_MAX(hp->n_layer - hp->n_recurrent, 1) : hp->n_layer;
+    if (!s) s = th_kv_init(&c->kv, n_kv_layer, (int64_t)hp->n_head_kv * hp->head_dim,
                            (int64_t)hp->n_head_kv * hp->head_dim_v, p.n_ctx, (int32_t)p.kv_block,
                            (int32_t)p.n_seq_max, p.kv_type == TH_KV_F16, be->kv_on_host);
+    if (!s && kv_attn_only) {
+        if (!(c->kv.layer_slot = malloc((size_t)hp->n_layer * sizeof(int32_t))))
+            s = th_set_error(TH_ERR_NOMEM, "out of memory");
+        else
+            for (int32_t il = 0, k = 0; il < hp->n_layer; il++) c->kv.layer_slot[il] = m->layers[il].recurrent ? -1 : k++;
+    }
     if (!s && hp->n_recurrent > 0) s = rs_init(c);
     if (!s && !be->kv_on_host) {
         c->kv.copy_block = kv_copy_block;

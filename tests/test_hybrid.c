@@ -7,9 +7,11 @@
 #include "check.h"
 #include "logits.h"
 #include "theseus.h"
+#include "context.h"
 #include "cpu/kernels.h"
 #include "cpu/ops.h"
 #include <stdint.h>
+#include <unistd.h>
 
 #define DIR "tests/fixtures/hybrid/"
 #define MAXT 160
@@ -209,6 +211,11 @@ static void test_qwen35_truncate_copy(void) {
     ok = ok && f && feed(f, 0, alt, 60, 60, ref_alt, nv);
     th_context_free(f);
     th_context *c = new_ctx(m, 64, 2, 4);
+    /* K/V only for the one attention layer of four; state 3 layers x (3·512 + 4·64·64) floats */
+    CHECK(c && c->kv.n_layer == 1 && c->kv.layer_slot && c->kv.layer_slot[3] == 0 && c->kv.layer_slot[0] == -1,
+          "KV layers %d", c ? c->kv.n_layer : -1);
+    CHECK(c && th_rs_bytes_per_seq(&c->rs) == (size_t)3 * (3 * 512 + 4 * 64 * 64) * 4, "state bytes %zu",
+          c ? th_rs_bytes_per_seq(&c->rs) : 0);
     ok = ok && c && feed(c, 0, tok, 40, 40, NULL, nv);
     /* back 2, from the snapshot at 38 */
     ok = ok && th_kv_seq_truncate(c, 0, 38) == TH_OK && th_kv_seq_len(c, 0) == 38;
@@ -241,6 +248,39 @@ static void test_qwen35_truncate_copy(void) {
     CHECK(ok && rel_l2(got, ref_alt + (size_t)49 * nv, nv) <= 1e-5, "seq 1 back one position");
     free(ref); free(ref_alt); free(got);
     th_context_free(c);
+    th_model_free(m);
+}
+
+/* Hostile metadata: a copy of the qwen35 fixture with one ssm.* value changed (the
+ * u32 after the key) is refused with an error naming the shape; the intact copy loads. */
+static bool patched_load(const char *key, uint32_t val, th_model **m) {
+    size_t n = 0;
+    char *buf = check_read_file(DIR "qwen35-F32.gguf", &n);
+    char *at = buf ? memmem(buf, n, key, strlen(key)) : NULL;
+    bool ok = at && (size_t)(at - buf) + strlen(key) + 8 <= n;
+    if (ok && val != UINT32_MAX) memcpy(at + strlen(key) + 4, &val, 4);   /* after the u32 type id */
+    char path[] = "/tmp/th_hybrid_XXXXXX";
+    int fd = ok ? mkstemp(path) : -1;
+    ok = fd >= 0 && write(fd, buf, n) == (ssize_t)n;
+    if (fd >= 0) close(fd);
+    free(buf);
+    *m = NULL;
+    th_status s = ok ? th_model_load(path, NULL, m) : TH_ERR_IO;
+    if (fd >= 0) unlink(path);
+    return ok && s == TH_OK;
+}
+
+static void test_qwen35_bad_metadata(void) {
+    th_model *m;
+    CHECK(patched_load("qwen35.ssm.inner_size", UINT32_MAX, &m), "intact copy: %s", th_last_error());
+    th_model_free(m);
+    CHECK(!patched_load("qwen35.ssm.inner_size", 255, &m) && strstr(th_last_error(), "DeltaNet shape"), "%s", th_last_error());
+    th_model_free(m);
+    CHECK(!patched_load("qwen35.ssm.group_count", 3, &m) && strstr(th_last_error(), "DeltaNet shape"), "%s", th_last_error());
+    th_model_free(m);
+    CHECK(!patched_load("qwen35.ssm.conv_kernel", 5, &m) && strstr(th_last_error(), "ssm_conv1d"), "%s", th_last_error());
+    th_model_free(m);
+    CHECK(!patched_load("qwen35.ssm.state_size", 0, &m) && strstr(th_last_error(), "DeltaNet shape"), "%s", th_last_error());
     th_model_free(m);
 }
 
@@ -383,6 +423,7 @@ int main(void) {
     RUN(test_qwen3next_ragged);
     RUN(test_qwen35_truncate_copy);
     RUN(test_qwen35_speculative);
+    RUN(test_qwen35_bad_metadata);
     RUN(test_gpu_refused);
     RUN(test_dn_step_levels);
     return CHECK_DONE();
