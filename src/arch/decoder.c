@@ -254,6 +254,10 @@ void th_describe_common(const th_model *m, char *buf, size_t cap) {
     if (L0->attn_sinks.data) ADD(" attn_sinks");
     if (hp->n_recurrent) ADD(" deltanet=%d/%d layers(conv %d, heads %d/%d x %d)", hp->n_recurrent, hp->n_layer,
                              hp->ssm_d_conv, hp->ssm_n_group, hp->ssm_dt_rank, hp->ssm_d_state);
+    for (int i = 0; i < hp->n_layer; i++)
+        if (m->layers[i].q_gated) { ADD(" gated_attention"); break; }
+    for (int i = 0; i < hp->n_layer; i++)
+        if (m->layers[i].gate_inp_shexp.data) { ADD(" gated_shared_expert"); break; }
     int32_t n_win = 0, win = 0;
     for (int i = 0; i < hp->n_layer; i++) if (m->layers[i].window) { n_win++; win = m->layers[i].window; }
     if (n_win) ADD(" sliding_window=%d(%d/%d layers)", win, n_win, hp->n_layer);
