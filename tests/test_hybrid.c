@@ -189,6 +189,7 @@ static void check_ragged(const char *arch) {
 
 static void test_qwen35_ragged(void) { check_ragged("qwen35"); }
 static void test_qwen3next_ragged(void) { check_ragged("qwen3next"); }
+static void test_qwen35moe_ragged(void) { check_ragged("qwen35moe"); }
 
 /* Truncate: back 2 positions from a snapshot (4 kept) then on, equal to a fresh run;
  * back 10 refused with the length unchanged and decoding still right; to 0 then
@@ -421,6 +422,7 @@ int main(void) {
     RUN(test_qwen35moe_decode);
     RUN(test_qwen35_ragged);
     RUN(test_qwen3next_ragged);
+    RUN(test_qwen35moe_ragged);
     RUN(test_qwen35_truncate_copy);
     RUN(test_qwen35_speculative);
     RUN(test_qwen35_bad_metadata);
