@@ -169,6 +169,11 @@ typedef struct th_context_params {
                                * attention split plan and kernel for every batch size below the
                                * GEMM threshold (32 rows), a little slower for long contexts.
                                * Speculative decoding needs it for greedy identity. */
+    uint32_t rs_snapshots; /* hybrid (recurrent) models: keep each sequence's recurrent state after
+                            * each of its last rs_snapshots positions (default 0), so that
+                            * th_kv_seq_truncate can go back that far (speculative rollback);
+                            * costs rs_snapshots x the state per sequence. Truncating further
+                            * back (except to 0) is TH_ERR_UNSUPPORTED. */
 } th_context_params;
 
 enum { TH_KV_F16 = 0, TH_KV_F32 = 1 };

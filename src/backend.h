@@ -78,8 +78,19 @@ typedef struct th_backend {
     /* dst (+)= down(act(H·gate) ⊙ H·up); gate NULL: up is fused [gate; up] */
     th_status (*ffn)(th_context *c, const th_step *s, const th_weight *gate, const th_weight *up,
                      const th_weight *down, th_buf dst, bool acc);
+    /* ATT = the gated DeltaNet mixer of recurrent layer il over H (qwen35 / qwen3next):
+     * projections, causal conv with the sequences' rolling windows, the gated delta
+     * rule with each sequence's state (context's th_rstate), per-head RMSNorm · silu(z);
+     * snapshots of the state for the last rs_snapshots positions of each sequence.
+     * NULL: the backend cannot run hybrid models (context creation refuses them) */
+    th_status (*recurrent)(th_context *c, const th_step *s, int32_t il);
+    /* ATT ·= sigmoid(G), G the gate half of layer il's [q; gate] projection (th_layer.q_gated) */
+    th_status (*att_gate)(th_context *c, const th_step *s, int32_t il);
     /* T = Σ_j w_j · expert_{e_j}(H) over the router's top k (routed experts only) */
     th_status (*moe)(th_context *c, const th_step *s, int32_t il);
+    /* T += sigmoid(H·w) ⊙ shared_ffn(H): layer il's shared experts behind their gate
+     * vector w (gate_inp_shexp, qwen3next); NULL: such models are refused */
+    th_status (*shexp_gated)(th_context *c, const th_step *s, int32_t il);
     /* for each token with an output row: rmsnorm(X) · Wout [final softcap] → s->logits / s->argmax */
     th_status (*logits)(th_context *c, const th_step *s);
     /* the observer of the context's forward passes (th_context_set_observer), or NULL;

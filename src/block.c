@@ -3,15 +3,17 @@
  * and th_hparams; a backend implements the ops, never the order:
  *
  *   X = embed(tokens) · embd_scale
- *   per layer:
+ *   per layer (a recurrent layer of a hybrid model replaces the attention lines:
+ *              H = norm(X); ATT = DeltaNet(H, the sequence's state); X += ATT·Wout):
  *     H = norm(X)                                   attn_norm
  *     Q, K, V = H·Wq, H·Wk, H·Wv (+ biases)         or fused Wqkv, or latent attention (MLA)
  *     q/k norms, rope(Q, K), K and V into the cache
- *     ATT = softmax(Q·Kᵀ·scale [softcap, window, sinks]) · V
+ *     ATT = softmax(Q·Kᵀ·scale [softcap, window, sinks]) · V  [· sigmoid(gate)]
  *     X += [post_attn_norm](ATT·Wo + bo)
  *     H = norm(X)                                   ffn_norm
  *     X += [post_ffn_norm](FFN(H))                  FFN = down(act(H·Wgate) ⊙ H·Wup),
- *                                                   or routed experts (+ shared experts)
+ *                                                   or routed experts (+ shared experts
+ *                                                   [· sigmoid(H·w)])
  *   logits = norm(X)·Wout [final softcap], only for the tokens that asked
  *
  * A new norm placement or sub-layer is a few lines here plus, if it needs a new
@@ -37,7 +39,8 @@ static th_status attention(th_context *c, const th_step *st, int32_t il) {
     if (L->wkv_a_mqa.data) OP(mla_qkv, il);
     else OP(qkv, il);
     OP(rope_kv, il);
-    OP(attention, il, &L->wo);
+    OP(attention, il, L->q_gated ? NULL : &L->wo);
+    if (L->q_gated) OP(att_gate, il);
     if (!L->post_attn_norm.data) {
         OP(matmul, TH_BUF_X, &L->wo, &L->bo, TH_BUF_ATT, true);
         return TH_OK;
@@ -45,6 +48,16 @@ static th_status attention(th_context *c, const th_step *st, int32_t il) {
     OP(matmul, TH_BUF_T, &L->wo, &L->bo, TH_BUF_ATT, false);
     OP(norm, TH_BUF_T, TH_BUF_T, &L->post_attn_norm, NULL);
     OP(add, TH_BUF_X, TH_BUF_T);
+    return TH_OK;
+}
+
+/* H = attn_norm(X); ATT = the gated DeltaNet mixer over H with each sequence's
+ * recurrent state (conv window, delta-rule state); X += ATT·Wout. */
+static th_status recurrent(th_context *c, const th_step *st, int32_t il) {
+    const th_layer *L = &c->model->layers[il];
+    OP(norm, TH_BUF_H, TH_BUF_X, &L->attn_norm, L->ssm_in.data ? &L->ssm_in : &L->ssm_qkv);
+    OP(recurrent, il);
+    OP(matmul, TH_BUF_X, &L->ssm_out, &L->bo, TH_BUF_ATT, true);
     return TH_OK;
 }
 
@@ -62,7 +75,8 @@ static th_status feed_forward(th_context *c, const th_step *st, int32_t il) {
     }
     if (moe) {
         OP(moe, il);
-        if (shared) OP(ffn, gate, up, down, TH_BUF_T, true);
+        if (shared && L->gate_inp_shexp.data) OP(shexp_gated, il);
+        else if (shared) OP(ffn, gate, up, down, TH_BUF_T, true);
     } else {
         OP(ffn, gate, up, down, TH_BUF_T, false);
     }
@@ -76,7 +90,7 @@ static th_status run_ops(th_context *c, const th_step *st) {
     if (s) return s;
     for (int32_t il = 0; il < c->model->hp.n_layer; il++) {
         if (c->run_layer && !c->run_layer[il]) continue;   /* a layer-skip draft (context.c) */
-        s = attention(c, st, il);
+        s = c->model->layers[il].recurrent ? recurrent(c, st, il) : attention(c, st, il);
         if (!s) s = feed_forward(c, st, il);
         if (s) return s;
     }

@@ -5,6 +5,7 @@
 #include "context.h"
 #include "core/threadpool.h"
 #include "sample/greedy.h"
+#include "arch/arch.h"
 #include <stdlib.h>
 
 /* ------------------------------------------------------------------ batch checks */
@@ -73,7 +74,10 @@ th_status th_decode(th_context *c, const th_batch *b) {
     th_step st = { .n = n, .tok = b->token, .pos = c->pos_buf, .seq = c->seq_buf, .out_row = c->out_row,
                    .n_out = n_out, .logits = dev_argmax ? NULL : c->logits, .argmax = dev_argmax ? c->argmax : NULL };
     if ((s = th_block_forward(c, &st))) return s;
-    for (uint32_t q = 0; q < c->p.n_seq_max; q++) c->kv.seqs[q].len = c->new_len[q];
+    for (uint32_t q = 0; q < c->p.n_seq_max; q++) {
+        if (c->new_len[q] != c->kv.seqs[q].len) th_rs_commit(&c->rs, (int32_t)q, c->kv.seqs[q].len, c->new_len[q]);
+        c->kv.seqs[q].len = c->new_len[q];
+    }
     c->n_last = n;
     return TH_OK;
 }
@@ -124,11 +128,22 @@ static th_status check_params(const th_model *m, const th_context_params *params
     if (p.kv_block == 0) p.kv_block = 16;
     if (p.n_threads <= 0) p.n_threads = th_n_cores();
     if (p.n_ctx > (1u << 24) || p.n_batch > (1u << 16) || p.n_seq_max > 4096 || p.kv_block > 4096 ||
-        p.n_threads > 1024 || (p.kv_type != TH_KV_F16 && p.kv_type != TH_KV_F32))
+        p.n_threads > 1024 || (p.kv_type != TH_KV_F16 && p.kv_type != TH_KV_F32) || p.rs_snapshots > 4096)
         return th_set_error(TH_ERR_ARG, "th_context_new: parameters out of range (n_ctx %u, n_batch %u, n_seq_max %u, kv_block %u, threads %d, kv_type %d)",
                             p.n_ctx, p.n_batch, p.n_seq_max, p.kv_block, p.n_threads, p.kv_type);
     *out = p;
     return TH_OK;
+}
+
+/* The recurrent state of a hybrid model (rstate.h), on a backend that runs its layers. */
+static th_status rs_init(th_context *c) {
+    const th_hparams *hp = &c->model->hp;
+    if (!c->be->recurrent || !c->be->att_gate || !c->be->shexp_gated)
+        return th_set_error(TH_ERR_UNSUPPORTED, "%s: the %s backend does not run recurrent (DeltaNet) layers yet; use a CPU context",
+                            c->model->arch->name, c->be->name);
+    int64_t dk = hp->ssm_d_state, cd = 2 * dk * hp->ssm_n_group + dk * hp->ssm_dt_rank;
+    return th_rs_init(&c->rs, hp->n_recurrent, (int64_t)(hp->ssm_d_conv - 1) * cd, (int64_t)hp->ssm_dt_rank * dk * dk,
+                      (int32_t)c->p.n_seq_max, (int32_t)c->p.rs_snapshots);
 }
 
 #define ALLOC(ptr, count) do { if (!((ptr) = malloc((size_t)(count) * sizeof *(ptr) + 1))) ok = false; } while (0)
@@ -153,9 +168,19 @@ th_status th_context_new(th_model *m, const th_context_params *params, th_contex
     ALLOC(c->out_row, B); ALLOC(c->pos_buf, B); ALLOC(c->seq_buf, B); ALLOC(c->argmax, B);
     ALLOC(c->new_len, p.n_seq_max); ALLOC(c->want_buf, B);
     s = ok ? TH_OK : th_set_error(TH_ERR_NOMEM, "out of memory for the context's batch buffers (batch %zu)", B);
-    if (!s) s = th_kv_init(&c->kv, hp->n_layer, (int64_t)hp->n_head_kv * hp->head_dim,
+    /* a hybrid model on a host-KV backend keeps K/V only for its attention layers */
+    bool kv_attn_only = hp->n_recurrent > 0 && be->kv_on_host;
+    int32_t n_kv_layer = kv_attn_only ? TH_MAX(hp->n_layer - hp->n_recurrent, 1) : hp->n_layer;
+    if (!s) s = th_kv_init(&c->kv, n_kv_layer, (int64_t)hp->n_head_kv * hp->head_dim,
                            (int64_t)hp->n_head_kv * hp->head_dim_v, p.n_ctx, (int32_t)p.kv_block,
                            (int32_t)p.n_seq_max, p.kv_type == TH_KV_F16, be->kv_on_host);
+    if (!s && kv_attn_only) {
+        if (!(c->kv.layer_slot = malloc((size_t)hp->n_layer * sizeof(int32_t))))
+            s = th_set_error(TH_ERR_NOMEM, "out of memory");
+        else
+            for (int32_t il = 0, k = 0; il < hp->n_layer; il++) c->kv.layer_slot[il] = m->layers[il].recurrent ? -1 : k++;
+    }
+    if (!s && hp->n_recurrent > 0) s = rs_init(c);
     if (!s && !be->kv_on_host) {
         c->kv.copy_block = kv_copy_block;
         c->kv.copy_ud = c;
@@ -177,6 +202,7 @@ void th_context_free(th_context *c) {
     if (!c) return;
     c->be->free(c);
     th_kv_free(&c->kv);
+    th_rs_free(&c->rs);
     free(c->logits);
     free(c->run_layer);
     free(c->out_row); free(c->pos_buf); free(c->seq_buf); free(c->new_len); free(c->want_buf); free(c->argmax);
@@ -260,6 +286,7 @@ th_status th_kv_seq_clear(th_context *c, int32_t seq) { return th_kv_seq_truncat
 th_status th_kv_seq_truncate(th_context *c, int32_t seq, int32_t n_keep) {
     th_status s = check_seq(c, seq);
     if (s) return s;
+    if ((s = th_rs_truncate(&c->rs, seq, c->kv.seqs[seq].len, n_keep))) return s;
     th_kv_truncate(&c->kv, seq, n_keep);
     return TH_OK;
 }
@@ -269,6 +296,7 @@ th_status th_kv_seq_copy(th_context *c, int32_t dst, int32_t src) {
     if (!s) s = check_seq(c, src);
     if (s) return s;
     th_kv_copy_seq(&c->kv, dst, src);
+    th_rs_copy(&c->rs, dst, src);
     return TH_OK;
 }
 

@@ -7,6 +7,7 @@
 
 #include "backend.h"
 #include "kv.h"
+#include "rstate.h"
 
 struct th_context {
     th_model *model;
@@ -14,6 +15,7 @@ struct th_context {
     const th_backend *be;
     void *bd;                   /* backend data */
     th_kv kv;                   /* block tables; the K/V data too when be->kv_on_host */
+    th_rstate rs;               /* recurrent layers' per-sequence state (hybrid models), on the host */
     float *logits;              /* host rows (none with logits_argmax_only on a device_argmax backend) */
     size_t logits_rows;
     int32_t *argmax;            /* device_argmax with logits_argmax_only: the rows' argmax ids */

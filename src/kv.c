@@ -44,6 +44,7 @@ void th_kv_free(th_kv *kv) {
     free(kv->data);
     free(kv->refcnt);
     free(kv->free_ids);
+    free(kv->layer_slot);
     memset(kv, 0, sizeof *kv);
 }
 

@@ -30,6 +30,9 @@ typedef struct th_kv {
     /* data == NULL: the blocks live elsewhere (a GPU); copy-on-write calls this */
     void (*copy_block)(void *ud, int32_t dst, int32_t src);
     void *copy_ud;
+    /* hybrid models: model layer → KV layer (only attention layers have one; the
+     * recurrent ones -1), owned; NULL: every model layer is its own KV layer */
+    int32_t *layer_slot;
 } th_kv;
 
 /* on_host false: only the bookkeeping (block tables, free list) lives here. */
@@ -45,6 +48,7 @@ th_status th_kv_reserve(th_kv *kv, const int32_t *need_len);
 /* Slot pointers (element type per kv->f16). Position must be reserved. */
 static inline void *th_kv_k(const th_kv *kv, int32_t layer, int32_t seq, int32_t pos) {
     const th_kv_seq *s = &kv->seqs[seq];
+    if (kv->layer_slot) layer = kv->layer_slot[layer];
     size_t b = (size_t)s->table[pos / kv->block];
     size_t slot = (size_t)(pos % kv->block);
     return kv->data + b * kv->block_bytes +
@@ -52,6 +56,7 @@ static inline void *th_kv_k(const th_kv *kv, int32_t layer, int32_t seq, int32_t
 }
 static inline void *th_kv_v(const th_kv *kv, int32_t layer, int32_t seq, int32_t pos) {
     const th_kv_seq *s = &kv->seqs[seq];
+    if (kv->layer_slot) layer = kv->layer_slot[layer];
     size_t b = (size_t)s->table[pos / kv->block];
     size_t slot = (size_t)(pos % kv->block);
     return kv->data + b * kv->block_bytes +

@@ -87,6 +87,22 @@ typedef struct th_layer {
     th_weight down_exps_b;                   /* [E, X] (gpt-oss) */
     th_weight gate_shexp, up_shexp;          /* [E, F] shared experts: a dense FFN added to the routed sum */
     th_weight down_shexp;                    /* [F, E] */
+    /* gated DeltaNet (qwen35 / qwen3next recurrent layers; docs/hybrid.md). Letters:
+     * Dk ssm head width (state_size; value heads as wide), Nk k heads (group_count),
+     * Nv v heads (time_step_rank), Kd = Nk·Dk, Vd = Nv·Dk, Cd = 2·Kd + Vd, C conv kernel */
+    th_weight ssm_in;                        /* [E, 2·Kd + 2·Vd] per k head [q; k; v·Nv/Nk; z·Nv/Nk] (qwen3next) */
+    th_weight ssm_qkv;                       /* [E, Cd] [q; k; v] (qwen35: attn_qkv) */
+    th_weight ssm_gate;                      /* [E, Vd] z, the output gate (qwen35: attn_gate) */
+    th_weight ssm_ba;                        /* [E, 2·Nv] per k head [beta·Nv/Nk; alpha·Nv/Nk] (qwen3next) */
+    th_weight ssm_beta, ssm_alpha;           /* [E, Nv] each (qwen35) */
+    th_weight ssm_conv1d;                    /* [C, Cd] causal conv taps, oldest first */
+    th_weight ssm_dt;                        /* [Nv] bias of alpha before the softplus */
+    th_weight ssm_a;                         /* [Nv] A = -exp(A_log): gate g = softplus(alpha + dt)·A */
+    th_weight ssm_norm;                      /* [Dk] RMSNorm of each value head's output */
+    th_weight ssm_out;                       /* [Vd, E] */
+    th_weight gate_inp_shexp;                /* [E] sigmoid gate of the shared experts (qwen3next) */
+    bool recurrent;                          /* a DeltaNet layer (no attention, no KV) */
+    bool q_gated;                            /* wq is [E, H·2D], per head [q; gate]: ATT ·= sigmoid(gate) */
     /* per-layer options */
     int32_t window;                          /* sliding window (0 = full causal) */
     float rope_base;
@@ -120,6 +136,10 @@ typedef struct th_hparams {
     float expert_weights_scale;              /* multiply the weights (1 = off) */
     int32_t q_lora_rank, kv_lora_rank;       /* MLA (deepseek2); 0 = no q LoRA / no MLA */
     int32_t n_embd_head_nope;                /* MLA: head_dim - n_rot */
+    /* gated DeltaNet (see th_layer): 0 when the model has no recurrent layer */
+    int32_t ssm_d_conv, ssm_d_state, ssm_n_group, ssm_dt_rank;
+    int32_t ssm_repeat;                      /* v head h reads k head h / (Nv/Nk) (0, qwen3next) or h % Nk (1, qwen35) */
+    int32_t n_recurrent;                     /* recurrent layers */
 } th_hparams;
 
 struct th_model {

@@ -33,6 +33,12 @@ typedef struct th_decoder_opts {
     const char *ffn_norm_name;        /* default "ffn_norm" (gpt-oss: "post_attention_norm") */
     /* Non-NULL: loads layer il's attention weights instead of the standard q/k/v/o (MLA). */
     th_status (*load_attn)(th_model *m, int il);
+    bool q_gated;                     /* attn_q is [E, H·2D], per head [q; gate] (qwen35, qwen3next) */
+    /* Non-NULL: layer il is recurrent when is_recurrent says so, and load_recurrent
+     * loads its mixer instead of the attention (hybrid models, arch/qwen35.c) */
+    bool (*is_recurrent)(const th_model *m, int il);
+    th_status (*load_recurrent)(th_model *m, int il);
+    int32_t n_tail_skip;              /* the last block_count layers not loaded or run (MTP / NextN heads) */
 } th_decoder_opts;
 
 /* Read the standard keys ("<arch>.block_count", ...) and tensors of a
@@ -46,5 +52,6 @@ void th_describe_common(const th_model *m, char *buf, size_t cap);
 
 extern const th_arch th_arch_llama, th_arch_qwen2, th_arch_qwen3, th_arch_qwen3moe, th_arch_gemma2,
     th_arch_gemma3, th_arch_phi3, th_arch_olmoe, th_arch_deepseek2, th_arch_gpt_oss;
+extern const th_arch th_arch_qwen35, th_arch_qwen35moe, th_arch_qwen3next;
 
 #endif

@@ -124,7 +124,8 @@ static th_status load_attn(th_model *m, int il, const th_decoder_opts *o) {
         W(wqkv, true, E, q + k + v, 1, "attn_qkv.weight");
         W(bqkv, false, q + k + v, 1, 1, "attn_qkv.bias");
     } else {
-        W(wq, true, E, q, 1, "attn_q.weight");
+        W(wq, true, E, o->q_gated ? 2 * q : q, 1, "attn_q.weight");
+        L->q_gated = o->q_gated;
         W(wk, true, E, k, 1, "attn_k.weight");
         W(wv, true, E, v, 1, "attn_v.weight");
         W(bq, o->qkv_bias, q, 1, 1, "attn_q.bias");
@@ -172,9 +173,15 @@ static th_status load_layer(th_model *m, int il, const th_decoder_opts *o) {
     int64_t E = hp->n_embd, o_in = (int64_t)hp->n_head * hp->head_dim_v, F = hp->n_ff;
     th_status s;
     W(attn_norm, true, E, 1, 1, "attn_norm.weight");
-    if ((s = o->load_attn ? o->load_attn(m, il) : load_attn(m, il, o))) return s;
-    W(wo, true, o_in, E, 1, "attn_output.weight");
-    W(bo, false, E, 1, 1, "attn_output.bias");
+    if (o->is_recurrent && o->is_recurrent(m, il)) {
+        L->recurrent = true;
+        hp->n_recurrent++;
+        if ((s = o->load_recurrent(m, il))) return s;
+    } else {
+        if ((s = o->load_attn ? o->load_attn(m, il) : load_attn(m, il, o))) return s;
+        W(wo, true, o_in, E, 1, "attn_output.weight");
+        W(bo, false, E, 1, 1, "attn_output.bias");
+    }
     if (o->post_norms) W(post_attn_norm, true, E, 1, 1, "post_attention_norm.weight");
     if ((s = th_weight_get(m, &L->ffn_norm, true, E, 1, 1, "blk.%d.%s.weight", il,
                            o->ffn_norm_name ? o->ffn_norm_name : "ffn_norm"))) return s;
@@ -201,6 +208,10 @@ th_status th_decoder_load(th_model *m, const th_decoder_opts *o) {
     th_status s = read_hparams(m, o);
     if (s) return s;
     th_hparams *hp = &m->hp;
+    if (o->n_tail_skip < 0 || o->n_tail_skip >= hp->n_layer)
+        return th_set_error(TH_ERR_FORMAT, "%s: %d prediction layers of %d blocks leave none to run", m->arch->name,
+                            o->n_tail_skip, hp->n_layer);
+    hp->n_layer -= o->n_tail_skip;
     hp->rope_type = o->rope_type;
     if ((s = th_weight_get(m, &m->tok_embd, true, hp->n_embd, 0, 1, "token_embd.weight"))) return s;
     hp->n_vocab = (int32_t)m->tok_embd.ne1;
@@ -241,6 +252,12 @@ void th_describe_common(const th_model *m, char *buf, size_t cap) {
     if (L0->q_norm.data) ADD(" qk_norm=%s", L0->q_norm.ne0 == hp->head_dim ? "per_head" : "full");
     if (L0->post_attn_norm.data) ADD(" post_norms");
     if (L0->attn_sinks.data) ADD(" attn_sinks");
+    if (hp->n_recurrent) ADD(" deltanet=%d/%d layers(conv %d, heads %d/%d x %d)", hp->n_recurrent, hp->n_layer,
+                             hp->ssm_d_conv, hp->ssm_n_group, hp->ssm_dt_rank, hp->ssm_d_state);
+    for (int i = 0; i < hp->n_layer; i++)
+        if (m->layers[i].q_gated) { ADD(" gated_attention"); break; }
+    for (int i = 0; i < hp->n_layer; i++)
+        if (m->layers[i].gate_inp_shexp.data) { ADD(" gated_shared_expert"); break; }
     int32_t n_win = 0, win = 0;
     for (int i = 0; i < hp->n_layer; i++) if (m->layers[i].window) { n_win++; win = m->layers[i].window; }
     if (n_win) ADD(" sliding_window=%d(%d/%d layers)", win, n_win, hp->n_layer);

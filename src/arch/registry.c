@@ -13,6 +13,9 @@ static const th_arch *const archs[] = {
     &th_arch_olmoe,
     &th_arch_deepseek2,
     &th_arch_gpt_oss,
+    &th_arch_qwen35,
+    &th_arch_qwen35moe,
+    &th_arch_qwen3next,
 };
 
 const th_arch *th_arch_find(const char *name) {

@@ -94,6 +94,21 @@ static th_status op_qkv(th_context *ctx, const th_step *s, int32_t il) {
         }
         return TH_OK;
     }
+    if (L->q_gated) { /* per head [q; gate]: through the wide scratch, split */
+        int64_t hd = c->model->hp.head_dim, w = 2 * c->q_w;
+        th_fwd_matmul(c, &L->wq, 0, c->h, E, n, c->wide, w);
+        for (int32_t t = 0; t < n; t++)
+            for (int64_t h = 0; h < c->model->hp.n_head; h++) {
+                const float *row = c->wide + (int64_t)t * w + 2 * h * hd;
+                memcpy(c->q + (int64_t)t * c->q_w + h * hd, row, (size_t)hd * sizeof(float));
+                memcpy(c->qgate + (int64_t)t * c->q_w + h * hd, row + hd, (size_t)hd * sizeof(float));
+            }
+        const th_weight *kv[2] = { &L->wk, &L->wv };
+        float *const ky[2] = { c->kc, c->vc };
+        const int64_t kst[2] = { c->k_w, c->v_w };
+        th_fwd_matmul_multi(c, kv, ky, kst, 2, c->h, E, n);
+        return TH_OK;
+    }
     const th_weight *ws[3] = { &L->wq, &L->wk, &L->wv };
     float *const ys[3] = { c->q, c->kc, c->vc };
     const int64_t strides[3] = { c->q_w, c->k_w, c->v_w };
@@ -242,6 +257,7 @@ static int64_t wide_width(const th_cpu *c) {
     const th_layer *L0 = &c->model->layers[0];
     int64_t w = 1;
     if (L0->wqkv.data) w = TH_MAX(w, c->q_w + c->k_w + c->v_w);
+    w = TH_MAX(w, 2 * c->q_w);   /* a [q; gate] projection (hybrid models) */
     w = TH_MAX(w, 2 * c->ff_w);
     if (hp->kv_lora_rank > 0)
         w = TH_MAX(w, 2 * (int64_t)hp->kv_lora_rank + hp->n_rot + hp->q_lora_rank +
@@ -260,6 +276,7 @@ static th_status alloc_scratch(th_cpu *c) {
     c->k_w = (int64_t)hp->n_head_kv * hp->head_dim;
     c->v_w = (int64_t)hp->n_head_kv * hp->head_dim_v;
     c->att_w = (int64_t)hp->n_head * hp->head_dim_v;
+    c->att_w = TH_MAX(c->att_w, (int64_t)hp->ssm_dt_rank * hp->ssm_d_state);   /* a DeltaNet output */
     c->ff_w = ffn_width(c->model);
     c->wide_w = wide_width(c);
     int64_t widest = TH_MAX(TH_MAX(E, c->ff_w), TH_MAX(TH_MAX(c->q_w, c->att_w), c->wide_w));
@@ -276,7 +293,8 @@ static th_status alloc_scratch(th_cpu *c) {
         ALLOC(c->moe_x, B * E); ALLOC(c->moe_y, B * K * E);
     }
     if (!ok) return th_set_error(TH_ERR_NOMEM, "out of memory for the context's scratch buffers (batch %zu)", B);
-    return th_attn_alloc(c);
+    th_status s = th_dn_alloc(c);
+    return s ? s : th_attn_alloc(c);
 }
 #undef ALLOC
 
@@ -318,6 +336,7 @@ static void cpu_free(th_context *ctx) {
     free(c->x); free(c->h); free(c->q); free(c->kc); free(c->vc); free(c->att); free(c->tmp); free(c->tmp2);
     free(c->ff_g); free(c->ff_u); free(c->wide); free(c->actq);
     th_attn_free(c);
+    th_dn_free(c);
     free(c->rope); free(c->moe_logits); free(c->moe_score); free(c->moe_sel); free(c->moe_w); free(c->moe_rows);
     free(c->moe_start); free(c->moe_x); free(c->moe_y);
     free(c);
@@ -335,4 +354,5 @@ const th_backend th_backend_cpu = {
     .embed = op_embed, .norm = op_norm, .qkv = op_qkv, .mla_qkv = op_mla_qkv, .rope_kv = op_rope_kv,
     .attention = op_attention, .matmul = op_matmul, .add = op_add, .ffn = op_ffn, .moe = op_moe,
     .logits = op_logits, .set_observer = cpu_set_observer, .copy_block = NULL,
+    .recurrent = th_dn_recurrent, .att_gate = th_dn_att_gate, .shexp_gated = th_dn_shexp_gated,
 };

@@ -6,6 +6,7 @@
 #define TH_CPU_FORWARD_H
 
 #include "model.h"
+#include "backend.h"
 #include "kv.h"
 #include "core/threadpool.h"
 #include "cpu/kernels.h"
@@ -40,6 +41,12 @@ typedef struct th_cpu {
     int32_t *moe_start;                     /* n_expert + 1 group offsets, n_expert cursors */
     float *moe_x;                           /* n_batch × E gathered inputs */
     float *moe_y;                           /* n_batch × k × E weighted expert outputs */
+    /* hybrid models (deltanet.c) */
+    float *qgate;                           /* n_batch × q_w: the gate half of a [q; gate] projection */
+    float *dn_shx;                          /* n_batch × E: gated shared experts' output, or NULL */
+    int32_t *dn_slot;                       /* [n_layer] recurrent-state slot of each layer, -1 none */
+    float *dn_in, *dn_u, *dn_z, *dn_ba;     /* fused projections, conv input/output, z, beta|decay */
+    int64_t dn_in_w;
 } th_cpu;
 
 /* ---- matmul.c ---- */
@@ -71,6 +78,13 @@ void th_attn_run(th_cpu *c, int32_t il, int32_t n, const int32_t *pos, const int
 /* ---- moe.c (out must not be c->tmp2 or an FFN scratch): out[t] = Σ_j w_tj ·
  * expert_{e_tj}(in[t]) for n rows of in (routed experts only) ---- */
 void th_moe_ffn(th_cpu *c, const th_layer *L, const float *in, int32_t n, float *out);
+
+/* ---- deltanet.c: scratch and the hybrid ops (backend.h's recurrent, att_gate, shexp_gated) ---- */
+th_status th_dn_alloc(th_cpu *c);
+void th_dn_free(th_cpu *c);
+th_status th_dn_recurrent(th_context *ctx, const th_step *st, int32_t il);
+th_status th_dn_att_gate(th_context *ctx, const th_step *st, int32_t il);
+th_status th_dn_shexp_gated(th_context *ctx, const th_step *st, int32_t il);
 
 /* ---- mla.c: q, k, v of n tokens (c->q, c->kc, c->vc; not roped) from c->h ---- */
 void th_mla_project(th_cpu *c, int32_t il, int32_t n);

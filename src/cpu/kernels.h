@@ -34,6 +34,8 @@ typedef th_gemm_kernel *th_gemm_fn;   /* (th_gemm_kernel declares the levels' ge
 enum { TH_ATTN_TK = 64 };
 /* a[i] = silu(gate[i]) * up[i] (th_op_swiglu of cpu/ops.h; a may be gate). */
 typedef void (*th_glu_fn)(float *a, const float *gate, const float *up, int64_t n);
+typedef void (*th_dn_step_fn)(int32_t dk, float *S, const float *q, const float *k, const float *v, float beta,
+                              float decay, float scale, float *out);
 typedef struct th_attn_chunk {
     int32_t m, d, dv, dv_stride;
     const float *q, *kt, *v;
@@ -59,6 +61,7 @@ typedef struct th_kernels {
     th_gemm_fn gemm_packed[TH_TYPE_COUNT];
     th_attn_chunk_fn attn_chunk;             /* prefill and decode attention (attention.c drives it) */
     th_glu_fn swiglu;                        /* the FFN activation of most models */
+    th_dn_step_fn dn_step;                   /* one head's gated delta-rule step (th_op_dn_step) */
 } th_kernels;
 
 /* The process-wide table (built once, thread-safe). */

@@ -151,3 +151,25 @@ void th_op_softcap(float *x, float cap, int64_t n) {
 void th_op_sigmoid(float *x, int64_t n) {
     for (int64_t i = 0; i < n; i++) x[i] = 1.0f / (1.0f + expf(-x[i]));
 }
+
+void th_op_dn_step(int32_t dk, float *S, const float *q, const float *k, const float *v, float beta, float decay,
+                   float scale, float *out) {
+    float vp[1024], ov[1024], nw[1024], kq = 0.0f;
+    for (int32_t i = 0; i < dk; i++) kq += k[i] * q[i];
+    for (int32_t j = 0; j < dk; j++) vp[j] = ov[j] = 0.0f;
+    for (int32_t i = 0; i < dk; i++) {
+        const float *Si = S + (int64_t)i * dk;
+        for (int32_t j = 0; j < dk; j++) { vp[j] += Si[j] * k[i]; ov[j] += Si[j] * q[i]; }
+    }
+    for (int32_t j = 0; j < dk; j++) {
+        nw[j] = v[j] * beta - vp[j] * beta * decay;
+        out[j] = ov[j] * decay * scale + nw[j] * kq * scale;
+    }
+    for (int32_t i = 0; i < dk; i++) {
+        float *Si = S + (int64_t)i * dk;
+        for (int32_t j = 0; j < dk; j++) {
+            float x = decay * Si[j] + nw[j] * k[i];
+            Si[j] = x < -1e6f ? -1e6f : x > 1e6f ? 1e6f : x;
+        }
+    }
+}

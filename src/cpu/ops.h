@@ -40,6 +40,12 @@ void th_op_rope(float *x, int32_t n_rot, int32_t pos, float base, float freq_sca
 void th_op_softmax(float *x, int64_t n);
 /* Softmax whose denominator also holds exp(sink) (an attention sink; not a value). */
 void th_op_softmax_sink(float *x, int64_t n, float sink);
+/* One gated delta-rule step of one head (hybrid models, cpu/deltanet.c), dk ≤ 1024:
+ * S is dk × dk, S[i*dk + j] (key i, value j); q, k L2-normalised. v' = Sᵀk, o = Sᵀq,
+ * n = beta·v − beta·decay·v', out = decay·scale·o + scale·(k·q)·n,
+ * S = clamp(decay·S + k ⊗ n, ±1e6) — ik_llama.cpp's fused delta-net order. */
+void th_op_dn_step(int32_t dk, float *S, const float *q, const float *k, const float *v, float beta, float decay,
+                   float scale, float *out);
 /* a = act(gate) * up */
 void th_op_swiglu(float *a, const float *gate, const float *up, int64_t n);
 void th_op_geglu(float *a, const float *gate, const float *up, int64_t n);

@@ -84,6 +84,8 @@ th_status th_runtime_new(th_model *model, const th_runtime_params *params, th_ru
     cp.n_ctx = (uint32_t)n_ctx;
     cp.n_batch = (uint32_t)p.n_batch;
     cp.n_seq_max = (uint32_t)(p.n_slots + (p.batch_invariant ? 1 : 0));
+    /* a hybrid (recurrent) model rolls rejected drafts back from state snapshots */
+    if (p.spec.kind != TH_SPEC_NONE && cp.rs_snapshots == 0) cp.rs_snapshots = rt_spec_snapshots(&p.spec);
     s = th_context_new(model, &cp, &rt->ctx);
     if (s) { th_runtime_free(rt); return s; }
     rt->queue = calloc((size_t)p.max_queue, sizeof *rt->queue);

@@ -127,14 +127,20 @@ static th_status dm_sample(draft_model *d, rt_slot *sl, int32_t row, int32_t n_v
     return TH_OK;
 }
 
+uint32_t rt_spec_snapshots(const th_spec_params *p) {
+    int32_t n = p->draft_max > 0 && p->draft_max <= SPEC_MAX ? p->draft_max : SPEC_DEFAULT_MAX;
+    return (uint32_t)n + 2;
+}
+
 /* Puts the slot's text into its draft sequence: the KV keeps the common prefix
- * (one token less when all of it is there: its logits are needed again). */
+ * (one token less when all of it is there: its logits are needed again; a hybrid
+ * draft whose recurrent state has no snapshot there starts again from 0). */
 static void dm_sync(draft_model *d, th_runtime *rt, int32_t i) {
     rt_slot *sl = &rt->slots[i];
     int32_t L = sl->n_hist + 1, c = 0;
     while (c < d->n_hist[i] && c < L && d->hist[i][c] == text_at(sl, c)) c++;
     if (c == L) c--;
-    th_kv_seq_truncate(d->ctx, i, c);
+    if (th_kv_seq_truncate(d->ctx, i, c)) { th_kv_seq_clear(d->ctx, i); c = 0; }
     d->n_hist[i] = c;
     d->fed[i] = c;
 }
@@ -234,6 +240,7 @@ static th_status dm_open(rt_spec *sp, th_runtime *rt) {
                             (unsigned long long)n_ctx, 1u << 24);
     cp.n_ctx = (uint32_t)n_ctx;
     cp.layers = sp->p.kind == TH_SPEC_LAYERS ? sp->layers : NULL;
+    if (cp.rs_snapshots == 0) cp.rs_snapshots = rt_spec_snapshots(&sp->p);   /* hybrid drafts only use them */
     th_status s = th_context_new(d->m, &cp, &d->ctx);
     if (s) return s;
     d->hist = calloc((size_t)n, sizeof *d->hist);

@@ -26,6 +26,10 @@ typedef struct rt_spec rt_spec;
 
 /* The drafter of rt (rt->p.spec, already checked); *out NULL when kind is none. */
 th_status rt_spec_new(th_runtime *rt, rt_spec **out);
+/* The most tokens one step can roll back under spec params p (its draft_max, or the
+ * default when 0), plus one: the recurrent-state snapshots a hybrid model's
+ * context needs (th_context_params.rs_snapshots). */
+uint32_t rt_spec_snapshots(const th_spec_params *p);
 void rt_spec_free(rt_spec *sp);
 int32_t rt_spec_draft_max(const rt_spec *sp);
 

@@ -122,7 +122,8 @@ static th_status slot_setup(th_runtime *rt, int32_t i, th_request *r, int32_t ch
     if (choice == 0) {
         int32_t keep = rt->p.keep_prefix ? common_prefix(sl, r->prompt, r->n_prompt) : 0;
         if (keep == r->n_prompt) keep--;      /* decode the last prompt token again: its logits */
-        th_kv_seq_truncate(rt->ctx, i, keep);
+        /* a hybrid model keeps no recurrent state that far back: start from 0 */
+        if (th_kv_seq_truncate(rt->ctx, i, keep)) { th_kv_seq_clear(rt->ctx, i); keep = 0; }
         sl->n_hist = keep;
         sl->n_fed = keep;
         sl->phase = SLOT_PREFILL;

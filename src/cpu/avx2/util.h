@@ -241,6 +241,8 @@ th_gemm_kernel th_avx2_packed_q6_K;
 
 /* ops.c */
 void th_avx2_swiglu(float *a, const float *gate, const float *up, int64_t n);
+void th_avx2_dn_step(int32_t dk, float *S, const float *q, const float *k, const float *v, float beta, float decay,
+                     float scale, float *out);
 
 /* attn.c: attention's chunk kernel; F16 rows to f32 (F16C). */
 void th_avx2_attn_chunk(const th_attn_chunk *a);

@@ -1,0 +1,223 @@
+/* deltanet.c — the CPU backend's hybrid-model ops (backend.h): the gated DeltaNet
+ * mixer of a recurrent layer (recurrent), the sigmoid gate of a gated attention
+ * output (att_gate) and the gated shared experts (shexp_gated). The arithmetic
+ * follows ik_llama.cpp's graph (src/llama-delta-net.cpp, ggml's ssm_conv and the
+ * fused delta-net kernel); the state lives in the context's th_rstate (rstate.h).
+ *
+ * Per token t of sequence s, recurrent layer slot r (Dk head width, Nk k heads,
+ * Nv v heads, C conv taps; Kd = Nk·Dk, Vd = Nv·Dk, Cd = 2·Kd + Vd):
+ *   [q k v] = H·Wqkv (Cd), z = H·Wgate (Vd), b = H·Wbeta, a = H·Walpha (Nv)
+ *             (qwen3next: one ssm_in and one ssm_ba, grouped per k head)
+ *   u = silu(conv_C(window_s ++ [q k v]))   the window keeps the last C-1 inputs
+ *   q, k = per head u / max(|u|, eps)       (L2; eps = the RMS norm epsilon)
+ *   beta = sigmoid(b), decay = exp(min(softplus(a + dt)·A, 50))
+ *   per v head h, k head kh(h), S = state[s][r][h] (Dk × Dk, S[i][j]: key i, value j):
+ *     v' = Sᵀk, o = Sᵀq
+ *     n  = beta·v − beta·decay·v'
+ *     out = decay·o/√Dk + n·(k·q)/√Dk
+ *     S  = clamp(decay·S + k ⊗ n, ±1e6)
+ *   ATT[t][h] = rmsnorm(out)·ssm_norm · silu(z[h])
+ * The recurrence runs token by token (the decode form) for prefill too: the
+ * chunked form is not written yet (docs/hybrid.md). One head's step is the kernel
+ * table's dn_step (cpu/ops.c reference, an AVX2 form). Heads are split over the
+ * thread pool; each head walks the batch in order, so a ragged batch of several
+ * sequences works as long as each sequence's tokens come in position order. */
+#include "context.h"
+#include "cpu/forward.h"
+#include <math.h>
+#include <stdlib.h>
+
+typedef struct dn_dims { int64_t dk, nk, nv, kd, vd, cd, C, ratio; } dn_dims;
+
+static dn_dims dn_dims_of(const th_hparams *hp) {
+    dn_dims d = { .dk = hp->ssm_d_state, .nk = hp->ssm_n_group, .nv = hp->ssm_dt_rank, .C = hp->ssm_d_conv };
+    d.kd = d.dk * d.nk;
+    d.vd = d.dk * d.nv;
+    d.cd = 2 * d.kd + d.vd;
+    d.ratio = d.nv / (d.nk > 0 ? d.nk : 1);
+    return d;
+}
+
+th_status th_dn_alloc(th_cpu *c) {
+    const th_model *m = c->model;
+    const th_hparams *hp = &m->hp;
+    size_t B = c->p.n_batch;
+    bool ok = true, shexp = false;
+    for (int32_t il = 0; il < hp->n_layer; il++) shexp |= m->layers[il].gate_inp_shexp.data != NULL;
+    if (shexp && !(c->dn_shx = malloc(B * (size_t)hp->n_embd * sizeof(float)))) ok = false;
+    if (!(c->qgate = malloc(B * (size_t)c->q_w * sizeof(float) + 1))) ok = false;
+    if (hp->n_recurrent > 0) {
+        dn_dims d = dn_dims_of(hp);
+        c->dn_in_w = 2 * d.kd + 2 * d.vd;
+        if (!(c->dn_slot = malloc((size_t)hp->n_layer * sizeof(int32_t)))) ok = false;
+        else
+            for (int32_t il = 0, r = 0; il < hp->n_layer; il++) c->dn_slot[il] = m->layers[il].recurrent ? r++ : -1;
+        if (!(c->dn_in = malloc(B * (size_t)c->dn_in_w * sizeof(float)))) ok = false;
+        if (!(c->dn_u = malloc(B * (size_t)d.cd * sizeof(float)))) ok = false;
+        if (!(c->dn_z = malloc(B * (size_t)d.vd * sizeof(float)))) ok = false;
+        if (!(c->dn_ba = malloc(B * 4 * (size_t)d.nv * sizeof(float)))) ok = false;
+    }
+    return ok ? TH_OK : th_set_error(TH_ERR_NOMEM, "out of memory for the DeltaNet scratch (batch %zu)", B);
+}
+
+void th_dn_free(th_cpu *c) {
+    free(c->dn_shx); free(c->qgate); free(c->dn_slot); free(c->dn_in); free(c->dn_u); free(c->dn_z); free(c->dn_ba);
+}
+
+static float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
+static float siluf(float x) { return x / (1.0f + expf(-x)); }
+static float softplusf(float x) { return x > 20.0f ? x : logf(1.0f + expf(x)); }
+
+/* Does sequence seq keep a snapshot of its state after position pos? */
+static bool want_snap(const th_context *ctx, int32_t seq, int32_t pos) {
+    const th_rstate *rs = &ctx->rs;
+    return rs->n_snap > 0 && pos + 1 > ctx->new_len[seq] - rs->n_snap;
+}
+
+/* The projections into u (q k v, not yet convolved), z, beta and alpha (raw). */
+static void dn_project(th_cpu *c, const th_layer *L, const dn_dims *d, int32_t n) {
+    int64_t E = c->model->hp.n_embd, nv = d->nv;
+    float *b = c->dn_ba, *a = c->dn_ba + (size_t)n * nv;
+    if (L->ssm_in.data) {
+        th_fwd_matmul(c, &L->ssm_in, 0, c->h, E, n, c->dn_in, c->dn_in_w);
+        th_fwd_matmul(c, &L->ssm_ba, 0, c->h, E, n, c->dn_ba + 2 * (size_t)n * nv, 2 * nv);
+        int64_t gw = 2 * d->dk + 2 * d->ratio * d->dk, vr = d->ratio * d->dk;
+        for (int32_t t = 0; t < n; t++) {
+            const float *row = c->dn_in + (int64_t)t * c->dn_in_w, *ba = c->dn_ba + 2 * (size_t)n * nv + (size_t)t * 2 * nv;
+            float *u = c->dn_u + (int64_t)t * d->cd, *z = c->dn_z + (int64_t)t * d->vd;
+            for (int64_t g = 0; g < d->nk; g++) {
+                const float *src = row + g * gw;
+                memcpy(u + g * d->dk, src, (size_t)d->dk * sizeof(float));
+                memcpy(u + d->kd + g * d->dk, src + d->dk, (size_t)d->dk * sizeof(float));
+                memcpy(u + 2 * d->kd + g * vr, src + 2 * d->dk, (size_t)vr * sizeof(float));
+                memcpy(z + g * vr, src + 2 * d->dk + vr, (size_t)vr * sizeof(float));
+                for (int64_t r = 0; r < d->ratio; r++) {
+                    b[(size_t)t * nv + g * d->ratio + r] = ba[g * 2 * d->ratio + r];
+                    a[(size_t)t * nv + g * d->ratio + r] = ba[g * 2 * d->ratio + d->ratio + r];
+                }
+            }
+        }
+        return;
+    }
+    const th_weight *ws[2] = { &L->ssm_qkv, &L->ssm_gate };
+    float *const ys[2] = { c->dn_u, c->dn_z };
+    const int64_t strides[2] = { d->cd, d->vd };
+    th_fwd_matmul_multi(c, ws, ys, strides, 2, c->h, E, n);
+    const th_weight *gs[2] = { &L->ssm_beta, &L->ssm_alpha };
+    float *const gy[2] = { b, a };
+    const int64_t gstr[2] = { nv, nv };
+    th_fwd_matmul_multi(c, gs, gy, gstr, 2, c->h, E, n);
+}
+
+/* Conv with each sequence's window, silu, L2 norms of q and k; beta and decay. */
+static void dn_conv_gates(th_context *ctx, th_cpu *c, const th_step *st, const th_layer *L, const dn_dims *d, int32_t r) {
+    th_rstate *rs = &ctx->rs;
+    float eps = c->model->hp.norm_eps;
+    int64_t C = d->C, nv = d->nv;
+    const float *w = L->ssm_conv1d.data, *dt = L->ssm_dt.data, *A = L->ssm_a.data;
+    float *b = c->dn_ba, *a = c->dn_ba + (size_t)st->n * nv;
+    for (int32_t t = 0; t < st->n; t++) {
+        float *u = c->dn_u + (int64_t)t * d->cd, *win = th_rs_conv(rs, st->seq[t], r);
+        for (int64_t ch = 0; ch < d->cd; ch++) {
+            float *s = win + ch * (C - 1);
+            const float *wc = w + ch * C;
+            float acc = 0.0f;
+            for (int64_t j = 0; j < C - 1; j++) acc += s[j] * wc[j];
+            acc += u[ch] * wc[C - 1];
+            for (int64_t j = 0; j + 1 < C - 1; j++) s[j] = s[j + 1];
+            if (C > 1) s[C - 2] = u[ch];
+            u[ch] = siluf(acc);
+        }
+        if (want_snap(ctx, st->seq[t], st->pos[t]))
+            memcpy(th_rs_snap_conv(rs, st->seq[t], st->pos[t] + 1, r), win, (size_t)rs->conv_n * sizeof(float));
+        for (int64_t hh = 0; hh < 2 * d->nk; hh++) {
+            float *x = u + hh * d->dk, ss = 0.0f;
+            for (int64_t i = 0; i < d->dk; i++) ss += x[i] * x[i];
+            float sc = 1.0f / fmaxf(sqrtf(ss), eps);
+            for (int64_t i = 0; i < d->dk; i++) x[i] *= sc;
+        }
+        for (int64_t h = 0; h < nv; h++) {
+            b[(size_t)t * nv + h] = sigmoidf(b[(size_t)t * nv + h]);
+            float g = softplusf(a[(size_t)t * nv + h] + dt[h]) * A[h];
+            a[(size_t)t * nv + h] = expf(fminf(g, 50.0f));
+        }
+    }
+}
+
+typedef struct { th_context *ctx; th_cpu *c; const th_step *st; const th_layer *L; dn_dims d; int32_t r; } dn_task;
+
+/* The delta rule for the heads of this thread, every token in batch order. */
+static void dn_rule_worker(void *arg, int ith, int nth) {
+    dn_task *k = arg;
+    th_cpu *c = k->c;
+    const dn_dims *d = &k->d;
+    th_rstate *rs = &k->ctx->rs;
+    int64_t dk = d->dk;
+    float scale = 1.0f / sqrtf((float)dk);
+    const float *beta = c->dn_ba, *decay = c->dn_ba + (size_t)k->st->n * d->nv;
+    for (int64_t h = d->nv * ith / nth; h < d->nv * (ith + 1) / nth; h++) {
+        int64_t kh = c->model->hp.ssm_repeat == 0 ? h / d->ratio : h % d->nk;
+        for (int32_t t = 0; t < k->st->n; t++) {
+            int32_t seq = k->st->seq[t];
+            float *S = th_rs_ssm(rs, seq, k->r) + h * dk * dk;
+            const float *u = c->dn_u + (int64_t)t * d->cd;
+            const float *q = u + kh * dk, *kk = u + d->kd + kh * dk, *v = u + 2 * d->kd + h * dk;
+            float *out = c->att + (int64_t)t * c->att_w + h * dk;
+            c->k->dn_step((int32_t)dk, S, q, kk, v, beta[(size_t)t * d->nv + h], decay[(size_t)t * d->nv + h], scale, out);
+            if (want_snap(k->ctx, seq, k->st->pos[t]))
+                memcpy(th_rs_snap_conv(rs, seq, k->st->pos[t] + 1, k->r) + rs->conv_n + h * dk * dk, S,
+                       (size_t)(dk * dk) * sizeof(float));
+        }
+    }
+}
+
+/* ATT[t][h] = rmsnorm(out)·ssm_norm ⊙ silu(z). */
+static void dn_output(th_cpu *c, const th_layer *L, const dn_dims *d, int32_t n) {
+    float eps = c->model->hp.norm_eps;
+    for (int32_t t = 0; t < n; t++)
+        for (int64_t h = 0; h < d->nv; h++) {
+            float *o = c->att + (int64_t)t * c->att_w + h * d->dk;
+            const float *z = c->dn_z + (int64_t)t * d->vd + h * d->dk;
+            th_op_rmsnorm(o, o, L->ssm_norm.data, d->dk, eps);
+            for (int64_t j = 0; j < d->dk; j++) o[j] *= siluf(z[j]);
+        }
+}
+
+th_status th_dn_recurrent(th_context *ctx, const th_step *st, int32_t il) {
+    th_cpu *c = ctx->bd;
+    const th_layer *L = &c->model->layers[il];
+    dn_task k = { ctx, c, st, L, dn_dims_of(&c->model->hp), c->dn_slot[il] };
+    if (k.d.dk > 1024) return th_set_error(TH_ERR_UNSUPPORTED, "DeltaNet head width %lld > 1024", (long long)k.d.dk);
+    dn_project(c, L, &k.d, st->n);
+    dn_conv_gates(ctx, c, st, L, &k.d, k.r);
+    if (k.d.nv >= 2 && st->n * k.d.dk >= 256) th_pool_run(c->pool, dn_rule_worker, &k);
+    else dn_rule_worker(&k, 0, 1);
+    dn_output(c, L, &k.d, st->n);
+    return TH_OK;
+}
+
+th_status th_dn_att_gate(th_context *ctx, const th_step *st, int32_t il) {
+    th_cpu *c = ctx->bd;
+    for (int32_t t = 0; t < st->n; t++) {
+        float *a = c->att + (int64_t)t * c->att_w;
+        const float *g = c->qgate + (int64_t)t * c->q_w;
+        for (int64_t i = 0; i < c->q_w; i++) a[i] *= sigmoidf(g[i]);
+    }
+    return TH_OK;
+}
+
+th_status th_dn_shexp_gated(th_context *ctx, const th_step *st, int32_t il) {
+    th_cpu *c = ctx->bd;
+    const th_layer *L = &c->model->layers[il];
+    int64_t E = c->model->hp.n_embd;
+    th_fwd_ffn(c, &L->gate_shexp, &L->up_shexp, &L->down_shexp, c->h, st->n, c->dn_shx, false);
+    const float *w = L->gate_inp_shexp.data;
+    for (int32_t t = 0; t < st->n; t++) {
+        const float *h = c->h + (int64_t)t * E, *y = c->dn_shx + (int64_t)t * E;
+        float *o = c->tmp + (int64_t)t * E, g = 0.0f;
+        for (int64_t i = 0; i < E; i++) g += h[i] * w[i];
+        g = sigmoidf(g);
+        for (int64_t i = 0; i < E; i++) o[i] += g * y[i];
+    }
+    return TH_OK;
+}
