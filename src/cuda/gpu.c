@@ -55,9 +55,13 @@ void th_cu_allocs_free(th_cu_allocs *a) {
     memset(a, 0, sizeof *a);
 }
 
-static th_cu_tuning tuning = { .gemm_min = 33, .graphs = true, .pdl = true, .attn_chunk = 0, .moe_gemv_only = false };
+/* The int8 MMA kernel's batch range (mma_q8.cu): GEMV-path batches from
+ * TH_CU_MMA_MIN tokens, GEMM-path batches up to TH_CU_MMA_MAX. */
+#define TH_CU_MMA_MIN 9
+#define TH_CU_MMA_MAX 0
+static th_cu_tuning tuning = { .gemm_min = 33, .graphs = true, .pdl = true, .attn_chunk = 0, .moe_gemv_only = false, .mma_min = TH_CU_MMA_MIN, .mma_max = TH_CU_MMA_MAX };
 th_cu_tuning th_cu_tuning_default(void) {
-    return (th_cu_tuning){ .gemm_min = 33, .graphs = true, .pdl = true, .attn_chunk = 0, .moe_gemv_only = false };
+    return (th_cu_tuning){ .gemm_min = 33, .graphs = true, .pdl = true, .attn_chunk = 0, .moe_gemv_only = false, .mma_min = TH_CU_MMA_MIN, .mma_max = TH_CU_MMA_MAX };
 }
 th_cu_tuning th_cu_tuning_get(void) { return tuning; }
 void th_cu_tuning_set(const th_cu_tuning *t) { tuning = t ? *t : th_cu_tuning_default(); }
@@ -230,6 +234,17 @@ static void gpu_copy_block(th_context *c, int32_t dst, int32_t src) {
 
 th_status th_cu_mm(th_gpu *g, bool gemm, const th_cu_mat *w, const float *x, int64_t xs, int n, float *y,
                    int64_t ys, bool acc) {
+    const bool mma = th_cu_mma_q8_supports(w);
+    if (gemm && mma && n <= g->tune.mma_max) {  /* int8 tensor cores on q8 activations, no fp16 copy */
+        th_cu_quantize_q8(x, xs, n, w->K, &g->q8, g->st);
+        g->q8_of = -1;  /* g->q8 no longer holds any buffer's q8 form */
+        th_cu_mma_q8(w, &g->q8, n, y, ys, acc, g->st);
+        return TH_OK;
+    }
+    if (!gemm && mma && n >= g->tune.mma_min && n > 1) {  /* the q8 activations are already there */
+        th_cu_mma_q8(w, &g->q8, n, y, ys, acc, g->st);
+        return TH_OK;
+    }
     if (gemm) {
         if (!th_cu_gemm(g->cublas, w, x, xs, n, y, ys, acc, g->wbuf, g->wbuf_bytes, g->xbuf, g->st))
             return th_set_error(TH_ERR_INTERNAL, "cuBLAS GEMM failed (%s, %lld×%lld, %d tokens)", th_type_name(w->type),
