@@ -276,10 +276,12 @@ static void test_matmul_kernels(void) {
     check_matmul_type(TH_BF16, 29, 52);
 }
 
-/* The int8 MMA kernel (mma_q8.cu, th_cu_test_matmul path 5) of one type at every
- * batch-size class (token tiles of 8/16/32/64, partial tiles, several 64-token
- * tiles) against float64 on the same q8_0-rounded activations: the integer
- * products are exact, so only fp32 rounding of the scales differs. */
+/* The MMA kernels (th_cu_test_matmul path 5: mma_q8.cu, or mma_f16.cu for F16 /
+ * BF16) of one type at every batch-size class (token tiles of 8/16/32/64,
+ * partial tiles, several 64-token tiles) against float64 on the activations as
+ * the kernel rounds them (q8_0 blocks, or fp16 / bf16): the int8 products are
+ * exact and the 16-bit ones exact in fp32 accumulation, so only fp32 rounding
+ * differs. */
 static void check_mma_type(uint32_t type, int64_t rows, int64_t K, const int *ns, int n_ns) {
     uint64_t rb;
     if (!th_row_bytes(type, (uint64_t)K, &rb)) { CHECK(0, "%s: K %lld", th_type_name(type), (long long)K); return; }
@@ -292,8 +294,15 @@ static void check_mma_type(uint32_t type, int64_t rows, int64_t K, const int *ns
     random_weights(type, rows, K, rb, wf, wq, wd);
     for (int t = 0; t < max_n; t++) {
         for (int64_t k = 0; k < K; k++) x[t * K + k] = frand() * (1.0f + (float)(t % 5));
-        th_ref_quantize(TH_Q8_0, x + t * K, xq, K);
-        th_ref_dequantize(TH_Q8_0, xq, xr + t * K, K);
+        if (type == TH_F16 || type == TH_BF16) { /* the 16-bit kernel rounds x to the weights' type (nearest even) */
+            for (int64_t k = 0; k < K; k++) {
+                float v = x[t * K + k];
+                xr[t * K + k] = type == TH_F16 ? th_f16_to_f32(th_f32_to_f16(v)) : th_bf16_to_f32(th_f32_to_bf16(v));
+            }
+        } else {
+            th_ref_quantize(TH_Q8_0, x + t * K, xq, K);
+            th_ref_dequantize(TH_Q8_0, xq, xr + t * K, K);
+        }
         for (int64_t r = 0; r < rows; r++) {
             double d = 0;
             for (int64_t k = 0; k < K; k++) d += (double)wd[r * K + k] * xr[t * K + k];
@@ -307,7 +316,7 @@ static void check_mma_type(uint32_t type, int64_t rows, int64_t K, const int *ns
         if (e) break;
         double r = rel_l2_ref(y, ref, (size_t)ns[i] * rows);
         if (r > worst) worst = r;
-        CHECK(r <= 2e-5, "%s mma %lldx%lld n=%d vs float64 on q8_0 activations: rel-L2 %.3e", th_type_name(type),
+        CHECK(r <= 2e-5, "%s mma %lldx%lld n=%d vs float64 on the rounded activations: rel-L2 %.3e", th_type_name(type),
               (long long)rows, (long long)K, ns[i], r);
     }
     printf("  %-7s %lldx%lld mma worst %.2e\n", th_type_name(type), (long long)rows, (long long)K, worst);
@@ -317,7 +326,7 @@ static void check_mma_type(uint32_t type, int64_t rows, int64_t K, const int *ns
 static void test_mma_kernels(void) {
     NEED_GPU();
     const uint32_t types[] = { TH_Q4_0, TH_Q4_1, TH_Q5_0, TH_Q5_1, TH_Q8_0, TH_Q3_K, TH_Q4_K,
-                               TH_Q5_K, TH_Q6_K, TH_IQ4_NL, TH_IQ4_XS, TH_MXFP4 };
+                               TH_Q5_K, TH_Q6_K, TH_IQ4_NL, TH_IQ4_XS, TH_MXFP4, TH_F16, TH_BF16 };
     const int ns[] = { 2, 3, 8, 9, 16, 17, 31, 33, 64, 100, 256 };
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
         bool kq = th_type_info_get(types[i])->block == 256;
@@ -329,6 +338,7 @@ static void test_mma_kernels(void) {
     const int big[] = { 16, 64 };
     check_mma_type(TH_Q8_0, 3205, 4096, big, 2);
     check_mma_type(TH_Q4_K, 3205, 4096, big, 2);
+    check_mma_type(TH_F16, 3205, 4096, big, 2);
 }
 
 /* float64 reference of causal attention for one sequence (sinks: n_head logits

@@ -234,6 +234,8 @@ static void gpu_copy_block(th_context *c, int32_t dst, int32_t src) {
 
 th_status th_cu_mm(th_gpu *g, bool gemm, const th_cu_mat *w, const float *x, int64_t xs, int n, float *y,
                    int64_t ys, bool acc) {
+    if (n > 1 && (gemm ? n <= g->tune.mma_max : n >= g->tune.mma_min) && th_cu_mma_f16(w, x, xs, n, y, ys, acc, g->st))
+        return TH_OK;  /* F16/BF16 weights in place on the 16-bit tensor cores */
     const bool mma = th_cu_mma_q8_supports(w);
     if (gemm && mma && n <= g->tune.mma_max) {  /* int8 tensor cores on q8 activations, no fp16 copy */
         th_cu_quantize_q8(x, xs, n, w->K, &g->q8, g->st);

@@ -58,6 +58,12 @@ void th_cu_gemv(const th_cu_mat *w, const float *x, int64_t x_stride, const th_c
 bool th_cu_mma_q8_supports(const th_cu_mat *w);
 bool th_cu_mma_q8(const th_cu_mat *w, const th_cu_q8 *xq, int n, float *y, int64_t y_stride, bool accumulate,
                   cudaStream_t st);
+/* F16/BF16 weights (GGUF layout, in place) on the 16-bit tensor cores (mma_f16.cu),
+ * fp32 activations rounded to the weight type in the kernel; K a multiple of 32,
+ * x 16-byte aligned with a stride a multiple of 4; false (nothing launched) otherwise. */
+bool th_cu_mma_f16_supports(const th_cu_mat *w, int64_t x_stride);
+bool th_cu_mma_f16(const th_cu_mat *w, const float *x, int64_t x_stride, int n, float *y, int64_t y_stride,
+                   bool accumulate, cudaStream_t st);
 
 /* ---- matrix-matrix products (gemm.cu): the same product for large n through
  * cuBLAS on tensor cores (weights dequantized to fp16 in row chunks that fit
@@ -218,7 +224,8 @@ void th_cu_tuning_set(const th_cu_tuning *t);
  * selecting it) or the grouped expert GEMM (th_cu_gemm_experts; path 3: one
  * expert of all the rows in weight tiles of 5 rows; path 4: every row its own
  * expert, each expert's n tokens a segment of its own, tiles of 16 rows) or the
- * int8 MMA kernel (th_cu_mma_q8, path 5, any n). Host arrays in and out. Returns a CUDA/cuBLAS error text or NULL. */
+ * int8 MMA kernel (th_cu_mma_q8, path 5, any n) or, for F16/BF16, the 16-bit MMA
+ * kernel (th_cu_mma_f16, path 5 too). Host arrays in and out. Returns a CUDA/cuBLAS error text or NULL. */
 const char *th_cu_test_matmul(uint32_t type, const void *w, int64_t rows, int64_t K, const float *x,
                               int n, float *y, int path, bool force_gguf);
 /* Attention over a one-sequence cache: q n×(n_head*hd), K/V host arrays

@@ -97,7 +97,9 @@ const char *th_cu_test_matmul(uint32_t type, const void *w, int64_t rows, int64_
     TRY(cudaMalloc((void **)&dy, (size_t)n * rows * 4));
     TRY(cudaMemcpy(dx, x, (size_t)n * K * 4, cudaMemcpyHostToDevice));
     TRY(cudaMemset(dy, 0xff, (size_t)n * rows * 4)); /* NaN poison: every output must be written */
-    if (path == 5) {  /* the int8 MMA kernel, whatever the batch size */
+    if (path == 5 && (type == TH_F16 || type == TH_BF16)) {  /* the 16-bit MMA kernel */
+        if (!th_cu_mma_f16(&m, dx, K, n, dy, rows, false, 0)) { err = "no 16-bit MMA kernel for this matrix or device"; goto done; }
+    } else if (path == 5) {  /* the int8 MMA kernel, whatever the batch size */
         TRY(cudaMalloc((void **)&q8.q, (size_t)n * K));
         TRY(cudaMalloc((void **)&q8.d, (size_t)n * (K / 32) * 4));
         TRY(cudaMalloc((void **)&q8.s, (size_t)n * (K / 32) * 4));
@@ -311,7 +313,8 @@ done:
  * of W (host GGUF rows, uploaded as the backend does) with n tokens, per n in
  * ns: us[4i + 0] the GEMV (q8 activations ready, 8 tokens a launch), 1 today's
  * GEMM path (fp16 activations, dequantized weight tiles, cuBLAS), 2 the int8
- * MMA kernel (q8 activations ready; -1 without a kernel), 3 quantizing the
+ * MMA kernel (q8 activations ready; F16/BF16: the 16-bit MMA kernel; -1 without
+ * a kernel), 3 quantizing the
  * activations to q8. Several copies of the matrix are cycled so that each call
  * reads its weights from DRAM, not L2. */
 const char *th_cu_bench_matmul(uint32_t type, const void *w, int64_t rows, int64_t K, const int *ns, int n_ns,
@@ -354,12 +357,14 @@ const char *th_cu_bench_matmul(uint32_t type, const void *w, int64_t rows, int64
         for (int p = 0; p < 4; p++) {
             const int iters = 20;
             us[4 * i + p] = -1;
-            if (p == 2 && !th_cu_mma_q8_supports(&m[0])) continue;
+            const bool f16 = th_cu_mma_f16_supports(&m[0], K);
+            if (p == 2 && !f16 && !th_cu_mma_q8_supports(&m[0])) continue;
             for (int it = -2; it < iters; it++) {
                 if (it == 0) TRY(cudaEventRecord(e0, 0));
                 const th_cu_mat *mm = &m[(it + 2) % nc];
                 if (p == 0) th_cu_gemv(mm, dx, K, th_cu_gemv_wants_q8(mm) ? &q8 : NULL, n, dy, rows, false, 0);
                 else if (p == 1) th_cu_gemm(h, mm, dx, K, n, dy, rows, false, wbuf, wb, xbuf, 0);
+                else if (p == 2 && f16) th_cu_mma_f16(mm, dx, K, n, dy, rows, false, 0);
                 else if (p == 2) th_cu_mma_q8(mm, &q8, n, dy, rows, false, 0);
                 else th_cu_quantize_q8(dx, K, n, K, &q8, 0);
             }
