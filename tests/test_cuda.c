@@ -310,15 +310,20 @@ static void check_mma_type(uint32_t type, int64_t rows, int64_t K, const int *ns
         }
     }
     double worst = 0;
-    for (int i = 0; i < n_ns; i++) {
-        const char *e = th_cu_test_matmul(type, wq, rows, K, x, ns[i], y, 5, false);
-        CHECK(!e, "%s mma n=%d: %s", th_type_name(type), ns[i], e);
-        if (e) break;
-        double r = rel_l2_ref(y, ref, (size_t)ns[i] * rows);
-        if (r > worst) worst = r;
-        CHECK(r <= 2e-5, "%s mma %lldx%lld n=%d vs float64 on the rounded activations: rel-L2 %.3e", th_type_name(type),
-              (long long)rows, (long long)K, ns[i], r);
-    }
+    const int variants = type == TH_F16 || type == TH_BF16 ? 1 : 2; /* int8 variant 1: two row tiles a warp above 32 tokens */
+    for (int v = 0; v < variants; v++)
+        for (int i = 0; i < n_ns; i++) {
+            if (v == 1 && ns[i] <= 32) continue;
+            th_cu_mma_set_variant(v);
+            const char *e = th_cu_test_matmul(type, wq, rows, K, x, ns[i], y, 5, false);
+            th_cu_mma_set_variant(0);
+            CHECK(!e, "%s mma n=%d: %s", th_type_name(type), ns[i], e);
+            if (e) break;
+            double r = rel_l2_ref(y, ref, (size_t)ns[i] * rows);
+            if (r > worst) worst = r;
+            CHECK(r <= 2e-5, "%s mma (variant %d) %lldx%lld n=%d vs float64 on the rounded activations: rel-L2 %.3e",
+                  th_type_name(type), v, (long long)rows, (long long)K, ns[i], r);
+        }
     printf("  %-7s %lldx%lld mma worst %.2e\n", th_type_name(type), (long long)rows, (long long)K, worst);
     free(wf); free(wd); free(xr); free(wq); free(xq); free(x); free(y); free(ref);
 }

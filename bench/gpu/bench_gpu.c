@@ -355,11 +355,12 @@ static int lab(uint32_t type) {
         { 4096, 4096, "attn-out" }, { 6144, 4096, "qkv" }, { 28672, 4096, "gate+up" }, { 4096, 14336, "down" } };
     static const int ns[] = { 1, 2, 4, 8, 16, 32, 64, 128, 256, 512 };
     enum { NN = sizeof ns / sizeof ns[0] };
-    static const char *pn[3] = { "gemv", "cublas", "mma" };
+    static const char *pn[5] = { "gemv", "cublas", "mma", "", "mma-v1" };
+    static const int order[4] = { 0, 1, 2, 4 };
     for (size_t i = 0; i < sizeof mats / sizeof mats[0]; i++) {
         size_t rb;
         void *w = random_weights(type, mats[i].K, mats[i].rows, &rb);
-        double us[4 * NN];
+        double us[5 * NN];
         const char *e = w ? th_cu_bench_matmul(type, w, mats[i].rows, mats[i].K, ns, NN, us) : "no weights";
         free(w);
         if (e) { fprintf(stderr, "lab %s: %s\n", mats[i].name, e); return 1; }
@@ -367,13 +368,14 @@ static int lab(uint32_t type) {
         for (int j = 0; j < NN; j++) {
             printf("lab %-6s %-8s %5lldx%-5lld n=%-3d", th_type_name(type), mats[i].name, (long long)mats[i].rows,
                    (long long)mats[i].K, ns[j]);
-            for (int p = 0; p < 3; p++) {
-                double t = us[4 * j + p];
+            for (int o = 0; o < 4; o++) {
+                int p = order[o];
+                double t = us[5 * j + p];
                 if (t < 0) { printf("  %s -", pn[p]); continue; }
                 printf("  %s %7.1f us %5.0f GB/s %5.1f TF", pn[p], t, gb / (t * 1e-6),
                        2.0 * (double)mats[i].rows * (double)mats[i].K * ns[j] / (t * 1e-6) / 1e12);
             }
-            printf("  q8 %.1f us\n", us[4 * j + 3]);
+            printf("  q8 %.1f us\n", us[5 * j + 3]);
         }
         fflush(stdout);
     }

@@ -201,25 +201,76 @@ __device__ __forceinline__ void mma_k16(int (&c)[4], uint32_t a0, uint32_t a1, u
 
 constexpr int U = 2;  // sub-blocks a warp loads ahead
 
-// NW warps, 16 rows, NT8 tiles of 8 tokens. Shared memory: NW·32·NT8·4 floats
-// when NW > 1 (the split-K reduction).
-template <uint32_t TYPE, int NW, int NT8>
+// The products of sub-block b for one row tile (rows A: g, B: g+8) with NT8
+// token tiles, scaled into acc.
+template <uint32_t TYPE, int NT8>
+__device__ __forceinline__ void tile_step(const MSub<TYPE> &A, const MSub<TYPE> &B, const uint32_t (&x0)[NT8],
+                                          const uint32_t (&x1)[NT8], const float (&d0)[NT8], const float (&d1)[NT8],
+                                          const float (&s0)[NT8], const float (&s1)[NT8], float (&acc)[NT8][4]) {
+#pragma unroll
+    for (int j = 0; j < NT8; j++) {
+        int c[4], h[4] = { 0, 0, 0, 0 };
+        if (MSub<TYPE>::HALVES) {
+            mma_k16(c, A.lo, B.lo, x0[j]);
+            mma_k16(h, A.hi, B.hi, x1[j]);
+            acc[j][0] += d0[j] * (A.c0 * (float)c[0] + A.c1 * (float)h[0]);
+            acc[j][1] += d1[j] * (A.c0 * (float)c[1] + A.c1 * (float)h[1]);
+            acc[j][2] += d0[j] * (B.c0 * (float)c[2] + B.c1 * (float)h[2]);
+            acc[j][3] += d1[j] * (B.c0 * (float)c[3] + B.c1 * (float)h[3]);
+        } else {
+            mma_k32(c, A.lo, B.lo, A.hi, B.hi, x0[j], x1[j]);
+            if (KSub<TYPE>::uses_sum) {
+                acc[j][0] += d0[j] * (A.c0 * (float)c[0] + A.off * s0[j]);
+                acc[j][1] += d1[j] * (A.c0 * (float)c[1] + A.off * s1[j]);
+                acc[j][2] += d0[j] * (B.c0 * (float)c[2] + B.off * s0[j]);
+                acc[j][3] += d1[j] * (B.c0 * (float)c[3] + B.off * s1[j]);
+            } else {
+                acc[j][0] += d0[j] * (A.c0 * (float)c[0]);
+                acc[j][1] += d1[j] * (A.c0 * (float)c[1]);
+                acc[j][2] += d0[j] * (B.c0 * (float)c[2]);
+                acc[j][3] += d1[j] * (B.c0 * (float)c[3]);
+            }
+        }
+    }
+}
+
+// NW warps, MT row tiles of 16 (a warp owns all MT·16 rows of the block: the
+// activation fragments serve MT tiles), NT8 tiles of 8 tokens. Shared memory:
+// NW·MT·NT8·4·32 floats when NW > 1 (the split-K reduction).
+template <uint32_t TYPE, int NW, int MT, int NT8>
 __global__ void __launch_bounds__(NW * 32) mma_q8(th_cu_mat w, th_cu_q8 xq, int n, float *y, int64_t ys, bool accum) {
     pdl_trigger();
     extern __shared__ float red[];
     const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
-    const int64_t r0 = (int64_t)blockIdx.y * 16;
+    const int64_t r0 = (int64_t)blockIdx.y * 16 * MT;
     const int t0 = blockIdx.x * 8 * NT8;
     const int64_t nb = w.K / 32, K = w.K;
-    const int64_t ra = min(r0 + g, w.rows - 1), rb = min(r0 + g + 8, w.rows - 1);  // clamped: loads stay inside
-    float acc[NT8][4];
+    int64_t ra[MT], rb[MT];  // clamped: loads stay inside the matrix
 #pragma unroll
-    for (int j = 0; j < NT8; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
-    MSub<TYPE> A[U], B[U];
+    for (int m = 0; m < MT; m++) {
+        ra[m] = min(r0 + 16 * m + g, w.rows - 1);
+        rb[m] = min(r0 + 16 * m + g + 8, w.rows - 1);
+    }
+    // the activation rows this lane reads: B fragments of token g, scales of tokens 2q, 2q+1
+    int tb[NT8], tc0[NT8], tc1[NT8];
+#pragma unroll
+    for (int j = 0; j < NT8; j++) {
+        tb[j] = min(t0 + 8 * j + g, n - 1);
+        tc0[j] = min(t0 + 8 * j + 2 * q, n - 1);
+        tc1[j] = min(t0 + 8 * j + 2 * q + 1, n - 1);
+    }
+    float acc[MT][NT8][4];
+#pragma unroll
+    for (int m = 0; m < MT; m++)
+#pragma unroll
+        for (int j = 0; j < NT8; j++) acc[m][j][0] = acc[m][j][1] = acc[m][j][2] = acc[m][j][3] = 0.0f;
+    MSub<TYPE> A[U][MT], B[U][MT];
 #pragma unroll
     for (int u = 0; u < U; u++) {  // the first weights before waiting for the activations
         int64_t b = wid + (int64_t)u * NW;
-        if (b < nb) { A[u].load(w, ra, b, q); B[u].load(w, rb, b, q); }
+#pragma unroll
+        for (int m = 0; m < MT; m++)
+            if (b < nb) { A[u][m].load(w, ra[m], b, q); B[u][m].load(w, rb[m], b, q); }
     }
     pdl_wait();
     for (int64_t b0 = wid; b0 < nb; b0 += (int64_t)U * NW) {
@@ -227,73 +278,58 @@ __global__ void __launch_bounds__(NW * 32) mma_q8(th_cu_mat w, th_cu_q8 xq, int 
         for (int u = 0; u < U; u++) {
             const int64_t b = b0 + (int64_t)u * NW;
             if (b >= nb) break;
+            uint32_t x0[NT8], x1[NT8];
+            float d0[NT8], d1[NT8], s0[NT8], s1[NT8];
 #pragma unroll
             for (int j = 0; j < NT8; j++) {
-                const int tb = min(t0 + 8 * j + g, n - 1), tc0 = min(t0 + 8 * j + 2 * q, n - 1),
-                          tc1 = min(t0 + 8 * j + 2 * q + 1, n - 1);
-                const uint32_t *xp = (const uint32_t *)(xq.q + (int64_t)tb * K + b * 32);
-                const uint32_t x0 = __ldg(xp + q), x1 = __ldg(xp + 4 + q);
-                int c[4], h[4] = { 0, 0, 0, 0 };
-                if (MSub<TYPE>::HALVES) {
-                    mma_k16(c, A[u].lo, B[u].lo, x0);
-                    mma_k16(h, A[u].hi, B[u].hi, x1);
-                } else {
-                    mma_k32(c, A[u].lo, B[u].lo, A[u].hi, B[u].hi, x0, x1);
-                }
-                const float d0 = __ldg(xq.d + (int64_t)tc0 * nb + b), d1 = __ldg(xq.d + (int64_t)tc1 * nb + b);
-                float s0 = 0.0f, s1 = 0.0f;
-                if (A[u].off != 0.0f || B[u].off != 0.0f) {
-                    s0 = (float)__ldg(xq.s + (int64_t)tc0 * nb + b);
-                    s1 = (float)__ldg(xq.s + (int64_t)tc1 * nb + b);
-                }
-                if (MSub<TYPE>::HALVES) {
-                    acc[j][0] += d0 * (A[u].c0 * (float)c[0] + A[u].c1 * (float)h[0]);
-                    acc[j][1] += d1 * (A[u].c0 * (float)c[1] + A[u].c1 * (float)h[1]);
-                    acc[j][2] += d0 * (B[u].c0 * (float)c[2] + B[u].c1 * (float)h[2]);
-                    acc[j][3] += d1 * (B[u].c0 * (float)c[3] + B[u].c1 * (float)h[3]);
-                } else {
-                    acc[j][0] += d0 * (A[u].c0 * (float)c[0] + A[u].off * s0);
-                    acc[j][1] += d1 * (A[u].c0 * (float)c[1] + A[u].off * s1);
-                    acc[j][2] += d0 * (B[u].c0 * (float)c[2] + B[u].off * s0);
-                    acc[j][3] += d1 * (B[u].c0 * (float)c[3] + B[u].off * s1);
-                }
+                const uint32_t *xp = (const uint32_t *)(xq.q + (int64_t)tb[j] * K + b * 32);
+                x0[j] = __ldg(xp + q);
+                x1[j] = __ldg(xp + 4 + q);
+                d0[j] = __ldg(xq.d + (int64_t)tc0[j] * nb + b);
+                d1[j] = __ldg(xq.d + (int64_t)tc1[j] * nb + b);
+                s0[j] = KSub<TYPE>::uses_sum ? (float)__ldg(xq.s + (int64_t)tc0[j] * nb + b) : 0.0f;
+                s1[j] = KSub<TYPE>::uses_sum ? (float)__ldg(xq.s + (int64_t)tc1[j] * nb + b) : 0.0f;
             }
+#pragma unroll
+            for (int m = 0; m < MT; m++) tile_step<TYPE, NT8>(A[u][m], B[u][m], x0, x1, d0, d1, s0, s1, acc[m]);
             const int64_t bn = b + (int64_t)U * NW;  // this slot's next sub-block
-            if (bn < nb) { A[u].load(w, ra, bn, q); B[u].load(w, rb, bn, q); }
+            if (bn < nb)
+#pragma unroll
+                for (int m = 0; m < MT; m++) { A[u][m].load(w, ra[m], bn, q); B[u][m].load(w, rb[m], bn, q); }
         }
     }
     if (NW > 1) {  // split-K: warp 0 sums the other warps' partial tiles
+        constexpr int V = MT * NT8 * 4;  // values a lane holds
+        float *a = &acc[0][0][0];
         if (wid > 0)
 #pragma unroll
-            for (int j = 0; j < NT8; j++)
-#pragma unroll
-                for (int i = 0; i < 4; i++) red[((wid * NT8 + j) * 4 + i) * 32 + lane] = acc[j][i];
+            for (int i = 0; i < V; i++) red[(wid * V + i) * 32 + lane] = a[i];
         __syncthreads();
         if (wid > 0) return;
         for (int v = 1; v < NW; v++)
 #pragma unroll
-            for (int j = 0; j < NT8; j++)
-#pragma unroll
-                for (int i = 0; i < 4; i++) acc[j][i] += red[((v * NT8 + j) * 4 + i) * 32 + lane];
+            for (int i = 0; i < V; i++) a[i] += red[(v * V + i) * 32 + lane];
     }
 #pragma unroll
-    for (int j = 0; j < NT8; j++)
+    for (int m = 0; m < MT; m++)
 #pragma unroll
-        for (int i = 0; i < 4; i++) {
-            const int64_t r = r0 + g + (i >= 2 ? 8 : 0);
-            const int t = t0 + 8 * j + 2 * q + (i & 1);
-            if (r < w.rows && t < n) {
-                float *p = y + (int64_t)t * ys + r;
-                *p = accum ? *p + acc[j][i] : acc[j][i];
+        for (int j = 0; j < NT8; j++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const int64_t r = r0 + 16 * m + g + (i >= 2 ? 8 : 0);
+                const int t = t0 + 8 * j + 2 * q + (i & 1);
+                if (r < w.rows && t < n) {
+                    float *p = y + (int64_t)t * ys + r;
+                    *p = accum ? *p + acc[m][j][i] : acc[m][j][i];
+                }
             }
-        }
 }
 
-template <uint32_t TYPE, int NW, int NT8>
+template <uint32_t TYPE, int NW, int MT, int NT8>
 void launch_t(const th_cu_mat *w, const th_cu_q8 *xq, int n, float *y, int64_t ys, bool accum, cudaStream_t st) {
     const int tile = 8 * NT8;
-    dim3 grid((unsigned)((n + tile - 1) / tile), (unsigned)((w->rows + 15) / 16)), block(NW * 32);
-    size_t smem = NW > 1 ? (size_t)NW * NT8 * 4 * 32 * sizeof(float) : 0;
+    dim3 grid((unsigned)((n + tile - 1) / tile), (unsigned)((w->rows + 16 * MT - 1) / (16 * MT))), block(NW * 32);
+    size_t smem = NW > 1 ? (size_t)NW * MT * NT8 * 4 * 32 * sizeof(float) : 0;
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = grid;
     cfg.blockDim = block;
@@ -306,20 +342,23 @@ void launch_t(const th_cu_mat *w, const th_cu_q8 *xq, int n, float *y, int64_t y
     cfg.numAttrs = 1;
     static bool attr_set = false;  // above 48 KiB of dynamic shared memory needs the opt-in
     if (!attr_set && smem > 48 * 1024) {
-        cudaFuncSetAttribute(mma_q8<TYPE, NW, NT8>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        cudaFuncSetAttribute(mma_q8<TYPE, NW, MT, NT8>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
         attr_set = true;
     }
-    cudaLaunchKernelEx(&cfg, mma_q8<TYPE, NW, NT8>, *w, *xq, n, y, ys, accum);
+    cudaLaunchKernelEx(&cfg, mma_q8<TYPE, NW, MT, NT8>, *w, *xq, n, y, ys, accum);
 }
+
+int variant = 0;  // th_cu_mma_set_variant: 1 = two row tiles a warp above 32 tokens
 
 // The token tile by batch size: the smallest of 8, 16, 32, 64 that holds n
 // (larger batches run several 64-token tiles).
 template <uint32_t TYPE>
 void launch_n(const th_cu_mat *w, const th_cu_q8 *xq, int n, float *y, int64_t ys, bool accum, cudaStream_t st) {
-    if (n <= 8) launch_t<TYPE, 8, 1>(w, xq, n, y, ys, accum, st);
-    else if (n <= 16) launch_t<TYPE, 8, 2>(w, xq, n, y, ys, accum, st);
-    else if (n <= 32) launch_t<TYPE, 8, 4>(w, xq, n, y, ys, accum, st);
-    else launch_t<TYPE, 8, 8>(w, xq, n, y, ys, accum, st);
+    if (n <= 8) launch_t<TYPE, 8, 1, 1>(w, xq, n, y, ys, accum, st);
+    else if (n <= 16) launch_t<TYPE, 8, 1, 2>(w, xq, n, y, ys, accum, st);
+    else if (n <= 32) launch_t<TYPE, 8, 1, 4>(w, xq, n, y, ys, accum, st);
+    else if (variant == 1) launch_t<TYPE, 4, 2, 8>(w, xq, n, y, ys, accum, st);
+    else launch_t<TYPE, 8, 1, 8>(w, xq, n, y, ys, accum, st);
 }
 
 template <uint32_t TYPE> constexpr bool has_msub() {
@@ -339,6 +378,8 @@ bool device_ok() {
 }
 
 }  // namespace
+
+extern "C" void th_cu_mma_set_variant(int v) { variant = v; }
 
 extern "C" bool th_cu_mma_q8_supports(const th_cu_mat *w) {
     if (w->layout != TH_CU_SPLIT || w->K % 32 || !device_ok()) return false;

@@ -311,11 +311,11 @@ done:
 
 /* The kernel lab's timer (bench/gpu/bench_gpu.c `lab`): microseconds per product
  * of W (host GGUF rows, uploaded as the backend does) with n tokens, per n in
- * ns: us[4i + 0] the GEMV (q8 activations ready, 8 tokens a launch), 1 today's
+ * ns: us[5i + 0] the GEMV (q8 activations ready, 8 tokens a launch), 1 today's
  * GEMM path (fp16 activations, dequantized weight tiles, cuBLAS), 2 the int8
  * MMA kernel (q8 activations ready; F16/BF16: the 16-bit MMA kernel; -1 without
- * a kernel), 3 quantizing the
- * activations to q8. Several copies of the matrix are cycled so that each call
+ * a kernel), 3 quantizing the activations to q8, 4 the int8 MMA kernel's
+ * variant 1 (th_cu_mma_set_variant). Several copies of the matrix are cycled so that each call
  * reads its weights from DRAM, not L2. */
 const char *th_cu_bench_matmul(uint32_t type, const void *w, int64_t rows, int64_t K, const int *ns, int n_ns,
                                double *us) {
@@ -354,18 +354,19 @@ const char *th_cu_bench_matmul(uint32_t type, const void *w, int64_t rows, int64
     th_cu_quantize_q8(dx, K, max_n, K, &q8, 0);
     for (int i = 0; i < n_ns; i++) {
         int n = ns[i];
-        for (int p = 0; p < 4; p++) {
+        for (int p = 0; p < 5; p++) {
             const int iters = 20;
-            us[4 * i + p] = -1;
+            us[5 * i + p] = -1;
             const bool f16 = th_cu_mma_f16_supports(&m[0], K);
-            if (p == 2 && !f16 && !th_cu_mma_q8_supports(&m[0])) continue;
+            if ((p == 2 && !f16 && !th_cu_mma_q8_supports(&m[0])) || (p == 4 && !th_cu_mma_q8_supports(&m[0]))) continue;
+            th_cu_mma_set_variant(p == 4 ? 1 : 0);
             for (int it = -2; it < iters; it++) {
                 if (it == 0) TRY(cudaEventRecord(e0, 0));
                 const th_cu_mat *mm = &m[(it + 2) % nc];
                 if (p == 0) th_cu_gemv(mm, dx, K, th_cu_gemv_wants_q8(mm) ? &q8 : NULL, n, dy, rows, false, 0);
                 else if (p == 1) th_cu_gemm(h, mm, dx, K, n, dy, rows, false, wbuf, wb, xbuf, 0);
                 else if (p == 2 && f16) th_cu_mma_f16(mm, dx, K, n, dy, rows, false, 0);
-                else if (p == 2) th_cu_mma_q8(mm, &q8, n, dy, rows, false, 0);
+                else if (p == 2 || p == 4) th_cu_mma_q8(mm, &q8, n, dy, rows, false, 0);
                 else th_cu_quantize_q8(dx, K, n, K, &q8, 0);
             }
             TRY(cudaEventRecord(e1, 0));
@@ -373,7 +374,8 @@ const char *th_cu_bench_matmul(uint32_t type, const void *w, int64_t rows, int64
             TRY(cudaGetLastError());
             float ms = 0;
             TRY(cudaEventElapsedTime(&ms, e0, e1));
-            us[4 * i + p] = 1000.0 * ms / iters;
+            us[5 * i + p] = 1000.0 * ms / iters;
+            th_cu_mma_set_variant(0);
         }
     }
 done:
