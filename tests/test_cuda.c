@@ -310,10 +310,11 @@ static void check_mma_type(uint32_t type, int64_t rows, int64_t K, const int *ns
         }
     }
     double worst = 0;
-    const int variants = type == TH_F16 || type == TH_BF16 ? 1 : 2; /* int8 variant 1: two row tiles a warp above 32 tokens */
+    /* int8 variants (th_cu_mma_set_variant): bit 0 two row tiles a warp above 32 tokens, bit 1 contiguous K ranges */
+    const int variants = type == TH_F16 || type == TH_BF16 ? 1 : 4;
     for (int v = 0; v < variants; v++)
         for (int i = 0; i < n_ns; i++) {
-            if (v == 1 && ns[i] <= 32) continue;
+            if ((v & 1) && ns[i] <= 32) continue;
             th_cu_mma_set_variant(v);
             const char *e = th_cu_test_matmul(type, wq, rows, K, x, ns[i], y, 5, false);
             th_cu_mma_set_variant(0);

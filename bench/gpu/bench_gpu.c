@@ -32,7 +32,8 @@
  *          llama-batched-bench) and the total, in tok/s; a warm-up round first
  *   lab    (bench_gpu lab TYPE) the kernel lab: each matrix kernel alone on the
  *          8B shape's matrices at 1..512 tokens: µs, weight GB/s, TFLOP/s for
- *          the GEMV, today's cuBLAS path and the int8 MMA kernel
+ *          the GEMV, today's cuBLAS path, the MMA kernel and the int8 one's
+ *          variant TH_GPU_MMA_VARIANT (default 1; th_cu_mma_set_variant)
  * usage: bench_gpu SHAPE TYPE [tg|pp|b16|bbN|all] | bench_gpu lab TYPE   SHAPE: 8b | 135m | moe   TYPE: q4_0 | q8_0 | f16 | ...
  *        bench_gpu ceilings */
 #include "model.h"
@@ -355,13 +356,14 @@ static int lab(uint32_t type) {
         { 4096, 4096, "attn-out" }, { 6144, 4096, "qkv" }, { 28672, 4096, "gate+up" }, { 4096, 14336, "down" } };
     static const int ns[] = { 1, 2, 4, 8, 16, 32, 64, 128, 256, 512 };
     enum { NN = sizeof ns / sizeof ns[0] };
-    static const char *pn[5] = { "gemv", "cublas", "mma", "", "mma-v1" };
+    const int variant = env_int("TH_GPU_MMA_VARIANT", 1);  /* the fourth column: this variant of the int8 kernel */
+    static const char *pn[5] = { "gemv", "cublas", "mma", "", "mma-v" };
     static const int order[4] = { 0, 1, 2, 4 };
     for (size_t i = 0; i < sizeof mats / sizeof mats[0]; i++) {
         size_t rb;
         void *w = random_weights(type, mats[i].K, mats[i].rows, &rb);
         double us[5 * NN];
-        const char *e = w ? th_cu_bench_matmul(type, w, mats[i].rows, mats[i].K, ns, NN, us) : "no weights";
+        const char *e = w ? th_cu_bench_matmul(type, w, mats[i].rows, mats[i].K, ns, NN, variant, us) : "no weights";
         free(w);
         if (e) { fprintf(stderr, "lab %s: %s\n", mats[i].name, e); return 1; }
         double gb = (double)rb * (double)mats[i].rows / 1e9;

@@ -58,7 +58,8 @@ void th_cu_gemv(const th_cu_mat *w, const float *x, int64_t x_stride, const th_c
 bool th_cu_mma_q8_supports(const th_cu_mat *w);
 bool th_cu_mma_q8(const th_cu_mat *w, const th_cu_q8 *xq, int n, float *y, int64_t y_stride, bool accumulate,
                   cudaStream_t st);
-/* Measurement variants of th_cu_mma_q8 (bench/gpu lab only): 0 the default. */
+/* Measurement variants of th_cu_mma_q8 (bench/gpu lab and tests): 0 the default;
+ * bit 0 two row tiles a warp above 32 tokens, bit 1 contiguous K ranges a warp. */
 void th_cu_mma_set_variant(int v);
 /* F16/BF16 weights (GGUF layout, in place) on the 16-bit tensor cores (mma_f16.cu),
  * fp32 activations rounded to the weight type in the kernel; K a multiple of 32,
@@ -250,9 +251,9 @@ double th_cu_gemm_tflops(int n);
 /* The kernel lab's timer (testapi.c): µs per product of W (host GGUF rows) with
  * n tokens for each n of ns, 5 numbers per n into us: the GEMV, today's GEMM path
  * (cuBLAS), the MMA kernel (-1: none), the q8 quantization alone, the int8 MMA
- * kernel's variant 1. */
+ * kernel's variant lab_variant (th_cu_mma_set_variant). */
 const char *th_cu_bench_matmul(uint32_t type, const void *w, int64_t rows, int64_t K, const int *ns, int n_ns,
-                               double *us);
+                               int lab_variant, double *us);
 
 #ifdef __cplusplus
 }

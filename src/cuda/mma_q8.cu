@@ -201,6 +201,10 @@ __device__ __forceinline__ void mma_k16(int (&c)[4], uint32_t a0, uint32_t a1, u
 
 constexpr int U = 2;  // sub-blocks a warp loads ahead
 
+// th_cu_mma_set_variant (measurements): bit 0 two row tiles a warp above 32
+// tokens, bit 1 contiguous sub-block ranges per warp
+int variant = 0;
+
 // The products of sub-block b for one row tile (rows A: g, B: g+8) with NT8
 // token tiles, scaled into acc.
 template <uint32_t TYPE, int NT8>
@@ -238,7 +242,8 @@ __device__ __forceinline__ void tile_step(const MSub<TYPE> &A, const MSub<TYPE> 
 // activation fragments serve MT tiles), NT8 tiles of 8 tokens. Shared memory:
 // NW·MT·NT8·4·32 floats when NW > 1 (the split-K reduction).
 template <uint32_t TYPE, int NW, int MT, int NT8>
-__global__ void __launch_bounds__(NW * 32) mma_q8(th_cu_mat w, th_cu_q8 xq, int n, float *y, int64_t ys, bool accum) {
+__global__ void __launch_bounds__(NW * 32) mma_q8(th_cu_mat w, th_cu_q8 xq, int n, float *y, int64_t ys, bool accum,
+                                                  bool contig) {
     pdl_trigger();
     extern __shared__ float red[];
     const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
@@ -264,20 +269,24 @@ __global__ void __launch_bounds__(NW * 32) mma_q8(th_cu_mat w, th_cu_q8 xq, int 
     for (int m = 0; m < MT; m++)
 #pragma unroll
         for (int j = 0; j < NT8; j++) acc[m][j][0] = acc[m][j][1] = acc[m][j][2] = acc[m][j][3] = 0.0f;
+    // the sub-blocks of warp wid: every NW-th from wid, or (contig) a contiguous
+    // range, so that the rest of a 32-byte sector or 128-byte line hits L1
+    const int64_t span = (nb + NW - 1) / NW, stride = contig ? 1 : NW;
+    const int64_t base = contig ? wid * span : wid, end = contig ? min(nb, base + span) : nb;
     MSub<TYPE> A[U][MT], B[U][MT];
 #pragma unroll
     for (int u = 0; u < U; u++) {  // the first weights before waiting for the activations
-        int64_t b = wid + (int64_t)u * NW;
+        int64_t b = base + (int64_t)u * stride;
 #pragma unroll
         for (int m = 0; m < MT; m++)
-            if (b < nb) { A[u][m].load(w, ra[m], b, q); B[u][m].load(w, rb[m], b, q); }
+            if (b < end) { A[u][m].load(w, ra[m], b, q); B[u][m].load(w, rb[m], b, q); }
     }
     pdl_wait();
-    for (int64_t b0 = wid; b0 < nb; b0 += (int64_t)U * NW) {
+    for (int64_t b0 = base; b0 < end; b0 += (int64_t)U * stride) {
 #pragma unroll
         for (int u = 0; u < U; u++) {
-            const int64_t b = b0 + (int64_t)u * NW;
-            if (b >= nb) break;
+            const int64_t b = b0 + (int64_t)u * stride;
+            if (b >= end) break;
             uint32_t x0[NT8], x1[NT8];
             float d0[NT8], d1[NT8], s0[NT8], s1[NT8];
 #pragma unroll
@@ -292,8 +301,8 @@ __global__ void __launch_bounds__(NW * 32) mma_q8(th_cu_mat w, th_cu_q8 xq, int 
             }
 #pragma unroll
             for (int m = 0; m < MT; m++) tile_step<TYPE, NT8>(A[u][m], B[u][m], x0, x1, d0, d1, s0, s1, acc[m]);
-            const int64_t bn = b + (int64_t)U * NW;  // this slot's next sub-block
-            if (bn < nb)
+            const int64_t bn = b + (int64_t)U * stride;  // this slot's next sub-block
+            if (bn < end)
 #pragma unroll
                 for (int m = 0; m < MT; m++) { A[u][m].load(w, ra[m], bn, q); B[u][m].load(w, rb[m], bn, q); }
         }
@@ -345,10 +354,9 @@ void launch_t(const th_cu_mat *w, const th_cu_q8 *xq, int n, float *y, int64_t y
         cudaFuncSetAttribute(mma_q8<TYPE, NW, MT, NT8>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
         attr_set = true;
     }
-    cudaLaunchKernelEx(&cfg, mma_q8<TYPE, NW, MT, NT8>, *w, *xq, n, y, ys, accum);
+    cudaLaunchKernelEx(&cfg, mma_q8<TYPE, NW, MT, NT8>, *w, *xq, n, y, ys, accum, (variant & 2) != 0);
 }
 
-int variant = 0;  // th_cu_mma_set_variant: 1 = two row tiles a warp above 32 tokens
 
 // The token tile by batch size: the smallest of 8, 16, 32, 64 that holds n
 // (larger batches run several 64-token tiles).
@@ -357,7 +365,7 @@ void launch_n(const th_cu_mat *w, const th_cu_q8 *xq, int n, float *y, int64_t y
     if (n <= 8) launch_t<TYPE, 8, 1, 1>(w, xq, n, y, ys, accum, st);
     else if (n <= 16) launch_t<TYPE, 8, 1, 2>(w, xq, n, y, ys, accum, st);
     else if (n <= 32) launch_t<TYPE, 8, 1, 4>(w, xq, n, y, ys, accum, st);
-    else if (variant == 1) launch_t<TYPE, 4, 2, 8>(w, xq, n, y, ys, accum, st);
+    else if (variant & 1) launch_t<TYPE, 4, 2, 8>(w, xq, n, y, ys, accum, st);
     else launch_t<TYPE, 8, 1, 8>(w, xq, n, y, ys, accum, st);
 }
 

@@ -315,10 +315,10 @@ done:
  * GEMM path (fp16 activations, dequantized weight tiles, cuBLAS), 2 the int8
  * MMA kernel (q8 activations ready; F16/BF16: the 16-bit MMA kernel; -1 without
  * a kernel), 3 quantizing the activations to q8, 4 the int8 MMA kernel's
- * variant 1 (th_cu_mma_set_variant). Several copies of the matrix are cycled so that each call
+ * variant lab_variant (th_cu_mma_set_variant). Several copies of the matrix are cycled so that each call
  * reads its weights from DRAM, not L2. */
 const char *th_cu_bench_matmul(uint32_t type, const void *w, int64_t rows, int64_t K, const int *ns, int n_ns,
-                               double *us) {
+                               int lab_variant, double *us) {
     enum { MAXC = 16 };
     th_cu_mat m[MAXC];
     void *dw[MAXC] = { 0 }, *ds[MAXC] = { 0 }, *wbuf = NULL, *xbuf = NULL;
@@ -359,7 +359,7 @@ const char *th_cu_bench_matmul(uint32_t type, const void *w, int64_t rows, int64
             us[5 * i + p] = -1;
             const bool f16 = th_cu_mma_f16_supports(&m[0], K);
             if ((p == 2 && !f16 && !th_cu_mma_q8_supports(&m[0])) || (p == 4 && !th_cu_mma_q8_supports(&m[0]))) continue;
-            th_cu_mma_set_variant(p == 4 ? 1 : 0);
+            th_cu_mma_set_variant(p == 4 ? lab_variant : 0);
             for (int it = -2; it < iters; it++) {
                 if (it == 0) TRY(cudaEventRecord(e0, 0));
                 const th_cu_mat *mm = &m[(it + 2) % nc];
