@@ -55,9 +55,12 @@ void th_cu_allocs_free(th_cu_allocs *a) {
     memset(a, 0, sizeof *a);
 }
 
-/* The int8 MMA kernel's batch range (mma_q8.cu): GEMV-path batches from
- * TH_CU_MMA_MIN tokens, GEMM-path batches up to TH_CU_MMA_MAX. */
-#define TH_CU_MMA_MIN 9
+/* The MMA kernels' batch range (mma_q8.cu, mma_f16.cu): GEMV-path batches from
+ * TH_CU_MMA_MIN tokens, GEMM-path batches up to TH_CU_MMA_MAX. Off by default
+ * until a GPU run has passed test_mma_kernels and measured them (the intended
+ * start: MMA_MIN 9, where the GEMV re-reads the weights); bench_gpu sets them
+ * from TH_GPU_MMA_MIN / TH_GPU_MMA_MAX. */
+#define TH_CU_MMA_MIN (1 << 30)
 #define TH_CU_MMA_MAX 0
 static th_cu_tuning tuning = { .gemm_min = 33, .graphs = true, .pdl = true, .attn_chunk = 0, .moe_gemv_only = false, .mma_min = TH_CU_MMA_MIN, .mma_max = TH_CU_MMA_MAX };
 th_cu_tuning th_cu_tuning_default(void) {
