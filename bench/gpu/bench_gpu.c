@@ -306,6 +306,7 @@ static void tuning_from_env(void) {
     t.moe_gemv_only = env_int("TH_GPU_MOE_GEMV", 0) != 0;
     t.mma_min = env_int("TH_GPU_MMA_MIN", t.mma_min);
     t.mma_max = env_int("TH_GPU_MMA_MAX", t.mma_max);
+    t.mma_f16 = env_int("TH_GPU_MMA_F16", 0) != 0;
     th_cu_tuning_set(&t);
 }
 

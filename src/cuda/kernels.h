@@ -215,6 +215,7 @@ typedef struct th_cu_tuning {
     bool moe_gemv_only;        /* MoE experts as per-pair GEMVs on the GEMM path too (default false) */
     int mma_min;               /* GEMV-path batches of at least this many tokens take the int8 MMA kernel (mma_q8.cu) */
     int mma_max;               /* GEMM-path batches of at most this many tokens take it instead of cuBLAS (0: none) */
+    bool mma_f16;              /* F16/BF16 weights take mma_f16.cu in the same range (default false: not yet timed) */
 } th_cu_tuning;
 th_cu_tuning th_cu_tuning_default(void);
 th_cu_tuning th_cu_tuning_get(void);
