@@ -130,3 +130,18 @@ if ! $G --shape custom --dim 250 --layers 1 --heads 4 --kv-heads 3 --ffn 256 --v
    ! $G --shape 1.1B --type Q7_0 -o "$tmp/x.gguf" 2>"$tmp/e2" && grep -q "unknown or unsupported type 'Q7_0'" "$tmp/e2"; then
     ok gen_model_bad_args
 else bad gen_model_bad_args "$(cat "$tmp/e" "$tmp/e2")"; fi
+
+# --parallel N: one more row in llama-batched-bench's form (format, not timings);
+# S counts all tokens over all time, so it lies between S_TG and S_PP
+if [ -f "$TINY" ] && $T bench -m "$TINY" -p 0 -n 2 -r 1 -t 2 --bw-mib 0 --parallel 3 --npp 5 --ntg 4 >"$tmp/b" 2>"$tmp/e"; then
+    row=$(tr -s ' ' <"$tmp/b" | grep '| npl 3: pp5+tg4 |')
+    if [ "$(grep -c '^|' "$tmp/b")" = 4 ] &&
+       echo "$row" | grep -Eq '^\| llama 5M Q8_0 \| 5\.32 MiB \| 5\.25 M \| CPU [a-z0-9]+ \| npl 3: pp5\+tg4 \| S_PP [0-9]+\.[0-9] t/s \| S_TG [0-9]+\.[0-9] t/s \| S [0-9]+\.[0-9] t/s \|$' &&
+       echo "$row" | awk -F'|' '{ split($7, a, " "); split($8, b, " "); split($9, c, " ");
+           lo = a[2] < b[2] ? a[2] : b[2]; hi = a[2] < b[2] ? b[2] : a[2]; exit !(c[2] >= lo - 0.1 && c[2] <= hi + 0.1) }'; then
+        ok bench_parallel
+    else bad bench_parallel "$(cat "$tmp/b")"; fi
+else bad bench_parallel "$(cat "$tmp/e")"; fi
+if ! $T bench -m "$TINY" --bw-mib 0 --parallel 0 >"$tmp/o" 2>"$tmp/e" && grep -q -- '--parallel' "$tmp/e"; then
+    ok bench_parallel_bad
+else bad bench_parallel_bad "$(cat "$tmp/e")"; fi

@@ -8,6 +8,8 @@
  *     a multiple of the vector width where the type allows); the int8 kernels
  *     also against float64 on the same q8_0 activations;
  *     the fp32 dequantization (embedding lookup) bit for bit against the reference's;
+ *   - the int8 MMA kernel (mma_q8.cu) of every type it has at 2..256 tokens against
+ *     float64 on the same q8_0 activations;
  *   - attention over a paged cache (blocks in reverse order) against a float64
  *     reference, with GQA, sliding window, softcap, sinks, F16/F32 KV, forced splits;
  *   - the whole forward pass against llama.cpp's tiny goldens (all 15 types
@@ -151,16 +153,10 @@ static void check_dequant(uint32_t type, const uint8_t *wq, const float *wd, int
     free(out);
 }
 
-/* One type: random weights quantized by the reference, GPU product vs the
- * float64 product of the reference-dequantized weights. */
-static void check_matmul_type(uint32_t type, int64_t rows, int64_t K) {
-    uint64_t rb;
-    if (!th_row_bytes(type, (uint64_t)K, &rb)) { CHECK(0, "%s: K %lld", th_type_name(type), (long long)K); return; }
-    const int max_n = 40;
-    float *wf = malloc((size_t)rows * K * 4), *wd = malloc((size_t)rows * K * 4);
-    uint8_t *wq = malloc((size_t)rows * rb);
-    float *x = malloc((size_t)max_n * K * 4), *y = malloc((size_t)max_n * rows * 4);
-    double *ref = malloc((size_t)max_n * rows * 8);
+/* Random weights of a type: wf (rows × K, scratch) quantized by the reference,
+ * or random blocks with small fp16 scales for a type it cannot quantize; wq the
+ * rows (rb bytes each), wd their reference dequantization. */
+static void random_weights(uint32_t type, int64_t rows, int64_t K, uint64_t rb, float *wf, uint8_t *wq, float *wd) {
     for (int64_t i = 0; i < rows * K; i++) wf[i] = frand() * (1.0f + (float)(i % 7));
     if (th_ref_can_quantize(type)) {
         for (int64_t r = 0; r < rows; r++) th_ref_quantize(type, wf + r * K, wq + r * rb, K);
@@ -176,6 +172,19 @@ static void check_matmul_type(uint32_t type, int64_t rows, int64_t K) {
         }
     }
     th_ref_dequantize(type, wq, wd, rows * K);
+}
+
+/* One type: random weights quantized by the reference, GPU product vs the
+ * float64 product of the reference-dequantized weights. */
+static void check_matmul_type(uint32_t type, int64_t rows, int64_t K) {
+    uint64_t rb;
+    if (!th_row_bytes(type, (uint64_t)K, &rb)) { CHECK(0, "%s: K %lld", th_type_name(type), (long long)K); return; }
+    const int max_n = 40;
+    float *wf = malloc((size_t)rows * K * 4), *wd = malloc((size_t)rows * K * 4);
+    uint8_t *wq = malloc((size_t)rows * rb);
+    float *x = malloc((size_t)max_n * K * 4), *y = malloc((size_t)max_n * rows * 4);
+    double *ref = malloc((size_t)max_n * rows * 8);
+    random_weights(type, rows, K, rb, wf, wq, wd);
     check_dequant(type, wq, wd, rows, K);
     for (int64_t i = 0; i < max_n * K; i++) x[i] = frand();
     for (int t = 0; t < max_n; t++)
@@ -265,6 +274,77 @@ static void test_matmul_kernels(void) {
     check_matmul_type(TH_F32, 29, 100);   /* K not a multiple of 8: the scalar paths */
     check_matmul_type(TH_F16, 29, 36);
     check_matmul_type(TH_BF16, 29, 52);
+}
+
+/* The MMA kernels (th_cu_test_matmul path 5: mma_q8.cu, or mma_f16.cu for F16 /
+ * BF16) of one type at every batch-size class (token tiles of 8/16/32/64,
+ * partial tiles, several 64-token tiles) against float64 on the activations as
+ * the kernel rounds them (q8_0 blocks, or fp16 / bf16): the int8 products are
+ * exact and the 16-bit ones exact in fp32 accumulation, so only fp32 rounding
+ * differs. */
+static void check_mma_type(uint32_t type, int64_t rows, int64_t K, const int *ns, int n_ns) {
+    uint64_t rb;
+    if (!th_row_bytes(type, (uint64_t)K, &rb)) { CHECK(0, "%s: K %lld", th_type_name(type), (long long)K); return; }
+    int max_n = 0;
+    for (int i = 0; i < n_ns; i++) max_n = ns[i] > max_n ? ns[i] : max_n;
+    float *wf = malloc((size_t)rows * K * 4), *wd = malloc((size_t)rows * K * 4), *xr = malloc((size_t)max_n * K * 4);
+    uint8_t *wq = malloc((size_t)rows * rb), *xq = malloc((size_t)(K / 32) * 34);
+    float *x = malloc((size_t)max_n * K * 4), *y = malloc((size_t)max_n * rows * 4);
+    double *ref = malloc((size_t)max_n * rows * 8);
+    random_weights(type, rows, K, rb, wf, wq, wd);
+    for (int t = 0; t < max_n; t++) {
+        for (int64_t k = 0; k < K; k++) x[t * K + k] = frand() * (1.0f + (float)(t % 5));
+        if (type == TH_F16 || type == TH_BF16) { /* the 16-bit kernel rounds x to the weights' type (nearest even) */
+            for (int64_t k = 0; k < K; k++) {
+                float v = x[t * K + k];
+                xr[t * K + k] = type == TH_F16 ? th_f16_to_f32(th_f32_to_f16(v)) : th_bf16_to_f32(th_f32_to_bf16(v));
+            }
+        } else {
+            th_ref_quantize(TH_Q8_0, x + t * K, xq, K);
+            th_ref_dequantize(TH_Q8_0, xq, xr + t * K, K);
+        }
+        for (int64_t r = 0; r < rows; r++) {
+            double d = 0;
+            for (int64_t k = 0; k < K; k++) d += (double)wd[r * K + k] * xr[t * K + k];
+            ref[t * rows + r] = d;
+        }
+    }
+    double worst = 0;
+    /* int8 variants (th_cu_mma_set_variant): bit 0 two row tiles a warp above 32 tokens, bit 1 contiguous K ranges */
+    const int variants = type == TH_F16 || type == TH_BF16 ? 1 : 4;
+    for (int v = 0; v < variants; v++)
+        for (int i = 0; i < n_ns; i++) {
+            if ((v & 1) && ns[i] <= 32) continue;
+            th_cu_mma_set_variant(v);
+            const char *e = th_cu_test_matmul(type, wq, rows, K, x, ns[i], y, 5, false);
+            th_cu_mma_set_variant(0);
+            CHECK(!e, "%s mma n=%d: %s", th_type_name(type), ns[i], e);
+            if (e) break;
+            double r = rel_l2_ref(y, ref, (size_t)ns[i] * rows);
+            if (r > worst) worst = r;
+            CHECK(r <= 2e-5, "%s mma (variant %d) %lldx%lld n=%d vs float64 on the rounded activations: rel-L2 %.3e",
+                  th_type_name(type), v, (long long)rows, (long long)K, ns[i], r);
+        }
+    printf("  %-7s %lldx%lld mma worst %.2e\n", th_type_name(type), (long long)rows, (long long)K, worst);
+    free(wf); free(wd); free(xr); free(wq); free(xq); free(x); free(y); free(ref);
+}
+
+static void test_mma_kernels(void) {
+    NEED_GPU();
+    const uint32_t types[] = { TH_Q4_0, TH_Q4_1, TH_Q5_0, TH_Q5_1, TH_Q8_0, TH_Q3_K, TH_Q4_K,
+                               TH_Q5_K, TH_Q6_K, TH_IQ4_NL, TH_IQ4_XS, TH_MXFP4, TH_F16, TH_BF16 };
+    const int ns[] = { 2, 3, 8, 9, 16, 17, 31, 33, 64, 100, 256 };
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+        bool kq = th_type_info_get(types[i])->block == 256;
+        /* 37 rows: a partial 16-row tile; 3 or 24 sub-blocks: fewer than the 8 warps or not a multiple */
+        check_mma_type(types[i], 37, kq ? 768 : 96, ns, (int)(sizeof ns / sizeof ns[0]));
+        check_mma_type(types[i], 67, kq ? 2816 : 1312, ns, 6);
+    }
+    /* many rows (a large grid, a partial last tile of 5 rows), long rows */
+    const int big[] = { 16, 64 };
+    check_mma_type(TH_Q8_0, 3205, 4096, big, 2);
+    check_mma_type(TH_Q4_K, 3205, 4096, big, 2);
+    check_mma_type(TH_F16, 3205, 4096, big, 2);
 }
 
 /* float64 reference of causal attention for one sequence (sinks: n_head logits
@@ -729,6 +809,7 @@ int main(void) {
     RUN(test_no_gpu_message);
 #ifdef TH_CUDA
     RUN(test_matmul_kernels);
+    RUN(test_mma_kernels);
     RUN(test_attention_kernel);
     RUN(test_argmax_kernel);
 #endif

@@ -75,4 +75,13 @@ typedef struct bench_spec_opts {
 } bench_spec_opts;
 th_status bench_spec(th_model *m, const bench_spec_opts *o);
 
+/* bench's parallel-streams row, llama-batched-bench's method (bench_batched.c). */
+typedef struct bench_batched_opts {
+    long n_par, npp, ntg, reps, threads;
+    bool gpu, argmax_only;
+    int w_model;
+    const char *size, *params, *backend;
+} bench_batched_opts;
+th_status bench_batched(th_model *m, const bench_batched_opts *o);
+
 #endif

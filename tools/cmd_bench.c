@@ -22,6 +22,9 @@
  * GB/s over the bandwidth measured just before it, which keeps the ratio meaningful
  * when the memory bandwidth drifts during the run (shared or virtual machines).
  *
+ * With --parallel N (bench_batched.c) a row of N concurrent streams follows, llama-batched-bench's
+ * method (N prompts of --npp tokens, then --ntg steps of N tokens): S_PP, S_TG and S tok/s.
+ *
  * With --spec/--draft/--draft-layers (bench_spec.c) two more rows follow: greedy
  * generation of tgN tokens through the runtime from a real prompt (-f FILE, or a
  * built-in code-rewriting prompt), plain and speculative, alternating in the same
@@ -46,6 +49,7 @@ enum { PROMPT_TG = 8, BW_PASSES = 5, BW_REP_PASSES = 2 };
 typedef struct bench_opts {
     const char *model;
     long pp, tg, threads, reps, bw_mib;
+    long n_par, npp, ntg;       /* --parallel row (bench_batched.c); n_par 0: none */
     bool gpu, verbose, full_logits;
     cli_spec spec;              /* speculative rows (bench_spec.c) */
     const char *prompt_file;    /* -f: their prompt */
@@ -68,6 +72,8 @@ static void usage(FILE *f) {
                "  --full-logits       with --gpu: copy every logits row to the host instead (as a non-greedy sampler needs)\n"
                "  --bw-mib N          buffer of the read-bandwidth pass in MiB (default 1024; 0 = skip)\n"
                "  -v, --verbose       print load information\n"
+               "  --parallel N        also a row of N streams, llama-batched-bench's method: N prompts of --npp\n"
+               "                      tokens (default 128), then --ntg steps (default 128) of one token a stream\n"
                "  speculative rows (greedy generation of -n tokens through the runtime, plain and\n"
                "  speculative alternating in the same run; speed-up = median speculative / median plain):\n"
                "  -f, --file FILE     their prompt (default: a built-in request to rewrite a C file with one change)\n");
@@ -76,7 +82,7 @@ static void usage(FILE *f) {
 
 /* Returns 0 on success, 1 = handled (help), 2 = usage error. */
 static int parse_opts(int argc, char **argv, bench_opts *o) {
-    *o = (bench_opts){ .pp = 128, .tg = 64, .reps = 5, .bw_mib = 1024 };
+    *o = (bench_opts){ .pp = 128, .tg = 64, .reps = 5, .bw_mib = 1024, .npp = 128, .ntg = 128 };
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int sa = cli_spec_arg("bench", a, v, &o->spec);
@@ -93,6 +99,9 @@ static int parse_opts(int argc, char **argv, bench_opts *o) {
         else if (!strcmp(a, "-n") || !strcmp(a, "--n-gen")) { if (!cli_int("bench", a, v, 0, 1 << 20, &o->tg)) return 2; i++; }
         else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) { if (!cli_int("bench", a, v, 1, 1024, &o->threads)) return 2; i++; }
         else if (!strcmp(a, "-r") || !strcmp(a, "--reps")) { if (!cli_int("bench", a, v, 1, 1000, &o->reps)) return 2; i++; }
+        else if (!strcmp(a, "--parallel")) { if (!cli_int("bench", a, v, 1, 512, &o->n_par)) return 2; i++; }
+        else if (!strcmp(a, "--npp")) { if (!cli_int("bench", a, v, 1, 65536, &o->npp)) return 2; i++; }
+        else if (!strcmp(a, "--ntg")) { if (!cli_int("bench", a, v, 0, 65536, &o->ntg)) return 2; i++; }
         else if (!strcmp(a, "--bw-mib")) { if (!cli_int("bench", a, v, 0, 1 << 20, &o->bw_mib)) return 2; i++; }
         else { fprintf(stderr, "theseus bench: unknown option '%s'\n", a); return 2; }
     }
@@ -403,6 +412,12 @@ int cmd_bench(int argc, char **argv) {
                                    .verbose = o.verbose, .w_model = T.w_model, .size = T.size, .params = T.params,
                                    .backend = T.backend };
             s = bench_spec(R.m, &bo);
+        }
+        if (!s && o.n_par) {
+            bench_batched_opts bb = { .n_par = o.n_par, .npp = o.npp, .ntg = o.ntg, .reps = o.reps, .threads = o.threads,
+                                      .gpu = o.gpu, .argmax_only = o.gpu && !o.full_logits, .w_model = T.w_model,
+                                      .size = T.size, .params = T.params, .backend = T.backend };
+            s = bench_batched(R.m, &bb);
         }
         if (!s) {
             printf("\nweights read per generated token: %.2f MiB; ", bpt / (1 << 20));

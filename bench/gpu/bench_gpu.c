@@ -11,7 +11,9 @@
  * (batches of N+ tokens take the GEMM path; default 33), TH_GPU_NO_GRAPH=1,
  * TH_GPU_NO_PDL=1, TH_GPU_ATTN_CHUNK=N (shortest attention split in graph
  * mode), TH_GPU_MOE_GEMV=1 (the MoE experts on the per-pair GEMV at every batch
- * size instead of the grouped GEMM of prefill).
+ * size instead of the grouped GEMM of prefill), TH_GPU_MMA_MIN=N / TH_GPU_MMA_MAX=N
+ * (the int8 MMA kernel for GEMV-path batches of N+ tokens / GEMM-path batches
+ * of at most N tokens).
  * Runs the real path (th_context_new with gpu = true, th_decode) and prints
  *   copy   device-to-device copy bandwidth (bytes read + written), the ceiling
  *   gemm   an fp16 cuBLAS GEMM 8192³ (TFLOP/s), the tensor-core ceiling
@@ -24,7 +26,15 @@
  *   pp512  one 512-token prompt: tok/s and matmul TFLOP/s
  *   b16    batched decode, 16 sequences a step: total tok/s; also greedy with
  *          host and with device argmax as for tg
- * usage: bench_gpu SHAPE TYPE [tg|pp|b16|all]   SHAPE: 8b | 135m | moe   TYPE: q4_0 | q8_0 | f16 | ...
+ *   bbN    llama-batched-bench's method: N streams (N <= 64), each a 128-token
+ *          prompt (prompts packed into 512-token batches), then 128 steps of N
+ *          tokens; prints the prompt phase, the generation phase (the S_TG of
+ *          llama-batched-bench) and the total, in tok/s; a warm-up round first
+ *   lab    (bench_gpu lab TYPE) the kernel lab: each matrix kernel alone on the
+ *          8B shape's matrices at 1..512 tokens: µs, weight GB/s, TFLOP/s for
+ *          the GEMV, today's cuBLAS path, the MMA kernel and the int8 one's
+ *          variant TH_GPU_MMA_VARIANT (default 1; th_cu_mma_set_variant)
+ * usage: bench_gpu SHAPE TYPE [tg|pp|b16|bbN|all] | bench_gpu lab TYPE   SHAPE: 8b | 135m | moe   TYPE: q4_0 | q8_0 | f16 | ...
  *        bench_gpu ceilings */
 #include "model.h"
 #include "cuda/kernels.h"
@@ -294,7 +304,85 @@ static void tuning_from_env(void) {
     t.pdl = env_int("TH_GPU_NO_PDL", 0) == 0;
     t.attn_chunk = env_int("TH_GPU_ATTN_CHUNK", 0);
     t.moe_gemv_only = env_int("TH_GPU_MOE_GEMV", 0) != 0;
+    t.mma_min = env_int("TH_GPU_MMA_MIN", t.mma_min);
+    t.mma_max = env_int("TH_GPU_MMA_MAX", t.mma_max);
+    t.mma_f16 = env_int("TH_GPU_MMA_F16", 0) != 0;
     th_cu_tuning_set(&t);
+}
+
+/* llama-batched-bench's method on a context of its own: `streams` prompts of
+ * npp tokens, then ntg steps of one token per stream; tok/s of the prompt phase,
+ * the generation phase and both. */
+static void batched_bench(th_model *m, const shape *sh, uint32_t type, int streams, int npp, int ntg) {
+    th_context *c = ctx_new(m, streams, (uint32_t)(streams * (npp + ntg) + 256), 512, false);
+    int32_t *tok = malloc(512 * 4), *pos = malloc(512 * 4), *sid = malloc(512 * 4);
+    int8_t *want = malloc(512);
+    double tp = 0, tt = 0;
+    for (int round = 0; round < 2; round++) {  /* round 0: warm-up (graph capture), 8 steps */
+        int steps = round ? ntg : 8;
+        for (int s = 0; s < streams; s++) th_kv_seq_clear(c, s);
+        double t0 = now();
+        for (int s0 = 0; s0 < streams;) {  /* whole prompts, as many as fit a 512-token batch */
+            int n = 0, s = s0;
+            for (; s < streams && n + npp <= 512; s++)
+                for (int i = 0; i < npp; i++, n++) {
+                    tok[n] = 1 + (s * 131 + i * 7) % 1000; pos[n] = i; sid[n] = s; want[n] = i == npp - 1;
+                }
+            th_batch b = { .n_tokens = n, .token = tok, .pos = pos, .seq_id = sid, .logits = want };
+            if (th_decode(c, &b)) { fprintf(stderr, "batched-bench prompt: %s\n", th_last_error()); exit(1); }
+            s0 = s;
+        }
+        double t1 = now();
+        for (int step = 0; step < steps; step++) {
+            for (int s = 0; s < streams; s++) {
+                tok[s] = 1 + (s * 31 + step * 7) % 1000; pos[s] = npp + step; sid[s] = s; want[s] = 1;
+            }
+            th_batch b = { .n_tokens = streams, .token = tok, .pos = pos, .seq_id = sid, .logits = want };
+            if (th_decode(c, &b)) { fprintf(stderr, "batched-bench step: %s\n", th_last_error()); exit(1); }
+        }
+        tp = t1 - t0;
+        tt = now() - t1;
+    }
+    printf("%-5s %-5s bb%-4d pp %8.1f tok/s  tg %8.1f tok/s  total %8.1f tok/s  (%d prompts of %d, %d steps)\n",
+           sh->name, th_type_name(type), streams, streams * npp / tp, streams * ntg / tt,
+           streams * (npp + ntg) / (tp + tt), streams, npp, ntg);
+    fflush(stdout);
+    free(tok); free(pos); free(sid); free(want);
+    th_context_free(c);
+}
+
+/* The kernel lab: each matrix kernel alone on the 8B shape's matrices. */
+static int lab(uint32_t type) {
+    static const struct { int64_t rows, K; const char *name; } mats[] = {
+        { 4096, 4096, "attn-out" }, { 6144, 4096, "qkv" }, { 28672, 4096, "gate+up" }, { 4096, 14336, "down" } };
+    static const int ns[] = { 1, 2, 4, 8, 16, 32, 64, 128, 256, 512 };
+    enum { NN = sizeof ns / sizeof ns[0] };
+    const int variant = env_int("TH_GPU_MMA_VARIANT", 1);  /* the fourth column: this variant of the int8 kernel */
+    static const char *pn[5] = { "gemv", "cublas", "mma", "", "mma-v" };
+    static const int order[4] = { 0, 1, 2, 4 };
+    for (size_t i = 0; i < sizeof mats / sizeof mats[0]; i++) {
+        size_t rb;
+        void *w = random_weights(type, mats[i].K, mats[i].rows, &rb);
+        double us[5 * NN];
+        const char *e = w ? th_cu_bench_matmul(type, w, mats[i].rows, mats[i].K, ns, NN, variant, us) : "no weights";
+        free(w);
+        if (e) { fprintf(stderr, "lab %s: %s\n", mats[i].name, e); return 1; }
+        double gb = (double)rb * (double)mats[i].rows / 1e9;
+        for (int j = 0; j < NN; j++) {
+            printf("lab %-6s %-8s %5lldx%-5lld n=%-3d", th_type_name(type), mats[i].name, (long long)mats[i].rows,
+                   (long long)mats[i].K, ns[j]);
+            for (int o = 0; o < 4; o++) {
+                int p = order[o];
+                double t = us[5 * j + p];
+                if (t < 0) { printf("  %s -", pn[p]); continue; }
+                printf("  %s %7.1f us %5.0f GB/s %5.1f TF", pn[p], t, gb / (t * 1e-6),
+                       2.0 * (double)mats[i].rows * (double)mats[i].K * ns[j] / (t * 1e-6) / 1e12);
+            }
+            printf("  q8 %.1f us\n", us[5 * j + 3]);
+        }
+        fflush(stdout);
+    }
+    return 0;
 }
 
 int main(int argc, char **argv) {
@@ -305,7 +393,10 @@ int main(int argc, char **argv) {
         printf("gemm  %.0f TFLOP/s (cuBLAS fp16 in, fp32 out, 8192^3, random data)\n", th_cu_gemm_tflops(8192));
         return 0;
     }
-    if (argc < 3) { fprintf(stderr, "usage: bench_gpu 8b|135m|moe TYPE [tg|pp|b16|all] | bench_gpu ceilings\n"); return 2; }
+    if (argc < 3) {
+        fprintf(stderr, "usage: bench_gpu 8b|135m|moe TYPE [tg|pp|b16|bbN|all] | bench_gpu ceilings | bench_gpu lab TYPE\n");
+        return 2;
+    }
     static const shape s8b = { 4096, 32, 32, 8, 14336, 128256, "8B", 0, 0, 0 }, s135 = { 576, 30, 9, 3, 1536, 49152, "135M", 0, 0, 0 };
     static const shape smoe = { 2048, 16, 32, 4, 768, 151936, "MoE", 128, 128, 8 };
     const shape *sh = !strcmp(argv[1], "8b") ? &s8b : !strcmp(argv[1], "moe") ? &smoe : &s135;
@@ -313,6 +404,7 @@ int main(int argc, char **argv) {
     for (uint32_t t = 0; t < TH_TYPE_COUNT; t++)
         if (th_type_info_get(t) && !strcasecmp(th_type_name(t), argv[2])) type = t;
     if (type == TH_TYPE_COUNT) { fprintf(stderr, "unknown type %s\n", argv[2]); return 2; }
+    if (!strcmp(argv[1], "lab")) return lab(type);
     const char *what = argc > 3 ? argv[3] : "all";
     bool all = !strcmp(what, "all");
     double wbytes, params;
@@ -322,6 +414,12 @@ int main(int argc, char **argv) {
             th_type_name(type), wbytes / 1e9, params / 1e9, now() - t0);
     double bw = th_cu_copy_bandwidth((size_t)2 << 30);
     printf("%-5s %-5s copy bandwidth %.0f GB/s\n", sh->name, th_type_name(type), bw);
+    if (!strncmp(what, "bb", 2)) {
+        int streams = atoi(what + 2);
+        if (streams < 1 || streams > 512 / 8) { fprintf(stderr, "bbN: N in 1..64\n"); return 2; }
+        batched_bench(m, sh, type, streams, 128, 128);
+        return 0;
+    }
     th_context *c = ctx_new(m, 16, 2048, 512, false);
     bool do_tg = all || !strcmp(what, "tg"), do_b16 = all || !strcmp(what, "b16");
     double tg_host = 0, b16_host = 0;

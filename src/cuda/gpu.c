@@ -55,9 +55,18 @@ void th_cu_allocs_free(th_cu_allocs *a) {
     memset(a, 0, sizeof *a);
 }
 
-static th_cu_tuning tuning = { .gemm_min = 33, .graphs = true, .pdl = true, .attn_chunk = 0, .moe_gemv_only = false };
+/* The MMA kernels' batch range (mma_q8.cu, mma_f16.cu): GEMV-path batches from
+ * TH_CU_MMA_MIN tokens, GEMM-path batches up to TH_CU_MMA_MAX. From the H200 lab
+ * (bench_gpu lab q8_0, 8B matrices, 2026-12-02): the MMA kernel ties the GEMV at
+ * 8 tokens and beats it from 16 (gate+up 114 vs 182 us), beats cuBLAS's
+ * dequantize+GEMM up to 64 (310 vs 572 us) and ties it at 128 — MMA_MAX 64 is
+ * the measured choice, 0 until the GEMM-path goldens have run with it. The F16/BF16
+ * kernel (passes its tests, not yet timed) only with tuning.mma_f16. */
+#define TH_CU_MMA_MIN 16
+#define TH_CU_MMA_MAX 0
+static th_cu_tuning tuning = { .gemm_min = 33, .graphs = true, .pdl = true, .attn_chunk = 0, .moe_gemv_only = false, .mma_min = TH_CU_MMA_MIN, .mma_max = TH_CU_MMA_MAX };
 th_cu_tuning th_cu_tuning_default(void) {
-    return (th_cu_tuning){ .gemm_min = 33, .graphs = true, .pdl = true, .attn_chunk = 0, .moe_gemv_only = false };
+    return (th_cu_tuning){ .gemm_min = 33, .graphs = true, .pdl = true, .attn_chunk = 0, .moe_gemv_only = false, .mma_min = TH_CU_MMA_MIN, .mma_max = TH_CU_MMA_MAX };
 }
 th_cu_tuning th_cu_tuning_get(void) { return tuning; }
 void th_cu_tuning_set(const th_cu_tuning *t) { tuning = t ? *t : th_cu_tuning_default(); }
@@ -246,6 +255,20 @@ static void gpu_copy_block(th_context *c, int32_t dst, int32_t src) {
 
 th_status th_cu_mm(th_gpu *g, bool gemm, const th_cu_mat *w, const float *x, int64_t xs, int n, float *y,
                    int64_t ys, bool acc) {
+    if (g->tune.mma_f16 && n > 1 && (gemm ? n <= g->tune.mma_max : n >= g->tune.mma_min) &&
+        th_cu_mma_f16(w, x, xs, n, y, ys, acc, g->st))
+        return TH_OK;  /* F16/BF16 weights in place on the 16-bit tensor cores */
+    const bool mma = th_cu_mma_q8_supports(w);
+    if (gemm && mma && n <= g->tune.mma_max) {  /* int8 tensor cores on q8 activations, no fp16 copy */
+        th_cu_quantize_q8(x, xs, n, w->K, &g->q8, g->st);
+        g->q8_of = -1;  /* g->q8 no longer holds any buffer's q8 form */
+        th_cu_mma_q8(w, &g->q8, n, y, ys, acc, g->st);
+        return TH_OK;
+    }
+    if (!gemm && mma && n >= g->tune.mma_min && n > 1) {  /* the q8 activations are already there */
+        th_cu_mma_q8(w, &g->q8, n, y, ys, acc, g->st);
+        return TH_OK;
+    }
     if (gemm) {
         if (!th_cu_gemm(g->cublas, w, x, xs, n, y, ys, acc, g->wbuf, g->wbuf_bytes, g->xbuf, g->st))
             return th_set_error(TH_ERR_INTERNAL, "cuBLAS GEMM failed (%s, %lld×%lld, %d tokens)", th_type_name(w->type),

@@ -50,6 +50,24 @@ bool th_cu_gemv_wants_q8(const th_cu_mat *w);
 void th_cu_gemv(const th_cu_mat *w, const float *x, int64_t x_stride, const th_cu_q8 *xq, int n,
                 float *y, int64_t y_stride, bool accumulate, cudaStream_t st);
 
+/* ---- batched products on int8 tensor cores (mma_q8.cu): the same product as
+ * th_cu_gemv's int8 kernels for any n, SPLIT weights decoded to int8 in
+ * registers, one weight read per 64 tokens. supports: the layout and type have a
+ * kernel and the device is sm_80+; th_cu_mma_q8 returns false (nothing launched)
+ * otherwise. */
+bool th_cu_mma_q8_supports(const th_cu_mat *w);
+bool th_cu_mma_q8(const th_cu_mat *w, const th_cu_q8 *xq, int n, float *y, int64_t y_stride, bool accumulate,
+                  cudaStream_t st);
+/* Measurement variants of th_cu_mma_q8 (bench/gpu lab and tests): 0 the default;
+ * bit 0 two row tiles a warp above 32 tokens, bit 1 contiguous K ranges a warp. */
+void th_cu_mma_set_variant(int v);
+/* F16/BF16 weights (GGUF layout, in place) on the 16-bit tensor cores (mma_f16.cu),
+ * fp32 activations rounded to the weight type in the kernel; K a multiple of 32,
+ * x 16-byte aligned with a stride a multiple of 4; false (nothing launched) otherwise. */
+bool th_cu_mma_f16_supports(const th_cu_mat *w, int64_t x_stride);
+bool th_cu_mma_f16(const th_cu_mat *w, const float *x, int64_t x_stride, int n, float *y, int64_t y_stride,
+                   bool accumulate, cudaStream_t st);
+
 /* ---- matrix-matrix products (gemm.cu): the same product for large n through
  * cuBLAS on tensor cores (weights dequantized to fp16 in row chunks that fit
  * `wbuf`; activations converted into `xbuf`). Returns false on a cuBLAS error. */
@@ -196,6 +214,9 @@ typedef struct th_cu_tuning {
     bool pdl;                  /* programmatic dependent launch (default true) */
     int attn_chunk;            /* shortest attention split in graph mode, a multiple of 32 (0: one kernel step) */
     bool moe_gemv_only;        /* MoE experts as per-pair GEMVs on the GEMM path too (default false) */
+    int mma_min;               /* GEMV-path batches of at least this many tokens take the int8 MMA kernel (mma_q8.cu) */
+    int mma_max;               /* GEMM-path batches of at most this many tokens take it instead of cuBLAS (0: none) */
+    bool mma_f16;              /* F16/BF16 weights take mma_f16.cu in the same range (default false: not yet timed) */
 } th_cu_tuning;
 th_cu_tuning th_cu_tuning_default(void);
 th_cu_tuning th_cu_tuning_get(void);
@@ -207,8 +228,9 @@ void th_cu_tuning_set(const th_cu_tuning *t);
  * GEMM (path 1), the MoE GEMV (path 2: one expert of all the rows, every token
  * selecting it) or the grouped expert GEMM (th_cu_gemm_experts; path 3: one
  * expert of all the rows in weight tiles of 5 rows; path 4: every row its own
- * expert, each expert's n tokens a segment of its own, tiles of 16 rows). Host
- * arrays in and out. Returns a CUDA/cuBLAS error text or NULL. */
+ * expert, each expert's n tokens a segment of its own, tiles of 16 rows) or the
+ * int8 MMA kernel (th_cu_mma_q8, path 5, any n) or, for F16/BF16, the 16-bit MMA
+ * kernel (th_cu_mma_f16, path 5 too). Host arrays in and out. Returns a CUDA/cuBLAS error text or NULL. */
 const char *th_cu_test_matmul(uint32_t type, const void *w, int64_t rows, int64_t K, const float *x,
                               int n, float *y, int path, bool force_gguf);
 /* Attention over a one-sequence cache: q n×(n_head*hd), K/V host arrays
@@ -228,6 +250,12 @@ const char *th_cu_test_argmax(const float *x, int64_t n, int rows, int32_t *out)
 double th_cu_copy_bandwidth(size_t bytes);
 /* fp16 × fp16 → fp32 cuBLAS GEMM of n×n×n on random data, TFLOP/s (median-free: 10 after 3 warm-ups). */
 double th_cu_gemm_tflops(int n);
+/* The kernel lab's timer (testapi.c): µs per product of W (host GGUF rows) with
+ * n tokens for each n of ns, 5 numbers per n into us: the GEMV, today's GEMM path
+ * (cuBLAS), the MMA kernel (-1: none), the q8 quantization alone, the int8 MMA
+ * kernel's variant lab_variant (th_cu_mma_set_variant). */
+const char *th_cu_bench_matmul(uint32_t type, const void *w, int64_t rows, int64_t K, const int *ns, int n_ns,
+                               int lab_variant, double *us);
 
 #ifdef __cplusplus
 }

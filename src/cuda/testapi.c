@@ -81,7 +81,8 @@ done:
 
 /* y = W·x for n tokens by the GEMV (path 0), the GEMM (1), the MoE GEMV (2:
  * one expert holding every row, selected by all n pairs, pair p reading x[p])
- * or the grouped expert GEMM (3, 4: see backend.h). */
+ * or the grouped expert GEMM (3, 4: see backend.h), or the int8 MMA kernel (5,
+ * mma_q8.cu) at any n. */
 const char *th_cu_test_matmul(uint32_t type, const void *w, int64_t rows, int64_t K, const float *x, int n, float *y,
                               int path, bool force_gguf) {
     th_cu_mat m;
@@ -96,7 +97,15 @@ const char *th_cu_test_matmul(uint32_t type, const void *w, int64_t rows, int64_
     TRY(cudaMalloc((void **)&dy, (size_t)n * rows * 4));
     TRY(cudaMemcpy(dx, x, (size_t)n * K * 4, cudaMemcpyHostToDevice));
     TRY(cudaMemset(dy, 0xff, (size_t)n * rows * 4)); /* NaN poison: every output must be written */
-    if (path == 0 || path == 2) {
+    if (path == 5 && (type == TH_F16 || type == TH_BF16)) {  /* the 16-bit MMA kernel */
+        if (!th_cu_mma_f16(&m, dx, K, n, dy, rows, false, 0)) { err = "no 16-bit MMA kernel for this matrix or device"; goto done; }
+    } else if (path == 5) {  /* the int8 MMA kernel, whatever the batch size */
+        TRY(cudaMalloc((void **)&q8.q, (size_t)n * K));
+        TRY(cudaMalloc((void **)&q8.d, (size_t)n * (K / 32) * 4));
+        TRY(cudaMalloc((void **)&q8.s, (size_t)n * (K / 32) * 4));
+        th_cu_quantize_q8(dx, K, n, K, &q8, 0);
+        if (!th_cu_mma_q8(&m, &q8, n, dy, rows, false, 0)) { err = "no int8 MMA kernel for this type or device"; goto done; }
+    } else if (path == 0 || path == 2) {
         bool q = th_cu_gemv_wants_q8(&m);
         if (q) {
             TRY(cudaMalloc((void **)&q8.q, (size_t)n * K));
@@ -298,4 +307,83 @@ done:
     free(h);
     cudaGetLastError();
     return tf;
+}
+
+/* The kernel lab's timer (bench/gpu/bench_gpu.c `lab`): microseconds per product
+ * of W (host GGUF rows, uploaded as the backend does) with n tokens, per n in
+ * ns: us[5i + 0] the GEMV (q8 activations ready, 8 tokens a launch), 1 today's
+ * GEMM path (fp16 activations, dequantized weight tiles, cuBLAS), 2 the int8
+ * MMA kernel (q8 activations ready; F16/BF16: the 16-bit MMA kernel; -1 without
+ * a kernel), 3 quantizing the activations to q8, 4 the int8 MMA kernel's
+ * variant lab_variant (th_cu_mma_set_variant). Several copies of the matrix are cycled so that each call
+ * reads its weights from DRAM, not L2. */
+const char *th_cu_bench_matmul(uint32_t type, const void *w, int64_t rows, int64_t K, const int *ns, int n_ns,
+                               int lab_variant, double *us) {
+    enum { MAXC = 16 };
+    th_cu_mat m[MAXC];
+    void *dw[MAXC] = { 0 }, *ds[MAXC] = { 0 }, *wbuf = NULL, *xbuf = NULL;
+    float *dx = NULL, *dy = NULL, *hx = NULL;
+    th_cu_q8 q8 = { 0 };
+    cublasHandle_t h = NULL;
+    cudaEvent_t e0 = NULL, e1 = NULL;
+    const char *err = NULL;
+    int max_n = 1, nc = 0;
+    for (int i = 0; i < n_ns; i++) max_n = TH_MAX(max_n, ns[i]);
+    uint64_t rb;
+    if (!th_row_bytes(type, (uint64_t)K, &rb)) return "bad row length";
+    size_t bytes = (size_t)rb * (size_t)rows;
+    int want = (int)TH_MIN((size_t)MAXC, ((size_t)192 << 20) / bytes + 1);
+    for (nc = 0; nc < want; nc++)
+        if ((err = upload_test_mat(type, w, rows, K, false, &m[nc], &dw[nc], &ds[nc]))) { nc++; goto done; }
+    hx = malloc((size_t)max_n * K * 4);
+    if (!hx) { err = "out of memory"; goto done; }
+    uint32_t s = 12345;
+    for (int64_t i = 0; i < (int64_t)max_n * K; i++) { s = s * 1664525u + 1013904223u; hx[i] = (float)(s >> 8) / 8388608.0f - 1.0f; }
+    size_t wb = TH_MIN((size_t)rows * (size_t)K * 2, (size_t)256 << 20);
+    TRY(cudaMalloc((void **)&dx, (size_t)max_n * K * 4));
+    TRY(cudaMalloc((void **)&dy, (size_t)max_n * rows * 4));
+    TRY(cudaMalloc((void **)&q8.q, (size_t)max_n * K));
+    TRY(cudaMalloc((void **)&q8.d, (size_t)max_n * (K / 32) * 4));
+    TRY(cudaMalloc((void **)&q8.s, (size_t)max_n * (K / 32) * 4));
+    TRY(cudaMalloc(&wbuf, wb));
+    TRY(cudaMalloc(&xbuf, (size_t)max_n * K * 2));
+    TRY(cudaMemcpy(dx, hx, (size_t)max_n * K * 4, cudaMemcpyHostToDevice));
+    TRY(cudaEventCreate(&e0));
+    TRY(cudaEventCreate(&e1));
+    if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) { err = "cublasCreate failed"; goto done; }
+    th_cu_quantize_q8(dx, K, max_n, K, &q8, 0);
+    for (int i = 0; i < n_ns; i++) {
+        int n = ns[i];
+        for (int p = 0; p < 5; p++) {
+            const int iters = 20;
+            us[5 * i + p] = -1;
+            const bool f16 = th_cu_mma_f16_supports(&m[0], K);
+            if ((p == 2 && !f16 && !th_cu_mma_q8_supports(&m[0])) || (p == 4 && !th_cu_mma_q8_supports(&m[0]))) continue;
+            th_cu_mma_set_variant(p == 4 ? lab_variant : 0);
+            for (int it = -2; it < iters; it++) {
+                if (it == 0) TRY(cudaEventRecord(e0, 0));
+                const th_cu_mat *mm = &m[(it + 2) % nc];
+                if (p == 0) th_cu_gemv(mm, dx, K, th_cu_gemv_wants_q8(mm) ? &q8 : NULL, n, dy, rows, false, 0);
+                else if (p == 1) th_cu_gemm(h, mm, dx, K, n, dy, rows, false, wbuf, wb, xbuf, 0);
+                else if (p == 2 && f16) th_cu_mma_f16(mm, dx, K, n, dy, rows, false, 0);
+                else if (p == 2 || p == 4) th_cu_mma_q8(mm, &q8, n, dy, rows, false, 0);
+                else th_cu_quantize_q8(dx, K, n, K, &q8, 0);
+            }
+            TRY(cudaEventRecord(e1, 0));
+            TRY(cudaEventSynchronize(e1));
+            TRY(cudaGetLastError());
+            float ms = 0;
+            TRY(cudaEventElapsedTime(&ms, e0, e1));
+            us[5 * i + p] = 1000.0 * ms / iters;
+            th_cu_mma_set_variant(0);
+        }
+    }
+done:
+    if (h) cublasDestroy(h);
+    if (e0) cudaEventDestroy(e0);
+    if (e1) cudaEventDestroy(e1);
+    for (int c = 0; c < nc; c++) { cudaFree(dw[c]); cudaFree(ds[c]); }
+    cudaFree(dx); cudaFree(dy); cudaFree(q8.q); cudaFree(q8.d); cudaFree(q8.s); cudaFree(wbuf); cudaFree(xbuf);
+    free(hx);
+    return err;
 }

@@ -1,0 +1,407 @@
+// mma_q8.cu — batched products on the int8 tensor cores: y[t][r] (+)= W[r] · x[t]
+// for t < n (2..thousands of tokens) against q8 activations (th_cu_q8), the SPLIT
+// weights (split.c) decoded to int8 in registers — no dequantized copy of the
+// matrix. mma.sync m16n8k32 s8·s8→s32 per 32-weight sub-block (two m16n8k16 for
+// the types with a scale per 16 weights), the integer result scaled in fp32 per
+// sub-block as the GEMV's dp4a kernels do (split.cuh), so the result matches
+// theirs to fp32 rounding.
+//
+// Block shape: a block owns 16 rows × 8·NT8 tokens; its NW warps split the
+// sub-blocks of the rows (warp w takes b = w, w + NW, ...) and reduce through
+// shared memory at the end. Blocks with the same rows and different token tiles
+// are adjacent in the grid (blockIdx.x = token tile), so a batch larger than a
+// tile re-reads the weights from L2, not DRAM.
+//
+// Fragment layouts (PTX ISA, mma.m16n8k32 .s8): lane = 4·g + q; A (16×32, row):
+// a0 = row g k 4q..4q+3, a1 = row g+8 same k, a2 = row g k 16+4q.., a3 = row g+8;
+// B (32×8, col): b0 = token g k 4q.., b1 = token g k 16+4q..; C: c0,c1 = row g
+// tokens 2q, 2q+1; c2,c3 = row g+8. m16n8k16: a0, a1 and b0 as the k32 form's
+// first halves.
+#include "cuda/split.cuh"
+#include <stdlib.h>
+
+namespace {
+
+// One sub-block of one row for lane position q (lane & 3): lo = the int8 codes
+// of weights 4q..4q+3, hi = of 16+4q..16+4q+3, one per byte; its product with an
+// activation block (scale xd, integer sum xs) is xd·(c0·Σlo-half + c1·Σhi-half +
+// off·xs). HALVES: c0 and c1 differ (a scale per 16 weights: two k16 MMAs).
+template <uint32_t TYPE> struct MSub;
+
+// the q-th 32-bit word of the 16 quant bytes of sub-block b of row r
+static __device__ __forceinline__ uint32_t qword(const th_cu_mat &w, int64_t r, int64_t b, int q) {
+    return __ldg((const uint32_t *)((const uint8_t *)w.data + r * (w.K / 2) + b * 16) + q);
+}
+
+template <> struct MSub<TH_Q8_0> {  // w = d·q
+    static constexpr bool HALVES = false;
+    uint32_t lo, hi;
+    float c0, c1, off;
+    __device__ __forceinline__ void load(const th_cu_mat &w, int64_t r, int64_t b, int q) {
+        const uint32_t *p = (const uint32_t *)((const int8_t *)w.data + r * w.K + b * 32);
+        lo = __ldg(p + q);
+        hi = __ldg(p + 4 + q);
+        c0 = c1 = __half2float(__ldg((const __half *)w.scales + r * (w.K / 32) + b));
+        off = 0.0f;
+    }
+};
+
+template <> struct MSub<TH_Q4_0> {  // w = d·(q − 8): codes 0..15, −8d·xs
+    static constexpr bool HALVES = false;
+    uint32_t lo, hi;
+    float c0, c1, off;
+    __device__ __forceinline__ void load(const th_cu_mat &w, int64_t r, int64_t b, int q) {
+        uint32_t v = qword(w, r, b, q);
+        lo = v & 0x0f0f0f0fu;
+        hi = (v >> 4) & 0x0f0f0f0fu;
+        c0 = c1 = __half2float(__ldg((const __half *)w.scales + r * (w.K / 32) + b));
+        off = -8.0f * c0;
+    }
+};
+
+template <> struct MSub<TH_Q4_1> {  // w = d·q + m
+    static constexpr bool HALVES = false;
+    uint32_t lo, hi;
+    float c0, c1, off;
+    __device__ __forceinline__ void load(const th_cu_mat &w, int64_t r, int64_t b, int q) {
+        uint32_t v = qword(w, r, b, q);
+        lo = v & 0x0f0f0f0fu;
+        hi = (v >> 4) & 0x0f0f0f0fu;
+        float2 f = __half22float2(__ldg((const __half2 *)w.scales + r * (w.K / 32) + b));
+        c0 = c1 = f.x;
+        off = f.y;
+    }
+};
+
+template <uint32_t TYPE> struct MSub5 {  // Q5_0: w = d·(q − 16); Q5_1: w = d·q + m
+    static constexpr bool HALVES = false;
+    uint32_t lo, hi;
+    float c0, c1, off;
+    __device__ __forceinline__ void load(const th_cu_mat &w, int64_t r, int64_t b, int q) {
+        uint2 rec = __ldg((const uint2 *)w.scales + r * (w.K / 32) + b);
+        q5k_codes(qword(w, r, b, q), rec.x, q, lo, hi);
+        float2 f = __half22float2(*(const __half2 *)&rec.y);
+        c0 = c1 = f.x;
+        off = TYPE == TH_Q5_0 ? -16.0f * f.x : f.y;
+    }
+};
+template <> struct MSub<TH_Q5_0> : MSub5<TH_Q5_0> {};
+template <> struct MSub<TH_Q5_1> : MSub5<TH_Q5_1> {};
+
+template <> struct MSub<TH_Q4_K> {  // w = d·sc·q − dmin·m
+    static constexpr bool HALVES = false;
+    uint32_t lo, hi;
+    float c0, c1, off;
+    __device__ __forceinline__ void load(const th_cu_mat &w, int64_t r, int64_t b, int q) {
+        uint32_t v = qword(w, r, b, q);
+        lo = v & 0x0f0f0f0fu;
+        hi = (v >> 4) & 0x0f0f0f0fu;
+        const uint8_t *rec = (const uint8_t *)w.scales + (r * (w.K / 256) + (b >> 3)) * 20;
+        float2 d = __half22float2(__ldg((const __half2 *)rec));
+        c0 = c1 = d.x * (float)__ldg(rec + 4 + (b & 7));
+        off = -d.y * (float)__ldg(rec + 12 + (b & 7));
+    }
+};
+
+template <> struct MSub<TH_Q5_K> {  // w = d·sc·q − dmin·m, 5-bit q
+    static constexpr bool HALVES = false;
+    uint32_t lo, hi;
+    float c0, c1, off;
+    __device__ __forceinline__ void load(const th_cu_mat &w, int64_t r, int64_t b, int q) {
+        const uint8_t *row = (const uint8_t *)w.scales + r * (w.K / 8 + w.K / 256 * 20);
+        q5k_codes(qword(w, r, b, q), __ldg((const uint32_t *)row + b), q, lo, hi);
+        const uint8_t *rec = row + w.K / 8 + (b >> 3) * 20;
+        float2 d = __half22float2(__ldg((const __half2 *)rec));
+        c0 = c1 = d.x * (float)__ldg(rec + 4 + (b & 7));
+        off = -d.y * (float)__ldg(rec + 12 + (b & 7));
+    }
+};
+
+template <> struct MSub<TH_Q6_K> {  // w = d·sc16·(q − 32)
+    static constexpr bool HALVES = true;
+    uint32_t lo, hi;
+    float c0, c1, off;
+    __device__ __forceinline__ void load(const th_cu_mat &w, int64_t r, int64_t b, int q) {
+        const uint8_t *row = (const uint8_t *)w.scales + r * (w.K / 4 + w.K / 256 * 24);
+        uint2 H = __ldg((const uint2 *)row + b);
+        uint32_t l, h;
+        q6k_codes(qword(w, r, b, q), H, q, l, h);
+        lo = __vsub4(l, 0x20202020u);
+        hi = __vsub4(h, 0x20202020u);
+        const uint8_t *rec = row + w.K / 4 + (b >> 3) * 24;
+        float d = __half2float(__ldg((const __half *)rec));
+        unsigned short sc = __ldg((const unsigned short *)(rec + 8) + (b & 7));
+        c0 = d * (float)(int8_t)(sc & 0xff);
+        c1 = d * (float)(int8_t)(sc >> 8);
+        off = 0.0f;
+    }
+};
+
+template <> struct MSub<TH_Q3_K> {  // w = d·sc·v, v in −4..3, sc per 16 weights
+    static constexpr bool HALVES = true;
+    uint32_t lo, hi;
+    float c0, c1, off;
+    __device__ __forceinline__ void load(const th_cu_mat &w, int64_t r, int64_t b, int q) {
+        const uint8_t *row = (const uint8_t *)w.data + r * (w.K / 4 + w.K / 8);
+        uint2 c = ld_2bit(row, b);
+        uint32_t f = __ldg((const uint32_t *)(row + w.K / 4) + b);
+        lo = (uint32_t)q3k_values(c.x, f, 0, q);
+        hi = (uint32_t)q3k_values(c.y, f, 1, q);
+        const uint8_t *rec = (const uint8_t *)w.scales + (r * (w.K / 256) + (b >> 3)) * 18;
+        float d = __half2float(__ldg((const __half *)rec));
+        unsigned short sc = __ldg((const unsigned short *)(rec + 2) + (b & 7));
+        c0 = d * (float)(int8_t)(sc & 0xff);
+        c1 = d * (float)(int8_t)(sc >> 8);
+        off = 0.0f;
+    }
+};
+
+template <uint32_t TYPE> struct MSubIQ4 {  // w = d·table[q]
+    static constexpr bool HALVES = false;
+    uint32_t lo, hi;
+    float c0, c1, off;
+    __device__ __forceinline__ void load(const th_cu_mat &w, int64_t r, int64_t b, int q) {
+        uint32_t v = qword(w, r, b, q);
+        lo = (uint32_t)iq4_values<TYPE>(v & 0x0f0f0f0fu);
+        hi = (uint32_t)iq4_values<TYPE>((v >> 4) & 0x0f0f0f0fu);
+        float d;
+        if (TYPE == TH_IQ4_NL) {
+            d = __half2float(__ldg((const __half *)w.scales + r * (w.K / 32) + b));
+        } else if (TYPE == TH_MXFP4) {
+            d = e8m0_half(__ldg((const uint8_t *)w.scales + r * (w.K / 32) + b));
+        } else {
+            const uint8_t *rec = (const uint8_t *)w.scales + (r * (w.K / 256) + (b >> 3)) * 12;
+            d = __half2float(__ldg((const __half *)rec)) * (float)(int8_t)__ldg(rec + 4 + (b & 7));
+        }
+        c0 = c1 = d;
+        off = 0.0f;
+    }
+};
+template <> struct MSub<TH_IQ4_NL> : MSubIQ4<TH_IQ4_NL> {};
+template <> struct MSub<TH_IQ4_XS> : MSubIQ4<TH_IQ4_XS> {};
+template <> struct MSub<TH_MXFP4> : MSubIQ4<TH_MXFP4> {};
+
+__device__ __forceinline__ void mma_k32(int (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                        uint32_t b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%10,%11,%12,%13};"
+                 : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "r"(0), "r"(0), "r"(0), "r"(0));
+#endif
+}
+
+__device__ __forceinline__ void mma_k16(int (&c)[4], uint32_t a0, uint32_t a1, uint32_t b0) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%7,%8,%9,%10};"
+                 : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
+                 : "r"(a0), "r"(a1), "r"(b0), "r"(0), "r"(0), "r"(0), "r"(0));
+#endif
+}
+
+constexpr int U = 2;  // sub-blocks a warp loads ahead
+
+// th_cu_mma_set_variant (measurements): bit 0 two row tiles a warp above 32
+// tokens, bit 1 contiguous sub-block ranges per warp
+int variant = 0;
+
+// The products of sub-block b for one row tile (rows A: g, B: g+8) with NT8
+// token tiles, scaled into acc.
+template <uint32_t TYPE, int NT8>
+__device__ __forceinline__ void tile_step(const MSub<TYPE> &A, const MSub<TYPE> &B, const uint32_t (&x0)[NT8],
+                                          const uint32_t (&x1)[NT8], const float (&d0)[NT8], const float (&d1)[NT8],
+                                          const float (&s0)[NT8], const float (&s1)[NT8], float (&acc)[NT8][4]) {
+#pragma unroll
+    for (int j = 0; j < NT8; j++) {
+        int c[4], h[4] = { 0, 0, 0, 0 };
+        if (MSub<TYPE>::HALVES) {
+            mma_k16(c, A.lo, B.lo, x0[j]);
+            mma_k16(h, A.hi, B.hi, x1[j]);
+            acc[j][0] += d0[j] * (A.c0 * (float)c[0] + A.c1 * (float)h[0]);
+            acc[j][1] += d1[j] * (A.c0 * (float)c[1] + A.c1 * (float)h[1]);
+            acc[j][2] += d0[j] * (B.c0 * (float)c[2] + B.c1 * (float)h[2]);
+            acc[j][3] += d1[j] * (B.c0 * (float)c[3] + B.c1 * (float)h[3]);
+        } else {
+            mma_k32(c, A.lo, B.lo, A.hi, B.hi, x0[j], x1[j]);
+            if (KSub<TYPE>::uses_sum) {
+                acc[j][0] += d0[j] * (A.c0 * (float)c[0] + A.off * s0[j]);
+                acc[j][1] += d1[j] * (A.c0 * (float)c[1] + A.off * s1[j]);
+                acc[j][2] += d0[j] * (B.c0 * (float)c[2] + B.off * s0[j]);
+                acc[j][3] += d1[j] * (B.c0 * (float)c[3] + B.off * s1[j]);
+            } else {
+                acc[j][0] += d0[j] * (A.c0 * (float)c[0]);
+                acc[j][1] += d1[j] * (A.c0 * (float)c[1]);
+                acc[j][2] += d0[j] * (B.c0 * (float)c[2]);
+                acc[j][3] += d1[j] * (B.c0 * (float)c[3]);
+            }
+        }
+    }
+}
+
+// NW warps, MT row tiles of 16 (a warp owns all MT·16 rows of the block: the
+// activation fragments serve MT tiles), NT8 tiles of 8 tokens. Shared memory:
+// NW·MT·NT8·4·32 floats when NW > 1 (the split-K reduction).
+template <uint32_t TYPE, int NW, int MT, int NT8>
+__global__ void __launch_bounds__(NW * 32) mma_q8(th_cu_mat w, th_cu_q8 xq, int n, float *y, int64_t ys, bool accum,
+                                                  bool contig) {
+    pdl_trigger();
+    extern __shared__ float red[];
+    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
+    const int64_t r0 = (int64_t)blockIdx.y * 16 * MT;
+    const int t0 = blockIdx.x * 8 * NT8;
+    const int64_t nb = w.K / 32, K = w.K;
+    int64_t ra[MT], rb[MT];  // clamped: loads stay inside the matrix
+#pragma unroll
+    for (int m = 0; m < MT; m++) {
+        ra[m] = min(r0 + 16 * m + g, w.rows - 1);
+        rb[m] = min(r0 + 16 * m + g + 8, w.rows - 1);
+    }
+    // the activation rows this lane reads: B fragments of token g, scales of tokens 2q, 2q+1
+    int tb[NT8], tc0[NT8], tc1[NT8];
+#pragma unroll
+    for (int j = 0; j < NT8; j++) {
+        tb[j] = min(t0 + 8 * j + g, n - 1);
+        tc0[j] = min(t0 + 8 * j + 2 * q, n - 1);
+        tc1[j] = min(t0 + 8 * j + 2 * q + 1, n - 1);
+    }
+    float acc[MT][NT8][4];
+#pragma unroll
+    for (int m = 0; m < MT; m++)
+#pragma unroll
+        for (int j = 0; j < NT8; j++) acc[m][j][0] = acc[m][j][1] = acc[m][j][2] = acc[m][j][3] = 0.0f;
+    // the sub-blocks of warp wid: every NW-th from wid, or (contig) a contiguous
+    // range, so that the rest of a 32-byte sector or 128-byte line hits L1
+    const int64_t span = (nb + NW - 1) / NW, stride = contig ? 1 : NW;
+    const int64_t base = contig ? wid * span : wid, end = contig ? min(nb, base + span) : nb;
+    MSub<TYPE> A[U][MT], B[U][MT];
+#pragma unroll
+    for (int u = 0; u < U; u++) {  // the first weights before waiting for the activations
+        int64_t b = base + (int64_t)u * stride;
+#pragma unroll
+        for (int m = 0; m < MT; m++)
+            if (b < end) { A[u][m].load(w, ra[m], b, q); B[u][m].load(w, rb[m], b, q); }
+    }
+    pdl_wait();
+    for (int64_t b0 = base; b0 < end; b0 += (int64_t)U * stride) {
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const int64_t b = b0 + (int64_t)u * stride;
+            if (b >= end) break;
+            uint32_t x0[NT8], x1[NT8];
+            float d0[NT8], d1[NT8], s0[NT8], s1[NT8];
+#pragma unroll
+            for (int j = 0; j < NT8; j++) {
+                const uint32_t *xp = (const uint32_t *)(xq.q + (int64_t)tb[j] * K + b * 32);
+                x0[j] = __ldg(xp + q);
+                x1[j] = __ldg(xp + 4 + q);
+                d0[j] = __ldg(xq.d + (int64_t)tc0[j] * nb + b);
+                d1[j] = __ldg(xq.d + (int64_t)tc1[j] * nb + b);
+                s0[j] = KSub<TYPE>::uses_sum ? (float)__ldg(xq.s + (int64_t)tc0[j] * nb + b) : 0.0f;
+                s1[j] = KSub<TYPE>::uses_sum ? (float)__ldg(xq.s + (int64_t)tc1[j] * nb + b) : 0.0f;
+            }
+#pragma unroll
+            for (int m = 0; m < MT; m++) tile_step<TYPE, NT8>(A[u][m], B[u][m], x0, x1, d0, d1, s0, s1, acc[m]);
+            const int64_t bn = b + (int64_t)U * stride;  // this slot's next sub-block
+            if (bn < end)
+#pragma unroll
+                for (int m = 0; m < MT; m++) { A[u][m].load(w, ra[m], bn, q); B[u][m].load(w, rb[m], bn, q); }
+        }
+    }
+    if (NW > 1) {  // split-K: warp 0 sums the other warps' partial tiles
+        constexpr int V = MT * NT8 * 4;  // values a lane holds
+        float *a = &acc[0][0][0];
+        if (wid > 0)
+#pragma unroll
+            for (int i = 0; i < V; i++) red[(wid * V + i) * 32 + lane] = a[i];
+        __syncthreads();
+        if (wid > 0) return;
+        for (int v = 1; v < NW; v++)
+#pragma unroll
+            for (int i = 0; i < V; i++) a[i] += red[(v * V + i) * 32 + lane];
+    }
+#pragma unroll
+    for (int m = 0; m < MT; m++)
+#pragma unroll
+        for (int j = 0; j < NT8; j++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const int64_t r = r0 + 16 * m + g + (i >= 2 ? 8 : 0);
+                const int t = t0 + 8 * j + 2 * q + (i & 1);
+                if (r < w.rows && t < n) {
+                    float *p = y + (int64_t)t * ys + r;
+                    *p = accum ? *p + acc[m][j][i] : acc[m][j][i];
+                }
+            }
+}
+
+template <uint32_t TYPE, int NW, int MT, int NT8>
+void launch_t(const th_cu_mat *w, const th_cu_q8 *xq, int n, float *y, int64_t ys, bool accum, cudaStream_t st) {
+    const int tile = 8 * NT8;
+    dim3 grid((unsigned)((n + tile - 1) / tile), (unsigned)((w->rows + 16 * MT - 1) / (16 * MT))), block(NW * 32);
+    size_t smem = NW > 1 ? (size_t)NW * MT * NT8 * 4 * 32 * sizeof(float) : 0;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = st;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = th_cu_pdl ? 1 : 0;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    static bool attr_set = false;  // above 48 KiB of dynamic shared memory needs the opt-in
+    if (!attr_set && smem > 48 * 1024) {
+        cudaFuncSetAttribute(mma_q8<TYPE, NW, MT, NT8>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        attr_set = true;
+    }
+    cudaLaunchKernelEx(&cfg, mma_q8<TYPE, NW, MT, NT8>, *w, *xq, n, y, ys, accum, (variant & 2) != 0);
+}
+
+
+// The token tile by batch size: the smallest of 8, 16, 32, 64 that holds n
+// (larger batches run several 64-token tiles).
+template <uint32_t TYPE>
+void launch_n(const th_cu_mat *w, const th_cu_q8 *xq, int n, float *y, int64_t ys, bool accum, cudaStream_t st) {
+    if (n <= 8) launch_t<TYPE, 8, 1, 1>(w, xq, n, y, ys, accum, st);
+    else if (n <= 16) launch_t<TYPE, 8, 1, 2>(w, xq, n, y, ys, accum, st);
+    else if (n <= 32) launch_t<TYPE, 8, 1, 4>(w, xq, n, y, ys, accum, st);
+    else if (variant & 1) launch_t<TYPE, 4, 2, 8>(w, xq, n, y, ys, accum, st);
+    else launch_t<TYPE, 8, 1, 8>(w, xq, n, y, ys, accum, st);
+}
+
+template <uint32_t TYPE> constexpr bool has_msub() {
+    return TYPE == TH_Q4_0 || TYPE == TH_Q4_1 || TYPE == TH_Q5_0 || TYPE == TH_Q5_1 || TYPE == TH_Q8_0 ||
+           TYPE == TH_Q3_K || TYPE == TH_Q4_K || TYPE == TH_Q5_K || TYPE == TH_Q6_K || TYPE == TH_IQ4_NL ||
+           TYPE == TH_IQ4_XS || TYPE == TH_MXFP4;
+}
+
+bool device_ok() {
+    static int ok = -1;
+    if (ok < 0) {
+        int dev = 0, major = 0;
+        cudaGetDevice(&dev);
+        ok = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major >= 8;
+    }
+    return ok == 1;
+}
+
+}  // namespace
+
+extern "C" void th_cu_mma_set_variant(int v) { variant = v; }
+
+extern "C" bool th_cu_mma_q8_supports(const th_cu_mat *w) {
+    if (w->layout != TH_CU_SPLIT || w->K % 32 || !device_ok()) return false;
+    bool yes = false;
+    with_split_type(w->type, [&](auto t) { yes = has_msub<decltype(t)::value>(); });
+    return yes;
+}
+
+extern "C" bool th_cu_mma_q8(const th_cu_mat *w, const th_cu_q8 *xq, int n, float *y, int64_t ys, bool accum,
+                             cudaStream_t st) {
+    if (n <= 0 || !th_cu_mma_q8_supports(w)) return false;
+    with_split_type(w->type, [&](auto t) {
+        constexpr uint32_t T = decltype(t)::value;
+        if constexpr (has_msub<T>()) launch_n<T>(w, xq, n, y, ys, accum, st);
+    });
+    return true;
+}
