@@ -160,6 +160,7 @@ struct th_model {
     bool repacked;                           /* repacking was done (or found nothing to do) */
     void *dev_store;                         /* the CUDA backend's device weights (th_cu_store), or NULL */
     void (*dev_free)(struct th_model *m);    /* frees dev_store (set by the backend that made it) */
+    th_status (*dev_refresh)(struct th_model *m);  /* re-makes dev_store from the weights after a live swap (same backend), or NULL */
     struct th_prec_state *prec;              /* precision (src/precision/): expert slots, re-quantized
                                               * weights, the live assignment; NULL if none */
 };

@@ -27,7 +27,14 @@
  *   - the device argmax kernel on rows of awkward lengths and alignments (ties,
  *     NaN, ±inf) against the documented rule, and logits_argmax_only contexts
  *     against full-logits GPU contexts (prompt, greedy decode, ragged batches,
- *     a model whose logits tie in pairs). */
+ *     a model whose logits tie in pairs);
+ *   - per-expert types (docs/precision.md) on the olmoe and qwen3moe fixtures:
+ *     every expert its own Q8_0 copy (the 3-D tensors Q4_0) gives the GPU logits
+ *     of uniform Q8_0 experts bit for bit; a mix of types within a tensor agrees
+ *     with the CPU (GEMV and grouped GEMM paths);
+ *   - live swap on the GPU: a precision file changed under a GPU context swaps
+ *     the device weights between two steps; the same context's logits then equal
+ *     those of a fresh model loaded with the new assignment, bit for bit. */
 #include "check.h"
 #include "logits.h"
 #include "theseus.h"
@@ -804,6 +811,174 @@ static void test_ragged_and_shared(void) {
     th_model_free(m);
 }
 
+#ifdef TH_CUDA
+/* ------------------------------------------------------------------ precision on the GPU */
+
+static double max_rel_l2(const float *a, const float *b, int n, int nv) {
+    double worst, top1;
+    compare_logits(a, b, n, nv, &worst, NULL, &top1);
+    return worst;
+}
+
+/* cfg into a fresh temporary file (path out, 64 bytes); false on failure. */
+static bool write_cfg(const char *cfg, char *path) {
+    snprintf(path, 64, "/tmp/th_cuda_prec_XXXXXX");
+    int fd = mkstemp(path);
+    if (fd < 0) return false;
+    size_t n = strlen(cfg);
+    bool ok = write(fd, cfg, n) == (ssize_t)n;
+    close(fd);
+    return ok;
+}
+
+/* src (an F32 fixture) loaded with the precision config cfg, re-quantized from itself. */
+static th_model *load_prec(const char *src, const char *cfg) {
+    char path[64];
+    if (!write_cfg(cfg, path)) return NULL;
+    th_model_params mp = th_model_default_params();
+    mp.precision_path = path;
+    mp.source_path = src;
+    mp.n_threads = 2;
+    th_model *m = NULL;
+    th_status s = th_model_load(src, &mp, &m);
+    unlink(path);
+    CHECK(s == TH_OK, "load %s with precision {%s}: %s", src, cfg, th_last_error());
+    return s ? NULL : m;
+}
+
+static const int32_t prec_tok[12] = { 1, 450, 439, 860, 3347, 113, 1701, 123, 432, 398, 567, 975 };
+
+/* Logits of prec_tok's 12 tokens: one batch, or (chunk 1) token by token. */
+static float *prec_logits(th_model *m, bool gpu, int chunk) { return run_logits(m, prec_tok, 12, chunk, gpu, TH_KV_F32); }
+
+static void check_per_expert(const char *name) {
+    char src[256];
+    snprintf(src, sizeof src, "%s", fixture(name));
+    if (access(src, R_OK)) SKIP("fixture missing: %s", src);
+    th_model *uni = load_prec(src, "blk.*.ffn_*_exps.weight Q8_0\n");
+    th_model *own = load_prec(src, "blk.*.ffn_*_exps.weight Q4_0\nblk.*.ffn_*_exps.weight[0-7] Q8_0\n");
+    th_model *mix = load_prec(src, "blk.*.ffn_*_exps.weight Q8_0\nblk.0.ffn_down_exps.weight[1] q4\n"
+                                   "blk.0.ffn_gate_exps.weight[0-2] Q4_0\nblk.1.ffn_up_exps.weight[5] F16\n"
+                                   "blk.1.ffn_down_exps.weight[3-4] q6\nblk.*.ffn_up_exps.weight[6] q3\n");
+    if (!uni || !own || !mix) { th_model_free(uni); th_model_free(own); th_model_free(mix); return; }
+    int nv = th_model_n_vocab(uni);
+    /* gemm_min 33: the per-pair GEMV (one batch), 1: the grouped expert GEMM; chunk 1: graphs */
+    const int gm[3] = { 33, 1, 33 }, chunk[3] = { 12, 12, 1 };
+    for (int mode = 0; mode < 3; mode++) {
+        tune(gm[mode], false);
+        float *u = prec_logits(uni, true, chunk[mode]), *o = prec_logits(own, true, chunk[mode]);
+        float *x = prec_logits(mix, true, chunk[mode]), *xc = prec_logits(mix, false, chunk[mode]);
+        float *uc = prec_logits(uni, false, chunk[mode]);
+        CHECK(u && o && x && xc && uc, "%s mode %d: decode failed: %s", name, mode, th_last_error());
+        if (u && o && x && xc && uc) {
+            CHECK(!memcmp(u, o, (size_t)12 * nv * 4), "%s mode %d: own Q8_0 expert copies differ from uniform Q8_0 experts on the GPU (rel-L2 %.3e)",
+                  name, mode, max_rel_l2(o, u, 12, nv));
+            double e = max_rel_l2(x, xc, 12, nv), d = max_rel_l2(x, u, 12, nv), dc = max_rel_l2(xc, uc, 12, nv);
+            int agree = 0;
+            for (int t = 0; t < 12; t++) agree += argmax(x + (size_t)t * nv, nv) == argmax(xc + (size_t)t * nv, nv);
+            printf("  %-30s gemm_min %2d chunk %2d: mixed experts GPU vs CPU worst rel-L2 %.2e (top-1 %d/12); mixed vs uniform %.2e GPU, %.2e CPU\n",
+                   name, gm[mode], chunk[mode], e, agree, d, dc);
+            CHECK(e <= 2e-2 && agree >= 11, "%s mode %d: mixed per-expert types: GPU vs CPU rel-L2 %.3e, top-1 %d/12", name, mode, e, agree);
+            CHECK(d > 1e-4 && fabs(d - dc) <= 0.5 * dc, "%s mode %d: the mixed experts must move the GPU logits as they move the CPU's (%.3e vs %.3e)",
+                  name, mode, d, dc);
+        }
+        free(u); free(o); free(x); free(xc); free(uc);
+    }
+    tune_reset();
+    th_model_free(uni); th_model_free(own); th_model_free(mix);
+}
+
+static void test_gpu_per_expert(void) {
+    NEED_GPU();
+    check_per_expert("arch/olmoe/model-F32.gguf");
+    check_per_expert("arch/qwen3moe/model-F32.gguf");
+}
+
+/* Prompt (8 tokens, one batch) then 4 single tokens (CUDA graphs) in sequence 0
+ * of c, cleared first: the logits of every step's last token, 5 × nv. */
+static bool live_steps(th_context *c, int nv, float *out) {
+    if (th_kv_seq_clear(c, 0)) return false;
+    int8_t want[8] = { 0, 0, 0, 0, 0, 0, 0, 1 };
+    th_batch b = { .n_tokens = 8, .token = prec_tok, .logits = want };
+    if (th_decode(c, &b)) return false;
+    memcpy(out, th_get_logits(c, 7), (size_t)nv * 4);
+    for (int i = 0; i < 4; i++) {
+        int8_t one = 1;
+        th_batch s = { .n_tokens = 1, .token = prec_tok + 8 + i, .logits = &one };
+        if (th_decode(c, &s)) return false;
+        memcpy(out + (size_t)(i + 1) * nv, th_get_logits(c, 0), (size_t)nv * 4);
+    }
+    return true;
+}
+
+/* A live precision file on a GPU model: change it, run the between-steps hook
+ * until the swap is in, and the same context (graphs captured before) must give
+ * the logits of a fresh model loaded with the new file; a second change too. */
+static void test_gpu_live_swap(void) {
+    NEED_GPU();
+    char src[256];
+    snprintf(src, sizeof src, "%s", fixture("tiny/tiny-F32.gguf"));
+    if (access(src, R_OK)) SKIP("fixture missing: %s", src);
+    const char *cfgs[3] = { "blk.0.attn_q.weight Q8_0\n",
+                            "blk.*.ffn_gate.weight Q4_0\nblk.*.ffn_up.weight Q4_0\nblk.*.ffn_down.weight Q4_0\nblk.0.attn_q.weight Q8_0\n",
+                            "blk.*.ffn_gate.weight q4\nblk.*.ffn_up.weight q4\nblk.*.ffn_down.weight q4\nblk.1.attn_q.weight q6\n"
+                            "blk.1.attn_output.weight q6\noutput.weight Q8_0\n" };
+    char path[64];
+    th_model *m = NULL;
+    th_precision_live *live = NULL;
+    if (!write_cfg(cfgs[0], path)) { CHECK(0, "temporary file"); return; }
+    th_status s = th_model_load(src, NULL, &m);
+    CHECK(s == TH_OK, "%s", th_last_error());
+    th_context_params cp = th_context_default_params();
+    cp.n_ctx = 32; cp.n_batch = 8; cp.kv_type = TH_KV_F32; cp.n_threads = 2; cp.gpu = true;
+    th_context *c = NULL;
+    if (!s) s = th_precision_live_new(m, path, src, 2, &live);
+    CHECK(s == TH_OK, "live: %s", th_last_error());
+    if (!s) s = th_context_new(m, &cp, &c);
+    CHECK(s == TH_OK, "GPU context: %s", th_last_error());
+    int nv = m ? th_model_n_vocab(m) : 0;
+    float *got = malloc((size_t)5 * nv * 4), *want = malloc((size_t)5 * nv * 4), *before = malloc((size_t)5 * nv * 4);
+    for (int k = 0; !s && k < 3; k++) {
+        if (k > 0) {   /* change the file (another size, so the check sees it), then the hook until the swap is in */
+            uint64_t b0, b1, h0, h1, sw0, sw1;
+            char *t = NULL;
+            th_precision_live_info(live, &t, &b0, &h0, &sw0);
+            free(t);
+            FILE *f = fopen(path, "wb");
+            if (f) { fputs(cfgs[k], f); fclose(f); }
+            sw1 = sw0;
+            for (int i = 0; i < 600 && sw1 == sw0; i++) {
+                usleep(20000);
+                th_precision_live_between_steps(live);
+                th_precision_live_info(live, &t, &b1, &h1, &sw1);
+                free(t);
+            }
+            CHECK(sw1 == sw0 + 1 && h1 != h0, "change %d: no swap after 12 s (swaps %llu -> %llu)", k,
+                  (unsigned long long)sw0, (unsigned long long)sw1);
+        }
+        CHECK(live_steps(c, nv, got), "steps after change %d: %s", k, th_last_error());
+        th_model *fresh = load_prec(src, cfgs[k]);
+        th_context *fc = NULL;
+        if (fresh && th_context_new(fresh, &cp, &fc) == TH_OK && live_steps(fc, nv, want)) {
+            CHECK(!memcmp(got, want, (size_t)5 * nv * 4), "change %d: the swapped GPU model differs from a fresh load (rel-L2 %.3e)", k,
+                  max_rel_l2(got, want, 5, nv));
+            if (k > 0) CHECK(memcmp(got, before, (size_t)5 * nv * 4), "change %d: the logits did not change", k);
+            printf("  live swap %d on the GPU: equal to a fresh load of the new file%s\n", k, k ? " (and differ from before)" : "");
+        } else {
+            CHECK(0, "fresh model %d: %s", k, th_last_error());
+        }
+        memcpy(before, got, (size_t)5 * nv * 4);
+        th_context_free(fc);
+        th_model_free(fresh);
+    }
+    free(got); free(want); free(before);
+    th_context_free(c);
+    th_precision_live_free(live);
+    th_model_free(m);
+    unlink(path);
+}
+#endif
+
 int main(void) {
     if (!have_gpu()) printf("skipped: no GPU (%s)\n", th_last_error());
     RUN(test_no_gpu_message);
@@ -821,5 +996,9 @@ int main(void) {
     RUN(test_gpu_arch_5); RUN(test_gpu_arch_6); RUN(test_gpu_arch_7); RUN(test_gpu_arch_8); RUN(test_gpu_arch_9);
     RUN(test_gpu_arch_10); RUN(test_gpu_arch_11); RUN(test_gpu_arch_12); RUN(test_gpu_arch_13); RUN(test_gpu_arch_14);
     RUN(test_gpu_moe_batch);
+#ifdef TH_CUDA
+    RUN(test_gpu_per_expert);
+    RUN(test_gpu_live_swap);
+#endif
     return CHECK_DONE();
 }

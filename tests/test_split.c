@@ -1,4 +1,4 @@
-/* test_split.c — the CUDA backend's SPLIT layouts of Q2_K, Q3_K and MXFP4
+/* test_split.c — the CUDA backend's SPLIT layouts of Q2_K, Q3_K, MXFP4 and qN
  * (src/cuda/split.c), checked on the host with no GPU: rows of each type (the
  * reference quantizer's, and random bytes with finite fp16 scales, every e8m0
  * exponent for MXFP4) are repacked by th_cu_repack_split, decoded back by the
@@ -61,10 +61,34 @@ static void dec_mxfp4(const uint8_t *q, const uint8_t *s, int64_t K, float *out)
     }
 }
 
+/* qN (n = 2..8): fp16 d a 64-weight group (K/64 a row); the codes' parts, each a
+ * section of the row: bits 0-3 as Q4_0-order nibbles (16 bytes a sub-block, n >= 4),
+ * two bits as Q2_K's (8 bytes: bits 0-1 for n < 4, bits 4-5 for n = 6, 7), one bit
+ * (bit n-1, odd n) as Q3_K's flags; q8: 32 bytes c - 128 a sub-block. */
+static void dec_qn(int n, const uint8_t *q, const uint8_t *s, int64_t K, float *out) {
+    const uint8_t *q2 = q + (n >= 4 && n < 8 ? K / 2 : 0), *q1 = q2 + ((n & 2) ? K / 4 : 0);
+    for (int64_t b = 0; b < K / 32; b++) {
+        float d = f16_at(s + 2 * (b / 2));
+        for (int e = 0; e < 32; e++) {
+            int c;
+            if (n == 8) {
+                c = (int8_t)q[32 * b + e] + 128;
+            } else {
+                c = 0;
+                if (n >= 4) c = e < 16 ? q[16 * b + e] & 15 : q[16 * b + e - 16] >> 4;
+                if (n & 2) c |= code2(q2 + 8 * b, e) << (n >= 4 ? 4 : 0);
+                if (n & 1) c |= flag(q1 + 4 * b, e) << (n - 1);
+            }
+            out[32 * b + e] = d * (0.5f * (float)(2 * c - ((1 << n) - 1)));
+        }
+    }
+}
+
 /* Random rows of `type`: random bytes, the fp16 scale fields set to finite values. */
 static void random_rows(uint32_t type, uint8_t *w, size_t bytes) {
     for (size_t i = 0; i < bytes; i++) w[i] = (uint8_t)next();
-    size_t bsz = th_type_info_get(type)->bytes, d_at = type == TH_Q2_K ? 80 : 108, nf = type == TH_Q2_K ? 2 : 1;
+    size_t bsz = th_type_info_get(type)->bytes, d_at = type == TH_Q2_K ? 80 : th_is_qn(type) ? 0 : 108;
+    size_t nf = type == TH_Q2_K ? 2 : 1;
     for (size_t b = 0; type != TH_MXFP4 && b < bytes; b += bsz)
         for (size_t f = 0; f < nf; f++) {
             uint16_t h = th_f32_to_f16(frand() * 0.05f);
@@ -107,6 +131,7 @@ static void check_rows(uint32_t type, int64_t rows, int64_t K, bool quantized) {
         const uint8_t *qr = q[0] + r * qrow, *sr = s[0] + r * srow;
         if (type == TH_Q2_K) dec_q2_k(qr, sr, K, got);
         else if (type == TH_Q3_K) dec_q3_k(qr, sr, K, got);
+        else if (th_is_qn(type)) dec_qn(th_qn_bits(type), qr, sr, K, got);
         else dec_mxfp4(qr, sr, K, got);
         for (int64_t k = 0; k < K && bad < 3; k++)
             if (memcmp(&ref[k], &got[k], 4)) {
@@ -142,10 +167,16 @@ static void test_split_mxfp4(void) {
     check_type(TH_MXFP4, Ks, 4);
 }
 
+static void test_split_qn(void) {
+    const int64_t Ks[] = { 64, 192, 1344 };   /* 1344: rows not a multiple of 16 bytes for odd n (padded) */
+    for (uint32_t t = TH_Q2; t <= TH_Q8; t++) check_type(t, Ks, 3);
+}
+
 /* The documented sizes, and no split form where the block does not divide K. */
 static void test_split_sizes(void) {
     static const struct { uint32_t type; int64_t K; size_t qrow, srow; } want[] = {
         { TH_Q2_K, 512, 128, 40 }, { TH_Q3_K, 512, 192, 36 }, { TH_MXFP4, 64, 32, 2 },
+        { TH_Q3, 64, 32, 2 }, { TH_Q5, 128, 80, 4 }, { TH_Q7, 1344, 1184, 42 }, { TH_Q8, 64, 64, 2 },
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         size_t q = 0, s = 0;
@@ -155,7 +186,8 @@ static void test_split_sizes(void) {
     }
     size_t q, s;
     CHECK(!th_cu_split_sizes(TH_Q2_K, 224, &q, &s) && !th_cu_split_sizes(TH_Q3_K, 288, &q, &s) &&
-          !th_cu_split_sizes(TH_MXFP4, 48, &q, &s) && !th_cu_split_sizes(TH_MXFP4, 0, &q, &s), "a bad K has a split form");
+          !th_cu_split_sizes(TH_MXFP4, 48, &q, &s) && !th_cu_split_sizes(TH_MXFP4, 0, &q, &s) &&
+          !th_cu_split_sizes(TH_Q4, 96, &q, &s), "a bad K has a split form");
 }
 
 int main(void) {
@@ -163,5 +195,6 @@ int main(void) {
     RUN(test_split_q2_k);
     RUN(test_split_q3_k);
     RUN(test_split_mxfp4);
+    RUN(test_split_qn);
     return CHECK_DONE();
 }

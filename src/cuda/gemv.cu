@@ -5,7 +5,7 @@
 //   Q4_0, Q8_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4
 //   (SPLIT layout, split.c/split.cuh): int8 dot products (dp4a) against q8 activations.
 //   F32, F16, BF16: fp32 math on 16-byte vector loads.
-//   qN (q2..q8, file layout): a lane per 64-weight group, bit-planes decoded in registers, fp32 math.
+//   q2..q8 (qN) have a split layout too; in the file layout (fp32 activations) their own kernel (qn.cu).
 //   every other type: decode 32 weights at a time (dq32_mat, split.cuh) and fp32 math.
 #include "cuda/split.cuh"
 #include <stdlib.h>
@@ -284,64 +284,6 @@ __global__ void __launch_bounds__(WARPS * 32) gemv_generic(th_cu_mat w, const fl
     finish<NT, 1>(acc, lane, row, w.rows, y, ys, accum);
 }
 
-// ---- qN (quant/qn.h, file layout): a lane per 64-weight group, fp32 math ----
-// The group's n planes are read as 16-bit words (groups are 8n + 2 bytes, rows an
-// even number of bytes); weight j of half h is bit j of each plane's word h, its
-// level (2c - (2^n - 1)) / 2 exact in fp32; the row sum is d times the levels · x.
-template <int N, int NT>
-__global__ void __launch_bounds__(WARPS * 32) gemv_qn(th_cu_mat w, const float *x, int64_t xs, float *y, int64_t ys, bool accum) {
-    gemv_enter();
-    constexpr int GB = 8 * N + 2;
-    const int lane = threadIdx.x & 31;
-    const int64_t row = (int64_t)blockIdx.x * WARPS + (threadIdx.x >> 5);
-    float acc[1][NT];
-#pragma unroll
-    for (int t = 0; t < NT; t++) acc[0][t] = 0.0f;
-    const uint8_t *wr = (const uint8_t *)w.data + row * w.row_bytes;
-    for (int64_t g = lane; row < w.rows && g < w.K / 64; g += 32) {
-        const unsigned short *p16 = (const unsigned short *)(wr + g * GB);
-        const float d = h2f(__ldg(p16));
-        uint32_t pl[N][2];
-#pragma unroll
-        for (int p = 0; p < N; p++)
-#pragma unroll
-            for (int h = 0; h < 2; h++) pl[p][h] = __ldg(p16 + 1 + 4 * p + 2 * h) | ((uint32_t)__ldg(p16 + 2 + 4 * p + 2 * h) << 16);
-        float s[NT];
-#pragma unroll
-        for (int t = 0; t < NT; t++) s[t] = 0.0f;
-#pragma unroll
-        for (int h = 0; h < 2; h++)
-#pragma unroll 8
-            for (int j = 0; j < 32; j++) {
-                int c = 0;
-#pragma unroll
-                for (int p = 0; p < N; p++) c |= (int)((pl[p][h] >> j) & 1u) << p;
-                const float v = 0.5f * (float)(2 * c - ((1 << N) - 1));
-                const int64_t k = g * 64 + 32 * h + j;
-#pragma unroll
-                for (int t = 0; t < NT; t++) s[t] += v * x[t * xs + k];
-            }
-#pragma unroll
-        for (int t = 0; t < NT; t++) acc[0][t] += d * s[t];
-    }
-    finish<NT, 1>(acc, lane, row, w.rows, y, ys, accum);
-}
-
-template <int NT>
-bool launch_qn(const th_cu_mat *w, const float *x, int64_t xs, float *y, int64_t ys, bool accum, cudaStream_t st) {
-    dim3 grid((unsigned)((w->rows + WARPS - 1) / WARPS)), block(WARPS * 32);
-    switch (w->type) {
-    case TH_Q2: launch_k(gemv_qn<2, NT>, grid, block, st, *w, x, xs, y, ys, accum); return true;
-    case TH_Q3: launch_k(gemv_qn<3, NT>, grid, block, st, *w, x, xs, y, ys, accum); return true;
-    case TH_Q4: launch_k(gemv_qn<4, NT>, grid, block, st, *w, x, xs, y, ys, accum); return true;
-    case TH_Q5: launch_k(gemv_qn<5, NT>, grid, block, st, *w, x, xs, y, ys, accum); return true;
-    case TH_Q6: launch_k(gemv_qn<6, NT>, grid, block, st, *w, x, xs, y, ys, accum); return true;
-    case TH_Q7: launch_k(gemv_qn<7, NT>, grid, block, st, *w, x, xs, y, ys, accum); return true;
-    case TH_Q8: launch_k(gemv_qn<8, NT>, grid, block, st, *w, x, xs, y, ys, accum); return true;
-    default: return false;
-    }
-}
-
 int sm_count() {
     static int n = 0;
     if (!n) {
@@ -379,7 +321,6 @@ void launch_w(const th_cu_mat *w, const float *x, int64_t xs, const th_cu_q8 *xq
 template <int NT>
 void launch(const th_cu_mat *w, const float *x, int64_t xs, const th_cu_q8 *xq, float *y, int64_t ys, bool accum,
             cudaStream_t st) {
-    if (x && launch_qn<NT>(w, x, xs, y, ys, accum, st)) return;   // qN's own kernel
     bool fast = (w->layout == TH_CU_SPLIT && xq) || w->type == TH_F32 || w->type == TH_F16 || w->type == TH_BF16;
     if (!fast) {
         dim3 grid((unsigned)((w->rows + WARPS - 1) / WARPS)), block(WARPS * 32);
@@ -405,6 +346,7 @@ extern "C" bool th_cu_gemv_wants_q8(const th_cu_mat *w) {
 
 extern "C" void th_cu_gemv(const th_cu_mat *w, const float *x, int64_t xs, const th_cu_q8 *xq, int n, float *y,
                            int64_t ys, bool accum, cudaStream_t st) {
+    if (w->layout == TH_CU_GGUF && th_cu_gemv_qn(w, x, xs, n, y, ys, accum, st)) return;
     for (int t0 = 0; t0 < n; t0 += 8) {
         int nt = n - t0 < 8 ? n - t0 : 8;
         const float *xt = x ? x + t0 * xs : nullptr;

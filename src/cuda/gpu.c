@@ -535,6 +535,13 @@ static th_status gpu_begin(th_context *c, const th_step *s, bool *replay) {
     th_gpu *g = gpu(c);
     const th_hparams *hp = &g->m->hp;
     *replay = false;
+    const th_cu_store *S = g->m->dev_store;
+    if (S->gen != g->weights_gen) {   /* a live swap re-made the device weights (gpu_upload.c): graphs hold the old ones */
+        for (int i = 0; i < g->n_graphs; i++) cudaGraphExecDestroy(g->graphs[i].exec);
+        g->n_graphs = g->next_graph = 0;
+        g->rope_freqs = vec(th_model_rope_factors(c->model, c->p.n_ctx));
+        g->weights_gen = S->gen;
+    }
     int n = s->n;
     if (n < 1 || (uint32_t)n > g->n_batch || s->n_out < 0 || s->n_out > n)
         return th_set_error(TH_ERR_ARG, "GPU step: batch of %d tokens (%d outputs) does not fit the context", n, s->n_out);

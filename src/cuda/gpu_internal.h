@@ -24,8 +24,28 @@ typedef struct th_cu_allocs {
  * are uploaded as one matrix when their types match: the first weight's `mat`
  * then holds all `joint` weights' rows (its rows = their sum) and the others
  * have joint = 0 (their rows live in the first one's matrix). */
+/* A 3-D expert weight whose experts do not all have one type (per-expert types,
+ * docs/precision.md; th_weight.experts): n parts, each a matrix of some of the
+ * experts stacked by rows, one type a part. Part 0 is the 3-D tensor as uploaded
+ * (its own copy of every expert, used for the experts without a type of their
+ * own); part i > 0 holds the experts of one other type (or the same type but their
+ * own bytes), in increasing expert order. slot (device) / hslot (host), n_expert
+ * ids each: the block of expert e in this part's matrix, or −1 when another part
+ * holds it. Every expert is in exactly one part. */
+#define TH_CU_MAX_PARTS 16
+typedef struct th_cu_part {
+    th_cu_mat mat;
+    const int32_t *slot;
+    int32_t *hslot;
+} th_cu_part;
+typedef struct th_cu_parts {
+    int32_t n;
+    th_cu_part p[TH_CU_MAX_PARTS];
+} th_cu_parts;
+
 typedef struct th_cu_weight {
     th_cu_mat mat;
+    th_cu_parts *parts;         /* per-expert types: the parts (host memory, the store's), or NULL */
     const float *vec;
     int32_t joint;              /* 1: alone; n > 1: mat holds this and the next n−1 group members; 0: in the leader's */
     bool group_q8;              /* a GEMV of this weight's group reads q8 activations (set on the group's first weight) */
@@ -36,6 +56,9 @@ typedef struct th_cu_store {
     th_cu_weight *recs;
     size_t n_recs;
     th_cu_allocs mem;
+    th_cu_parts **parts;        /* the per-expert parts records (host), freed with the store */
+    uint64_t gen;               /* this store's number (each upload a new one): contexts drop their graphs on a change */
+    size_t n_parts, cap_parts;
     int device;
     /* upload progress */
     bool verbose;
@@ -51,6 +74,7 @@ typedef struct th_cu_moe {
     int32_t n_expert, k;
     int64_t F;                      /* width of one expert */
     const th_cu_mat *router, *gate, *up, *down;   /* experts stacked by rows */
+    const th_cu_parts *gate_p, *up_p, *down_p;    /* per-expert types: the parts, or NULL (th_cu_weight) */
     const float *router_b;          /* n_expert or NULL */
     const float *gate_b, *up_b, *down_b;  /* expert biases stacked like the rows, or NULL */
     th_cu_router route;
@@ -106,6 +130,7 @@ struct th_gpu {
     int32_t *d_argmax, *h_argmax; /* the output rows' argmax ids: device and pinned, n_batch */
     int graph_mode;             /* what the cached graphs copy back: bit 0 logits, bit 1 argmax ids */
     int graph_max;              /* most outputs a graph-mode step may have */
+    uint64_t weights_gen;       /* the store (th_cu_store.gen) the graphs and rope_freqs were made from */
     struct { int n, n_out; cudaGraphExec_t exec; } graphs[TH_CU_MAX_GRAPHS];
     int n_graphs, next_graph;
     /* the step in flight (begin → end) */

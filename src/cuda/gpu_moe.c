@@ -20,7 +20,12 @@
  *     once a layer instead of once a pair. The tuning's moe_gemv_only keeps every
  *     batch on the GEMV path (for A/B timing).
  * The layer's router and experts reach the kernels as a th_cu_moe view made
- * from their th_weight device copies (moe_view). */
+ * from their th_weight device copies (moe_view).
+ * Per-expert types (docs/precision.md): a matrix whose experts are in several
+ * parts (th_cu_parts, one type each) runs each part's kernel over the pairs of its
+ * experts (the GEMV: every pair, the slot map skipping the others; the grouped
+ * path: the part's hit experts only), so an expert's products are those of a
+ * uniform matrix of its type, bit for bit; gate and up then run as two GEMVs. */
 #include "cuda/gpu_internal.h"
 #include <stdlib.h>
 #include <string.h>
@@ -72,6 +77,8 @@ static th_cu_moe moe_view(const th_gpu *g, const th_layer *L) {
     return (th_cu_moe){ .n_expert = hp->n_expert, .k = hp->n_expert_used, .F = L->gate_exps.ne1,
                         .router = &th_cu_w(&L->router)->mat, .gate = &th_cu_w(&L->gate_exps)->mat,
                         .up = &th_cu_w(&L->up_exps)->mat, .down = &th_cu_w(&L->down_exps)->mat,
+                        .gate_p = th_cu_w(&L->gate_exps)->parts, .up_p = th_cu_w(&L->up_exps)->parts,
+                        .down_p = th_cu_w(&L->down_exps)->parts,
                         .router_b = rb ? rb->vec : NULL, .gate_b = gb ? gb->vec : NULL, .up_b = ub ? ub->vec : NULL,
                         .down_b = db ? db->vec : NULL,
                         .route = { .n_expert = hp->n_expert, .k = hp->n_expert_used, .gating = hp->gating,
@@ -89,16 +96,42 @@ static void glu_rows(th_gpu *g, int64_t F, int64_t rows, int act, bool q8) {
     }
 }
 
+/* Whether a GEMV of w (or of any of its parts) reads q8 activations. */
+static bool any_q8(const th_cu_mat *w, const th_cu_parts *P) {
+    bool q = th_cu_gemv_wants_q8(w);
+    for (int i = 0; P && i < P->n; i++) q = q || th_cu_gemv_wants_q8(&P->p[i].mat);
+    return q;
+}
+
+/* The per-pair GEMV of one expert matrix split into parts: each part over the pairs of its experts. */
+static void parts_gemv(th_gpu *g, const th_cu_parts *P, const float *b, int64_t rpe, int pairs, int x_div,
+                       const float *x, int64_t xs, bool q8, float *y, int64_t ys) {
+    for (int i = 0; i < P->n; i++)
+        th_cu_moe_gemv_part(&P->p[i].mat, P->p[i].slot, b, rpe, g->moe_sel, pairs, x_div, x, xs, q8 ? &g->moe_q8 : NULL,
+                            y, ys, g->st);
+}
+
 /* The per-pair GEMV path after the routing: gate|up, GLU, down, weighted sum. */
 static void moe_gemv_path(th_gpu *g, const th_cu_moe *M, int n, const float *h, float *out, bool eq) {
     cudaStream_t st = g->st;
     int64_t E = g->E, F = M->F;
     int k = M->k, pairs = n * k;
-    bool dq = th_cu_gemv_wants_q8(M->down);
+    bool dq = any_q8(M->down, M->down_p);
     /* pair p = t·k + j: gate|up of expert sel[p] on h[t], GLU, down */
-    th_cu_moe_gemv(M->gate, M->up, M->gate_b, M->up_b, F, g->moe_sel, pairs, k, h, E, eq ? &g->moe_q8 : NULL, g->moe_gu, 2 * F, st);
+    if (!M->gate_p && !M->up_p) {
+        th_cu_moe_gemv(M->gate, M->up, M->gate_b, M->up_b, F, g->moe_sel, pairs, k, h, E, eq ? &g->moe_q8 : NULL, g->moe_gu, 2 * F, st);
+    } else {   /* per-expert types: gate and up each by its parts */
+        const th_cu_mat *w[2] = { M->gate, M->up };
+        const th_cu_parts *P[2] = { M->gate_p, M->up_p };
+        const float *b[2] = { M->gate_b, M->up_b };
+        for (int i = 0; i < 2; i++) {
+            if (P[i]) parts_gemv(g, P[i], b[i], F, pairs, k, h, E, eq, g->moe_gu + i * F, 2 * F);
+            else th_cu_moe_gemv(w[i], NULL, b[i], NULL, F, g->moe_sel, pairs, k, h, E, eq ? &g->moe_q8 : NULL, g->moe_gu + i * F, 2 * F, st);
+        }
+    }
     glu_rows(g, F, pairs, g->m->hp.act_fn, dq);
-    th_cu_moe_gemv(M->down, NULL, M->down_b, NULL, E, g->moe_sel, pairs, 1, g->moe_act, F, dq ? &g->moe_q8 : NULL, g->moe_y, E, st);
+    if (M->down_p) parts_gemv(g, M->down_p, M->down_b, E, pairs, 1, g->moe_act, F, dq, g->moe_y, E);
+    else th_cu_moe_gemv(M->down, NULL, M->down_b, NULL, E, g->moe_sel, pairs, 1, g->moe_act, F, dq ? &g->moe_q8 : NULL, g->moe_y, E, st);
     /* out[t] = Σ_j w[t][j] · y[t·k + j] */
     th_cu_moe_sum(g->moe_y, E, g->moe_w, k, n, E, NULL, out, E, st);
 }
@@ -137,13 +170,37 @@ static int sort_pairs(const int32_t *sel, int n_pairs, int X, int32_t *list, int
 }
 
 /* y (segment rows, ys apart) = each hit expert of stacked w (rpe rows an expert) · its rows of x. */
-static th_status experts_mm(th_gpu *g, const th_cu_mat *w, int64_t rpe, const moe_segs *sg, const float *x, int64_t xs,
-                            float *y, int64_t ys) {
+static th_status experts_mm1(th_gpu *g, const th_cu_mat *w, int64_t rpe, const moe_segs *sg, const float *x, int64_t xs,
+                             float *y, int64_t ys) {
     if (th_cu_gemm_experts(g->cublas, w, rpe, sg->n_hit, sg->ex, sg->off, sg->cnt, sg->rows, x, xs, y, ys, g->wbuf,
                            g->wbuf_bytes, g->moe_xh, g->st))
         return TH_OK;
     return th_set_error(TH_ERR_INTERNAL, "cuBLAS grouped expert GEMM failed (%s, %d experts of %lld×%lld, %d rows)",
                         th_type_name(w->type), sg->n_hit, (long long)rpe, (long long)w->K, sg->rows);
+}
+
+/* The same for a matrix in parts (per-expert types): each part over its hit
+ * experts (their blocks in the part, increasing as the ids), the same segments. */
+static th_status experts_mm(th_gpu *g, const th_cu_mat *w, const th_cu_parts *P, int64_t rpe, const moe_segs *sg,
+                            const float *x, int64_t xs, float *y, int64_t ys) {
+    if (!P) return experts_mm1(g, w, rpe, sg, x, xs, y, ys);
+    int32_t *buf = malloc((size_t)sg->n_hit * 3 * sizeof *buf);
+    if (!buf) return th_set_error(TH_ERR_NOMEM, "out of memory");
+    th_status s = TH_OK;
+    for (int i = 0; i < P->n && !s; i++) {
+        moe_segs ps = { .n_hit = 0, .rows = sg->rows, .ex = buf, .off = buf + sg->n_hit, .cnt = buf + 2 * sg->n_hit };
+        for (int j = 0; j < sg->n_hit; j++) {
+            int32_t b = P->p[i].hslot[sg->ex[j]];
+            if (b < 0) continue;
+            buf[ps.n_hit] = b;
+            buf[sg->n_hit + ps.n_hit] = sg->off[j];
+            buf[2 * sg->n_hit + ps.n_hit] = sg->cnt[j];
+            ps.n_hit++;
+        }
+        if (ps.n_hit) s = experts_mm1(g, &P->p[i].mat, rpe, &ps, x, xs, y, ys);
+    }
+    free(buf);
+    return s;
 }
 
 /* sel to the host, the pairs sorted by expert there, their order (list | row) back. */
@@ -177,13 +234,13 @@ static th_status moe_grouped_path(th_gpu *g, const th_cu_moe *M, int n, const fl
     if ((s = plan_segments(g, pairs, M->n_expert, &sg))) return s;
     const int32_t *list = g->moe_idx, *row = g->moe_idx + pairs;
     th_cu_moe_gather(h, E, list, k, pairs, E, g->moe_y, E, st);  /* moe_y: the inputs until down writes it */
-    if ((s = experts_mm(g, M->gate, F, &sg, g->moe_y, E, g->moe_gu, 2 * F)) ||
-        (s = experts_mm(g, M->up, F, &sg, g->moe_y, E, g->moe_gu + F, 2 * F)))
+    if ((s = experts_mm(g, M->gate, M->gate_p, F, &sg, g->moe_y, E, g->moe_gu, 2 * F)) ||
+        (s = experts_mm(g, M->up, M->up_p, F, &sg, g->moe_y, E, g->moe_gu + F, 2 * F)))
         return s;
     if (M->gate_b) th_cu_moe_bias(g->moe_gu, 2 * F, M->gate_b, F, list, g->moe_sel, pairs, st);
     if (M->up_b) th_cu_moe_bias(g->moe_gu + F, 2 * F, M->up_b, F, list, g->moe_sel, pairs, st);
     glu_rows(g, F, pairs, g->m->hp.act_fn, false);
-    if ((s = experts_mm(g, M->down, E, &sg, g->moe_act, F, g->moe_y, E))) return s;
+    if ((s = experts_mm(g, M->down, M->down_p, E, &sg, g->moe_act, F, g->moe_y, E))) return s;
     if (M->down_b) th_cu_moe_bias(g->moe_y, E, M->down_b, E, list, g->moe_sel, pairs, st);
     th_cu_moe_sum(g->moe_y, E, g->moe_w, k, n, E, row, out, E, st);
     return TH_OK;
@@ -199,7 +256,7 @@ th_status th_cu_moe_ffn(th_gpu *g, const th_layer *L, int n, const float *h, flo
         return th_set_error(TH_ERR_INTERNAL, "MoE FFN: %d tokens, %d of %d experts", n, k, X);
     bool grouped = gemm && g->h_moe;
     bool rq = th_cu_gemv_wants_q8(M->router);
-    bool eq = !grouped && (th_cu_gemv_wants_q8(M->gate) || th_cu_gemv_wants_q8(M->up));
+    bool eq = !grouped && (any_q8(M->gate, M->gate_p) || any_q8(M->up, M->up_p));
     if (rq || eq) th_cu_quantize_q8(h, E, n, E, &g->moe_q8, st);
     /* router logits → sel, w (the router stays a GEMV on both paths: the same choice) */
     th_cu_gemv(M->router, h, E, rq ? &g->moe_q8 : NULL, n, g->moe_logits, X, false, st);

@@ -4,7 +4,9 @@
  * layout, except the types with a SPLIT layout (split.c: quants and scales in
  * separate arrays, for coalesced loads). Q|K|V and gate|up (dense or shared
  * experts) are uploaded as one matrix when their types match; experts stacked by
- * rows (expert e after e−1); vectors (norms, biases, sinks, rope factors) as fp32.
+ * rows (expert e after e−1), and experts with a type of their own (per-expert
+ * types) as parts of one type each beside the 3-D tensor (th_cu_parts, upload_parts);
+ * vectors (norms, biases, sinks, rope factors) as fp32.
  * The shapes the kernels rely on are checked here, each error naming the layer.
  * Prints a progress line when verbose or when stderr is a terminal. */
 #include "cuda/gpu_internal.h"
@@ -170,7 +172,79 @@ static th_status upload_vec(th_cu_store *S, th_weight *w) {
 }
 
 static size_t wbytes(const th_weight *w) {
-    return w->data ? w->row_bytes * (size_t)TH_MAX(w->ne1, 1) * (size_t)TH_MAX(w->ne2, 1) : 0;
+    size_t b = w->data ? w->row_bytes * (size_t)TH_MAX(w->ne1, 1) * (size_t)TH_MAX(w->ne2, 1) : 0;
+    for (int64_t e = 0; w->data && w->experts && e < w->ne2; e++) {
+        const th_expert_slot *x = th_weight_expert(w, e);
+        if (x) b += x->row_bytes * (size_t)w->ne1;
+    }
+    return b;
+}
+
+/* Keep a parts record for store_free. */
+static th_status keep_parts(th_cu_store *S, th_cu_parts *P) {
+    if (S->n_parts == S->cap_parts) {
+        size_t nc = S->cap_parts ? 2 * S->cap_parts : 16;
+        th_cu_parts **np = realloc(S->parts, nc * sizeof *np);
+        if (!np) return th_set_error(TH_ERR_NOMEM, "out of memory");
+        S->parts = np;
+        S->cap_parts = nc;
+    }
+    S->parts[S->n_parts++] = P;
+    return TH_OK;
+}
+
+/* The experts of w (already uploaded as one 3-D matrix) with a copy of their own
+ * (per-expert types, docs/precision.md) as parts of one type each (th_cu_parts);
+ * nothing when w has none. */
+static th_status upload_parts(th_cu_store *S, th_weight *w) {
+    int64_t X = w->ne2;
+    uint32_t types[TH_CU_MAX_PARTS];
+    int nt = 0;
+    for (int64_t e = 0; w->experts && e < X; e++) {
+        const th_expert_slot *x = th_weight_expert(w, e);
+        int i = 0;
+        while (x && i < nt && types[i] != x->type) i++;
+        if (!x || i < nt) continue;
+        if (nt == TH_CU_MAX_PARTS - 1)
+            return th_set_error(TH_ERR_UNSUPPORTED, "tensor %s: its experts have more than %d types of their own; the CUDA backend takes at most that many",
+                                w->name ? w->name : "?", TH_CU_MAX_PARTS - 1);
+        types[nt++] = x->type;
+    }
+    if (!nt) return TH_OK;
+    th_cu_parts *P = calloc(1, sizeof *P + (size_t)(nt + 1) * (size_t)X * sizeof(int32_t));
+    th_weight *tmp = calloc((size_t)X, sizeof *tmp);
+    th_weight **ptr = calloc((size_t)X, sizeof *ptr);
+    th_status s = !P || !tmp || !ptr ? th_set_error(TH_ERR_NOMEM, "out of memory") : keep_parts(S, P);
+    if (s) { free(P); free(tmp); free(ptr); return s; }
+    int32_t *hs = (int32_t *)(P + 1);
+    P->n = nt + 1;
+    P->p[0].mat = th_cu_w(w)->mat;
+    for (int i = 0; i <= nt; i++) P->p[i].hslot = hs + (size_t)i * X;
+    for (int64_t e = 0; e < X; e++) P->p[0].hslot[e] = th_weight_expert(w, e) ? -1 : (int32_t)e;
+    for (int i = 1; i <= nt && !s; i++) {
+        int n = 0;
+        for (int64_t e = 0; e < X; e++) {
+            const th_expert_slot *x = th_weight_expert(w, e);
+            P->p[i].hslot[e] = -1;
+            if (!x || x->type != types[i - 1]) continue;
+            tmp[n] = (th_weight){ .data = x->data, .type = x->type, .ne0 = w->ne0, .ne1 = w->ne1, .ne2 = 1,
+                                  .row_bytes = x->row_bytes, .name = w->name };
+            ptr[n] = &tmp[n];
+            P->p[i].hslot[e] = n++;
+        }
+        s = upload_rows(S, ptr, n, &P->p[i].mat);
+    }
+    free(tmp);
+    free(ptr);
+    void *d = NULL;
+    if (!s) s = th_cu_alloc(&S->mem, &d, (size_t)(nt + 1) * (size_t)X * sizeof(int32_t), "expert slot maps");
+    if (!s) {
+        cudaError_t e = cudaMemcpy(d, hs, (size_t)(nt + 1) * (size_t)X * sizeof(int32_t), cudaMemcpyHostToDevice);
+        if (e) return th_cu_fail(e, "expert slot maps");
+        for (int i = 0; i <= nt; i++) P->p[i].slot = (const int32_t *)d + (size_t)i * X;
+        ((th_cu_weight *)w->dev)->parts = P;
+    }
+    return s;
 }
 
 /* Every weight of layer L (the records to make and the bytes to upload). */
@@ -207,15 +281,10 @@ static th_status upload_moe(th_cu_store *S, const th_hparams *hp, int il, th_lay
         (L->down_exps_b.data && !shape_is(&L->down_exps_b, E, X, 1)))
         return th_set_error(TH_ERR_FORMAT, "layer %d: expert biases do not have the shapes [F,%lld] / [%lld,%lld]", il,
                             (long long)X, (long long)E, (long long)X);
-    const th_weight *xw[3] = { &L->gate_exps, &L->up_exps, &L->down_exps };
-    for (int k = 0; k < 3; k++)   /* per-expert types (docs/precision.md): the CPU reads them, the kernels here do not yet */
-        for (int64_t e = 0; xw[k]->experts && e < xw[k]->ne2; e++)
-            if (th_weight_expert(xw[k], e))
-                return th_set_error(TH_ERR_UNSUPPORTED, "tensor %s.%lld: experts with a type of their own are not supported by the CUDA backend yet",
-                                    xw[k]->name ? xw[k]->name : "?", (long long)e);
     th_status s;
     if ((s = upload_mat(S, &L->router)) || (s = upload_mat(S, &L->gate_exps)) || (s = upload_mat(S, &L->up_exps)) ||
-        (s = upload_mat(S, &L->down_exps)))
+        (s = upload_mat(S, &L->down_exps)) || (s = upload_parts(S, &L->gate_exps)) || (s = upload_parts(S, &L->up_exps)) ||
+        (s = upload_parts(S, &L->down_exps)))
         return s;
     if (L->gate_shexp.data || L->up_shexp.data || L->down_shexp.data) {
         if (!L->gate_shexp.data || !L->up_shexp.data || !L->down_shexp.data)
@@ -287,24 +356,55 @@ static th_status upload_layer(th_cu_store *S, th_model *m, int il) {
     return TH_OK;
 }
 
-static void store_free(th_model *m) {
-    th_cu_store *S = m->dev_store;
-    if (!S) return;
-    int prev = -1;
-    if (cudaGetDevice(&prev) == cudaSuccess && prev != S->device) cudaSetDevice(S->device);
-    th_cu_allocs_free(&S->mem);
-    if (prev >= 0 && prev != S->device) cudaSetDevice(prev);
+/* Every weight of m that may have a device copy, into out (NULL: count only). */
+static size_t all_weights(th_model *m, th_weight **out) {
+    th_weight *top[] = { &m->tok_embd, &m->output_norm, &m->output, &m->rope_freqs, &m->rope_long, &m->rope_short };
+    size_t n = 0;
+    for (size_t k = 0; k < sizeof top / sizeof top[0]; k++, n++)
+        if (out) out[n] = top[k];
     for (int32_t il = 0; m->layers && il < m->hp.n_layer; il++) {
         th_layer *L = &m->layers[il];
         th_weight *all[] = LAYER_WEIGHTS(L);
-        for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) all[k]->dev = NULL;
+        for (size_t k = 0; k < sizeof all / sizeof all[0]; k++, n++)
+            if (out) out[n] = all[k];
     }
-    th_weight *top[] = { &m->tok_embd, &m->output_norm, &m->output, &m->rope_freqs, &m->rope_long, &m->rope_short };
-    for (size_t k = 0; k < sizeof top / sizeof top[0]; k++) top[k]->dev = NULL;
+    return n;
+}
+
+/* The store's device memory and host records (the weights' dev pointers untouched). */
+static void store_release(th_cu_store *S) {
+    int prev = -1;
+    if (cudaGetDevice(&prev) == cudaSuccess && prev != S->device) cudaSetDevice(S->device);
+    th_cu_allocs_free(&S->mem);
+    for (size_t i = 0; i < S->n_parts; i++) free(S->parts[i]);
+    free(S->parts);
+    if (prev >= 0 && prev != S->device) cudaSetDevice(prev);
     free(S->recs);
     free(S);
+}
+
+static void store_free(th_model *m) {
+    th_cu_store *S = m->dev_store;
+    if (!S) return;
+    store_release(S);
+    size_t n = all_weights(m, NULL);
+    th_weight **w = malloc(n * sizeof *w);
+    if (w) {
+        all_weights(m, w);
+        for (size_t k = 0; k < n; k++) w[k]->dev = NULL;
+        free(w);
+    } else {   /* no memory for the list: the same walk, by hand */
+        th_weight *top[] = { &m->tok_embd, &m->output_norm, &m->output, &m->rope_freqs, &m->rope_long, &m->rope_short };
+        for (size_t k = 0; k < sizeof top / sizeof top[0]; k++) top[k]->dev = NULL;
+        for (int32_t il = 0; m->layers && il < m->hp.n_layer; il++) {
+            th_layer *L = &m->layers[il];
+            th_weight *all[] = LAYER_WEIGHTS(L);
+            for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) all[k]->dev = NULL;
+        }
+    }
     m->dev_store = NULL;
     m->dev_free = NULL;
+    m->dev_refresh = NULL;
 }
 
 static th_status upload_all(th_cu_store *S, th_model *m) {
@@ -333,19 +433,70 @@ static th_status upload_all(th_cu_store *S, th_model *m) {
 }
 
 static pthread_mutex_t upload_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t store_gen;   /* under upload_lock */
+
+static th_cu_store *store_new(int device, bool verbose) {
+    th_cu_store *S = calloc(1, sizeof *S);
+    if (!S) return NULL;
+    S->device = device;
+    S->verbose = verbose;
+    S->pct = -1;
+    S->gen = ++store_gen;
+    return S;
+}
+
+/* Live swaps (th_model.dev_refresh; precision/live.c calls it between two steps,
+ * after the host weights changed): every weight is uploaded again into a fresh
+ * store (the new types, joint groups and per-expert parts as a first upload makes
+ * them), the weights' records point at it, and the old store is freed; contexts
+ * see the new store number at their next step and drop their CUDA graphs. Until
+ * the new store is complete the old one stays in use; on failure it stays (the
+ * error says why). Needs the old and the new copies on the device at once. */
+static th_status weights_refresh(th_model *m) {
+    pthread_mutex_lock(&upload_lock);
+    th_cu_store *old = m->dev_store;
+    th_status s = TH_OK;
+    size_t n = all_weights(m, NULL);
+    th_weight **w = malloc(n * sizeof *w);
+    void **keep = malloc(n * sizeof *keep);
+    th_cu_store *S = old ? store_new(old->device, false) : NULL;
+    if (!old) s = th_set_error(TH_ERR_INTERNAL, "GPU weight refresh without device weights");
+    else if (!w || !keep || !S) s = th_set_error(TH_ERR_NOMEM, "out of memory");
+    int prev = -1;
+    if (!s) {
+        all_weights(m, w);
+        for (size_t k = 0; k < n; k++) { keep[k] = w[k]->dev; w[k]->dev = NULL; }
+        if (cudaGetDevice(&prev) == cudaSuccess && prev != old->device) cudaSetDevice(old->device);
+        cudaError_t e = cudaDeviceSynchronize();   /* nothing in flight reads the old copies when they go */
+        s = e ? th_cu_fail(e, "GPU weight refresh") : upload_all(S, m);
+        if (s) {
+            for (size_t k = 0; k < n; k++) w[k]->dev = keep[k];
+        } else {
+            m->dev_store = S;
+            store_release(old);
+            S = NULL;
+        }
+        if (prev >= 0 && prev != old->device) cudaSetDevice(prev);
+    }
+    if (S) store_release(S);
+    free(w);
+    free(keep);
+    pthread_mutex_unlock(&upload_lock);
+    return s;
+}
 
 th_status th_cu_weights_upload(th_model *m, bool verbose) {
     pthread_mutex_lock(&upload_lock);
     th_status s = TH_OK;
     if (!m->dev_store) {
-        th_cu_store *S = calloc(1, sizeof *S);
+        int dev = 0;
+        cudaGetDevice(&dev);
+        th_cu_store *S = store_new(dev, verbose || isatty(2));
         if (!S) s = th_set_error(TH_ERR_NOMEM, "out of memory");
         if (S) {
-            cudaGetDevice(&S->device);
-            S->verbose = verbose || isatty(2);
-            S->pct = -1;
             m->dev_store = S;
             m->dev_free = store_free;
+            m->dev_refresh = weights_refresh;
             if ((s = upload_all(S, m))) store_free(m);   /* nothing half-uploaded stays */
         }
     }

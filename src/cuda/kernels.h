@@ -49,6 +49,10 @@ bool th_cu_type_supported(uint32_t type);
 bool th_cu_gemv_wants_q8(const th_cu_mat *w);
 void th_cu_gemv(const th_cu_mat *w, const float *x, int64_t x_stride, const th_cu_q8 *xq, int n,
                 float *y, int64_t y_stride, bool accumulate, cudaStream_t st);
+/* qn.cu: the same for a qN matrix in the file layout (fp32 x); false (nothing
+ * launched) for any other matrix or without x. th_cu_gemv calls it. */
+bool th_cu_gemv_qn(const th_cu_mat *w, const float *x, int64_t x_stride, int n, float *y, int64_t y_stride,
+                   bool accumulate, cudaStream_t st);
 
 /* ---- batched products on int8 tensor cores (mma_q8.cu): the same product as
  * th_cu_gemv's int8 kernels for any n, SPLIT weights decoded to int8 in
@@ -139,6 +143,13 @@ void th_cu_moe_gemv(const th_cu_mat *w0, const th_cu_mat *w1, const float *b0, c
                     const int32_t *sel, int n_pairs, int x_div, const float *x, int64_t xs, const th_cu_q8 *xq, float *y, int64_t ys, cudaStream_t st);
 /* out[t][i] = Σ_{j<k} w[t·k+j] · y[r(t·k+j)][i] for t < n, i < E, in order j = 0..k−1,
  * where pair p's row r(p) = row[p] (row NULL: r(p) = p). */
+/* The same for one matrix w holding some of the experts (per-expert types,
+ * docs/precision.md): expert e's rpe rows are block slot[e] of w (slot: device,
+ * n_expert ids); pairs whose expert has slot −1 are not written. The bias b is
+ * indexed by the expert id, as th_cu_moe_gemv's. */
+void th_cu_moe_gemv_part(const th_cu_mat *w, const int32_t *slot, const float *b, int64_t rpe, const int32_t *sel,
+                         int n_pairs, int x_div, const float *x, int64_t xs, const th_cu_q8 *xq, float *y, int64_t ys,
+                         cudaStream_t st);
 void th_cu_moe_sum(const float *y, int64_t ys, const float *w, int k, int n, int64_t E, const int32_t *row,
                    float *out, int64_t os, cudaStream_t st);
 /* The grouped path's pair rows (segment order: list[i] is the pair p = t·k + j of

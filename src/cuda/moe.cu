@@ -176,9 +176,11 @@ __device__ float row_dot(const th_cu_mat &w, int64_t r, const float *x, int64_t 
 constexpr int MOE_WARPS = 4;
 
 // y[p][o] = W(o) of expert sel[p] · x[p / x_div] (+ its bias), o < rpe: w0/b0, o >= rpe: w1/b1;
-// fp32 activations (weights without a split layout, or no q8 input).
+// fp32 activations (weights without a split layout, or no q8 input). slot (per-expert
+// types, docs/precision.md): expert e's rows are block slot[e] of the matrix, and a
+// pair whose slot is −1 is left alone (another part's launch writes it); NULL: e.
 __global__ void __launch_bounds__(MOE_WARPS * 32) moe_gemv(th_cu_mat w0, th_cu_mat w1, const float *b0,
-                                                           const float *b1, bool two, int64_t rpe,
+                                                           const float *b1, bool two, int64_t rpe, const int32_t *slot,
                                                            const int32_t *sel, int n_pairs, int x_div, const float *x,
                                                            int64_t xs, float *y, int64_t ys) {
     pdl_begin();
@@ -187,13 +189,14 @@ __global__ void __launch_bounds__(MOE_WARPS * 32) moe_gemv(th_cu_mat w0, th_cu_m
     const int64_t o = (int64_t)blockIdx.x * MOE_WARPS + (threadIdx.x >> 5);
     if (o >= out_rows) return;
     for (int p = blockIdx.y; p < n_pairs; p += gridDim.y) {
-        const int64_t e = sel[p];
+        const int64_t e = sel[p], we = slot ? (int64_t)slot[e] : e;
+        if (we < 0) continue;
         const bool second = o >= rpe;
         const th_cu_mat &w = second ? w1 : w0;
-        const int64_t r = e * rpe + (second ? o - rpe : o);
-        float v = row_dot(w, r, x, p / x_div, xs, lane);
+        const int64_t oo = second ? o - rpe : o;
+        float v = row_dot(w, we * rpe + oo, x, p / x_div, xs, lane);
         const float *b = second ? b1 : b0;
-        if (b) v += b[r];
+        if (b) v += b[e * rpe + oo];
         if (lane == 0) y[(int64_t)p * ys + o] = v;
     }
 }
@@ -207,8 +210,8 @@ __global__ void __launch_bounds__(MOE_WARPS * 32) moe_gemv(th_cu_mat w0, th_cu_m
 template <uint32_t TYPE, int RPW, int UU>
 __global__ void __launch_bounds__(MOE_WARPS * 32) moe_gemv_q8(th_cu_mat w0, th_cu_mat w1, const float *b0,
                                                               const float *b1, bool two, int64_t rpe,
-                                                              const int32_t *sel, int n_pairs, int x_div,
-                                                              th_cu_q8 xq, float *y, int64_t ys) {
+                                                              const int32_t *slot, const int32_t *sel, int n_pairs,
+                                                              int x_div, th_cu_q8 xq, float *y, int64_t ys) {
     pdl_begin();
     const int lane = threadIdx.x & 31;
     const int64_t out_rows = two ? 2 * rpe : rpe;
@@ -220,7 +223,9 @@ __global__ void __launch_bounds__(MOE_WARPS * 32) moe_gemv_q8(th_cu_mat w0, th_c
     const int nr = (int)min((int64_t)RPW, out_rows - o0);
     const int64_t nb = w.K / 32;
     for (int p = blockIdx.y; p < n_pairs; p += gridDim.y) {
-        const int64_t r0 = (int64_t)sel[p] * rpe + (second ? o0 - rpe : o0), row = p / x_div;
+        const int64_t e = sel[p], we = slot ? (int64_t)slot[e] : e;
+        if (we < 0) continue;  // another part's expert (slot, as moe_gemv)
+        const int64_t oo = second ? o0 - rpe : o0, r0 = we * rpe + oo, br0 = e * rpe + oo, row = p / x_div;
         float acc[RPW];
 #pragma unroll
         for (int i = 0; i < RPW; i++) acc[i] = 0.0f;
@@ -249,7 +254,7 @@ __global__ void __launch_bounds__(MOE_WARPS * 32) moe_gemv_q8(th_cu_mat w0, th_c
         if (lane == 0)
 #pragma unroll
             for (int i = 0; i < RPW; i++)
-                if (i < nr) y[(int64_t)p * ys + o0 + i] = acc[i] + (bias ? bias[r0 + i] : 0.0f);
+                if (i < nr) y[(int64_t)p * ys + o0 + i] = acc[i] + (bias ? bias[br0 + i] : 0.0f);
     }
 }
 
@@ -299,44 +304,56 @@ static unsigned grid_rows(int rows) { return (unsigned)(rows < 65535 ? rows : 65
 // 4 rows a warp (1 when rpe is not a multiple of 4), lane-steps for the row length.
 template <int RPW, int UU>
 static void launch_moe_q8_as(const th_cu_mat *w0, const th_cu_mat *w1, const float *b0, const float *b1, int64_t rpe,
-                             const int32_t *sel, int n_pairs, int x_div, const th_cu_q8 *xq, float *y, int64_t ys,
+                             const int32_t *slot, const int32_t *sel, int n_pairs, int x_div, const th_cu_q8 *xq, float *y, int64_t ys,
                              cudaStream_t st) {
     const bool two = w1 != nullptr;
     const int64_t per_block = MOE_WARPS * RPW;
     dim3 grid((unsigned)(((two ? 2 : 1) * rpe + per_block - 1) / per_block), grid_rows(n_pairs));
     with_split_type(w0->type, [&](auto t) {  // every split type (th_cu_gemv_wants_q8)
         launch_k(moe_gemv_q8<decltype(t)::value, RPW, UU>, grid, dim3(MOE_WARPS * 32), st, *w0, two ? *w1 : *w0, b0,
-                 two ? b1 : nullptr, two, rpe, sel, n_pairs, x_div, *xq, y, ys);
+                 two ? b1 : nullptr, two, rpe, slot, sel, n_pairs, x_div, *xq, y, ys);
     });
 }
 
 static void launch_moe_q8(const th_cu_mat *w0, const th_cu_mat *w1, const float *b0, const float *b1, int64_t rpe,
-                          const int32_t *sel, int n_pairs, int x_div, const th_cu_q8 *xq, float *y, int64_t ys,
+                          const int32_t *slot, const int32_t *sel, int n_pairs, int x_div, const th_cu_q8 *xq, float *y, int64_t ys,
                           cudaStream_t st) {
     const int64_t steps = (w0->K / 32 + 31) / 32;  // lane-steps a row
-    if (rpe % 4) launch_moe_q8_as<1, 4>(w0, w1, b0, b1, rpe, sel, n_pairs, x_div, xq, y, ys, st);
-    else if (steps <= 1) launch_moe_q8_as<4, 1>(w0, w1, b0, b1, rpe, sel, n_pairs, x_div, xq, y, ys, st);
-    else if (steps <= 2) launch_moe_q8_as<4, 2>(w0, w1, b0, b1, rpe, sel, n_pairs, x_div, xq, y, ys, st);
-    else launch_moe_q8_as<4, 4>(w0, w1, b0, b1, rpe, sel, n_pairs, x_div, xq, y, ys, st);
+    if (rpe % 4) launch_moe_q8_as<1, 4>(w0, w1, b0, b1, rpe, slot, sel, n_pairs, x_div, xq, y, ys, st);
+    else if (steps <= 1) launch_moe_q8_as<4, 1>(w0, w1, b0, b1, rpe, slot, sel, n_pairs, x_div, xq, y, ys, st);
+    else if (steps <= 2) launch_moe_q8_as<4, 2>(w0, w1, b0, b1, rpe, slot, sel, n_pairs, x_div, xq, y, ys, st);
+    else launch_moe_q8_as<4, 4>(w0, w1, b0, b1, rpe, slot, sel, n_pairs, x_div, xq, y, ys, st);
 }
 
-extern "C" void th_cu_moe_gemv(const th_cu_mat *w0, const th_cu_mat *w1, const float *b0, const float *b1,
-                               int64_t rpe, const int32_t *sel, int n_pairs, int x_div, const float *x, int64_t xs, const th_cu_q8 *xq, float *y, int64_t ys,
-                               cudaStream_t st) {
+static void moe_gemv_any(const th_cu_mat *w0, const th_cu_mat *w1, const float *b0, const float *b1, int64_t rpe,
+                         const int32_t *slot, const int32_t *sel, int n_pairs, int x_div, const float *x, int64_t xs,
+                         const th_cu_q8 *xq, float *y, int64_t ys, cudaStream_t st) {
     if (n_pairs <= 0 || rpe <= 0) return;
     bool two = w1 != nullptr;
     int64_t out_rows = two ? 2 * rpe : rpe;
     dim3 block(MOE_WARPS * 32);
     if (!xq || !th_cu_gemv_wants_q8(w0) || (two && !th_cu_gemv_wants_q8(w1))) {
         dim3 grid((unsigned)((out_rows + MOE_WARPS - 1) / MOE_WARPS), grid_rows(n_pairs));
-        launch_k(moe_gemv, grid, block, st, *w0, two ? *w1 : *w0, b0, two ? b1 : nullptr, two, rpe, sel, n_pairs, x_div,
-                 x, xs, y, ys);
+        launch_k(moe_gemv, grid, block, st, *w0, two ? *w1 : *w0, b0, two ? b1 : nullptr, two, rpe, slot, sel, n_pairs,
+                 x_div, x, xs, y, ys);
         return;
     }
     // int8 products: one launch for both matrices when they share a type, else one each
     bool both = two && w1->type == w0->type;
-    launch_moe_q8(w0, both ? w1 : nullptr, b0, both ? b1 : nullptr, rpe, sel, n_pairs, x_div, xq, y, ys, st);
-    if (two && !both) launch_moe_q8(w1, nullptr, b1, nullptr, rpe, sel, n_pairs, x_div, xq, y + rpe, ys, st);
+    launch_moe_q8(w0, both ? w1 : nullptr, b0, both ? b1 : nullptr, rpe, slot, sel, n_pairs, x_div, xq, y, ys, st);
+    if (two && !both) launch_moe_q8(w1, nullptr, b1, nullptr, rpe, slot, sel, n_pairs, x_div, xq, y + rpe, ys, st);
+}
+
+extern "C" void th_cu_moe_gemv(const th_cu_mat *w0, const th_cu_mat *w1, const float *b0, const float *b1,
+                               int64_t rpe, const int32_t *sel, int n_pairs, int x_div, const float *x, int64_t xs, const th_cu_q8 *xq, float *y, int64_t ys,
+                               cudaStream_t st) {
+    moe_gemv_any(w0, w1, b0, b1, rpe, nullptr, sel, n_pairs, x_div, x, xs, xq, y, ys, st);
+}
+
+extern "C" void th_cu_moe_gemv_part(const th_cu_mat *w, const int32_t *slot, const float *b, int64_t rpe,
+                                    const int32_t *sel, int n_pairs, int x_div, const float *x, int64_t xs,
+                                    const th_cu_q8 *xq, float *y, int64_t ys, cudaStream_t st) {
+    moe_gemv_any(w, nullptr, b, nullptr, rpe, slot, sel, n_pairs, x_div, x, xs, xq, y, ys, st);
 }
 
 extern "C" void th_cu_moe_sum(const float *y, int64_t ys, const float *w, int k, int n, int64_t E, const int32_t *row,

@@ -29,6 +29,13 @@
  *   Q6_K  quants: the low 4 bits, 16 bytes a sub-block; scales: per row first the
  *         high 2 bits, 8 bytes a sub-block (see q6k_high), then a 24-byte record per
  *         256 weights {fp16 d, 6 bytes padding, i8 sc[16]}.
+ *   qN (q2..q8, quant/qn.h)  scales: the fp16 d of each 64-weight group (K/64 a
+ *         row). quants: the n-bit codes c (0..2^n-1) cut into parts, each part a
+ *         section of the row (sub-block b at offset b × part size): bits 0-3 as
+ *         Q4_0-order nibbles (16 bytes a sub-block, n >= 4), then two bits
+ *         (pack_2bit, 8 bytes: bits 0-1 for n = 2, 3; bits 4-5 for n = 6, 7), then
+ *         one bit (high_bits, 4 bytes: bit n-1 for odd n); q8: the 32 bytes
+ *         c − 128 (int8) a sub-block instead. Rows padded to 16 bytes.
  * 4-bit sub-blocks use Q4_0's order: byte i holds weight i (low nibble) and
  * weight i + 16 (high nibble). Values and scales are the file's, bit for bit. */
 #include "cuda/split.h"
@@ -38,12 +45,18 @@
 bool th_cu_type_splittable(uint32_t t) {
     return t == TH_Q4_0 || t == TH_Q8_0 || t == TH_Q4_1 || t == TH_Q5_0 || t == TH_Q5_1 || t == TH_Q2_K ||
            t == TH_Q3_K || t == TH_Q4_K || t == TH_Q5_K || t == TH_Q6_K || t == TH_IQ4_NL || t == TH_IQ4_XS ||
-           t == TH_MXFP4;
+           t == TH_MXFP4 || th_is_qn(t);
 }
 
 bool th_cu_split_sizes(uint32_t type, int64_t K, size_t *qrow, size_t *srow) {
     if (!th_cu_type_splittable(type) || K <= 0 || K % 32) return false;
     size_t k = (size_t)K;
+    if (th_is_qn(type)) {
+        if (k % 64) return false;
+        *qrow = (k * (size_t)th_qn_bits(type) / 8 + 15) & ~(size_t)15;
+        *srow = k / 64 * 2;
+        return true;
+    }
     switch (type) {
     case TH_Q4_0: case TH_IQ4_NL: *qrow = k / 2; *srow = k / 32 * 2; return true;
     case TH_IQ4_XS: if (k % 256) return false; *qrow = k / 2; *srow = k / 256 * 12; return true;
@@ -228,6 +241,41 @@ static void repack_iq4_xs_row(const th_block_iq4_xs *b, int64_t nsb, uint8_t *q,
     }
 }
 
+/* One qN row (K/64 groups of 8n + 2 bytes): the codes to their parts, d to the scales. */
+static void repack_qn_row(int n, const uint8_t *row, int64_t K, size_t qrow, uint8_t *q, uint8_t *s) {
+    size_t nib = n >= 4 && n < 8 ? (size_t)K / 2 : 0, two = (n & 2) ? (size_t)K / 4 : 0;
+    uint8_t *q2 = q + nib, *q1 = q2 + two;
+    memset(q, 0, qrow);
+    for (int64_t g = 0; g < K / 64; g++) {
+        const uint8_t *b = row + (size_t)g * (8 * (size_t)n + 2);
+        memcpy(s + 2 * g, b, 2);
+        uint8_t codes[64];
+        for (int j = 0; j < 64; j++) {
+            int c = 0;
+            for (int p = 0; p < n; p++) c |= ((b[2 + 8 * p + j / 8] >> (j % 8)) & 1) << p;
+            codes[j] = (uint8_t)c;
+        }
+        for (int h = 0; h < 2; h++) {
+            const uint8_t *c = codes + 32 * h;
+            int64_t sb = 2 * g + h;
+            if (n == 8) {
+                for (int j = 0; j < 32; j++) q[sb * 32 + j] = (uint8_t)(c[j] ^ 0x80);
+                continue;
+            }
+            uint8_t part[32];
+            if (nib) {
+                for (int j = 0; j < 32; j++) part[j] = c[j] & 15;
+                pack_nibbles(part, q + sb * 16);
+            }
+            if (two) {
+                for (int j = 0; j < 32; j++) part[j] = (uint8_t)(c[j] >> (n >= 4 ? 4 : 0));
+                pack_2bit(part, q2 + sb * 8);
+            }
+            if (n & 1) high_bits(c, n - 1, q1 + sb * 4);
+        }
+    }
+}
+
 void th_cu_repack_split(uint32_t type, const void *src, size_t row_bytes, int64_t rows, int64_t K, uint8_t *qs,
                         uint8_t *sc) {
     size_t qrow, srow;
@@ -235,6 +283,7 @@ void th_cu_repack_split(uint32_t type, const void *src, size_t row_bytes, int64_
     for (int64_t r = 0; r < rows; r++) {
         const uint8_t *row = (const uint8_t *)src + (size_t)r * row_bytes;
         uint8_t *q = qs + (size_t)r * qrow, *s = sc + (size_t)r * srow;
+        if (th_is_qn(type)) { repack_qn_row(th_qn_bits(type), row, K, qrow, q, s); continue; }
         if (type == TH_Q4_K) { repack_q4_k_row((const th_block_q4_K *)row, K / 256, q, s); continue; }
         if (type == TH_Q4_1 || type == TH_Q5_0 || type == TH_Q5_1) { repack_legacy_row(type, row, K / 32, q, s); continue; }
         if (type == TH_IQ4_XS) { repack_iq4_xs_row((const th_block_iq4_xs *)row, K / 256, q, s); continue; }

@@ -31,6 +31,13 @@ static inline bool with_split_type(uint32_t type, F &&f) {
     case TH_IQ4_NL: f(std::integral_constant<uint32_t, TH_IQ4_NL>{}); return true;
     case TH_IQ4_XS: f(std::integral_constant<uint32_t, TH_IQ4_XS>{}); return true;
     case TH_MXFP4: f(std::integral_constant<uint32_t, TH_MXFP4>{}); return true;
+    case TH_Q2: f(std::integral_constant<uint32_t, TH_Q2>{}); return true;
+    case TH_Q3: f(std::integral_constant<uint32_t, TH_Q3>{}); return true;
+    case TH_Q4: f(std::integral_constant<uint32_t, TH_Q4>{}); return true;
+    case TH_Q5: f(std::integral_constant<uint32_t, TH_Q5>{}); return true;
+    case TH_Q6: f(std::integral_constant<uint32_t, TH_Q6>{}); return true;
+    case TH_Q7: f(std::integral_constant<uint32_t, TH_Q7>{}); return true;
+    case TH_Q8: f(std::integral_constant<uint32_t, TH_Q8>{}); return true;
     default: return false;
     }
 }
@@ -443,6 +450,7 @@ template <> struct KSub<TH_Q6_K> {  // w = d·sc16·(q − 32), one scale per 16
     }
 };
 
+#include "cuda/qn.cuh"  // KSub of qN (q2..q8)
 
 // Sub-block g (32 weights) of row r of a SPLIT matrix, to floats.
 template <uint32_t TYPE>
@@ -467,6 +475,13 @@ static __device__ __forceinline__ void dq32_split(const th_cu_mat &w, int64_t r,
     case TH_IQ4_NL: dq32_as<TH_IQ4_NL>(w, r, g, out); return;
     case TH_IQ4_XS: dq32_as<TH_IQ4_XS>(w, r, g, out); return;
     case TH_MXFP4: dq32_as<TH_MXFP4>(w, r, g, out); return;
+    case TH_Q2: dq32_as<TH_Q2>(w, r, g, out); return;
+    case TH_Q3: dq32_as<TH_Q3>(w, r, g, out); return;
+    case TH_Q4: dq32_as<TH_Q4>(w, r, g, out); return;
+    case TH_Q5: dq32_as<TH_Q5>(w, r, g, out); return;
+    case TH_Q6: dq32_as<TH_Q6>(w, r, g, out); return;
+    case TH_Q7: dq32_as<TH_Q7>(w, r, g, out); return;
+    case TH_Q8: dq32_as<TH_Q8>(w, r, g, out); return;
     default: for (int j = 0; j < 32; j++) out[j] = 0.0f; return;  // no split form (never uploaded so)
     }
 }

@@ -3,7 +3,8 @@
  * once a second; a changed file that parses and resolves (its rules on top of the
  * model file's own assignment, so removing a rule reverts it) is planned against
  * the model's current weights and re-quantized from the source in a background
- * thread; a later hook call — between two forward passes — swaps the result in.
+ * thread; a later hook call — between two forward passes — swaps the result in
+ * (on the GPU: the backend's dev_refresh re-makes the device copies then).
  * A bad file is logged and ignored. The current assignment (config text, bytes,
  * hash) is kept for /precision and /metrics. */
 #include "precision/internal.h"
@@ -100,12 +101,13 @@ static void finish_plan(th_precision_live *L) {
     L->running = false;
     if (L->plan_status) {
         fprintf(stderr, "theseus: precision %s: re-quantizing failed, the old assignment stays: %s\n", L->cfg_path, L->plan_err);
-    } else if (L->m->dev_store) {
-        fprintf(stderr, "theseus: precision %s: the model's weights are on the GPU; live swaps are CPU-only for now, the old assignment stays\n",
-                L->cfg_path);
     } else if (L->plan.n == 0) {
         L->cfg_hash = L->pending_hash;   /* nothing differs from the model: no swap */
     } else if (th_prec_swap(L->m, &L->plan) == TH_OK) {
+        /* GPU: the device copies are re-made from the swapped weights, still between two steps */
+        if (L->m->dev_store && (!L->m->dev_refresh || L->m->dev_refresh(L->m)))
+            fprintf(stderr, "theseus: precision %s: the GPU's copies of the weights could not be updated, the GPU runs the old assignment: %s\n",
+                    L->cfg_path, L->m->dev_refresh ? th_last_error() : "no refresh for this backend");
         L->cfg_hash = L->pending_hash;
         pthread_mutex_lock(&L->mu);
         L->swaps++;
