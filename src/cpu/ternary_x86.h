@@ -93,8 +93,31 @@ static inline __m256i tern_sum_a(__m256i a) {
     return acc;
 }
 
-/* Q1_0_G128 . Q8_0: per 32-block, sum(+-a) = sum(a with the sign of the bit: set +). */
+/* Q1_0_G128 . Q8_0: per 32-block, sum(+-a) = sum(a with the sign of the bit: set +);
+ * with AVX-512 (TERN_AVX512) the 32 bits are a mask register: 2 sum_set(a) - sum(a). */
 static inline void tern_q1_dot(int64_t n, float *s, const void *w, const void *act) {
+#ifdef TERN_AVX512
+    const th_block_q1_0_g128 *xx = w;
+    const th_block_q8_0 *yy = act;
+    __m256 acc8 = _mm256_setzero_ps();
+    const __m256i ones = _mm256_set1_epi8(1);
+    for (int64_t i = 0; i < n / TH_QK1; i++) {
+        th_prefetch_span((const char *)&xx[i] + TH_PREFETCH_AHEAD, sizeof xx[i]);
+        const float dw = avx2_f16(xx[i].d);
+        for (int h = 0; h < 4; h++) {
+            const th_block_q8_0 *a = &yy[4 * i + h];
+            uint32_t bits;
+            memcpy(&bits, xx[i].qs + 4 * h, 4);
+            const __m256i av = tern_load(a->qs);
+            __m256i set = _mm256_dpbusd_epi32(_mm256_setzero_si256(), ones, _mm256_maskz_mov_epi8((__mmask32)bits, av));
+            __m256i all = _mm256_dpbusd_epi32(_mm256_setzero_si256(), ones, av);
+            const __m256i is = _mm256_sub_epi32(_mm256_add_epi32(set, set), all);
+            acc8 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_set1_ps(dw * avx2_f16(a->d)), acc8);
+        }
+    }
+    *s = avx2_hsum_ps(acc8);
+    return;
+#endif
     const th_block_q1_0_g128 *x = w;
     const th_block_q8_0 *y = act;
     __m256 acc = _mm256_setzero_ps();
@@ -165,10 +188,16 @@ static inline void tern_iq1bn_dot(int64_t n, float *s, const void *w, const void
     tern_iq1bn_tables(1, &idx[1], &mlo[1], &mhi[1]);
     const __m256i lo8 = _mm256_set1_epi16(0x00ff);
     __m256 acc = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / TH_QKBN; i++) {
-        uint8_t tmp[16] = { 0 };
-        memcpy(tmp, &x[i], sizeof x[i]);   /* 13 bytes: no read past the row */
-        const __m128i raw = _mm_loadu_si128((const __m128i *)tmp);
+    const int64_t nb = n / TH_QKBN;
+    for (int64_t i = 0; i < nb; i++) {
+        __m128i raw;
+        if (i + 1 < nb) {
+            raw = _mm_loadu_si128((const __m128i *)&x[i]);   /* 3 bytes of the next block come along, unused */
+        } else {   /* the row's last block: 13 bytes only (a copy; only here, it stalls store forwarding) */
+            uint8_t tmp[16] = { 0 };
+            memcpy(tmp, &x[i], sizeof x[i]);
+            raw = _mm_loadu_si128((const __m128i *)tmp);
+        }
         const __m256i b = _mm256_set_m128i(raw, raw);
         for (int h = 0; h < 2; h++) {
             const __m256i g = _mm256_shuffle_epi8(b, idx[h]);

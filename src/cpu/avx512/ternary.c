@@ -5,6 +5,7 @@
 #include "cpu/avx512/util.h"
 
 #define TERN_DOT(acc, u, s) ((acc) = _mm256_dpbusd_epi32((acc), (u), (s)))
+#define TERN_AVX512 1   /* mask-register forms where they pay (Q1_0_G128) */
 #include "cpu/ternary_x86.h"
 
 TERN_TQ_DOT(dot_tq1_0, th_block_tq1_0, tern_tq1_block)
