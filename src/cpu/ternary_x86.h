@@ -41,6 +41,40 @@ static inline int tern_q8k_sum(const th_block_q8_K *y) {
 
 /* TQ1_0: qs[0..31] hold elements m + 32t (t = 0..4: trit t), qs[32..47] 160 + m + 16t,
  * qh[0..3] 240 + m + 4t (t = 0..3). */
+#ifdef TERN_AVX512
+/* 64 trits at once: the 64 bytes v, trit = (v >= 86) + (v >= 171) by two mask compares */
+static inline __m512i tern_trits512(__m512i v) {
+    const __mmask64 k1 = _mm512_cmpge_epu8_mask(v, _mm512_set1_epi8((char)86));
+    const __mmask64 k2 = _mm512_cmpge_epu8_mask(v, _mm512_set1_epi8((char)171));
+    const __m512i one = _mm512_set1_epi8(1);
+    return _mm512_mask_add_epi8(_mm512_maskz_mov_epi8(k1, one), k2, _mm512_maskz_mov_epi8(k1, one), one);
+}
+static inline __m512i tern_x3_512(__m512i x) { return _mm512_add_epi8(_mm512_add_epi8(x, x), x); }
+/* [lo | hi] of two 256-bit halves */
+static inline __m512i tern_cat(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); }
+static inline int tern_tq1_block(const th_block_tq1_0 *b, const th_block_q8_K *y) {
+    __m512i acc = _mm512_setzero_si512();
+    const __m256i x0 = tern_load(b->qs);
+    __m512i x = tern_cat(x0, tern_x3(x0));                       /* trits 0 and 1 of qs[0..31] */
+    acc = _mm512_dpbusd_epi32(acc, tern_trits512(x), _mm512_loadu_si512(y->qs));
+    x = tern_x3_512(tern_x3_512(x));                              /* trits 2, 3 */
+    acc = _mm512_dpbusd_epi32(acc, tern_trits512(x), _mm512_loadu_si512(y->qs + 64));
+    x = tern_x3_512(tern_x3_512(x));                              /* trit 4 (low half; the high half unused) */
+    const __m128i q16 = _mm_loadu_si128((const __m128i *)(b->qs + 32));
+    const __m128i q16b = tern_x3_128(q16), q16c = tern_x3_128(q16b), q16d = tern_x3_128(q16c), q16e = tern_x3_128(q16d);
+    /* elements 128..191: trit 4 of qs[0..31] (128..159), then trits 0, 1 of qs[32..47] (160..191) */
+    __m512i v = _mm512_inserti64x4(x, _mm256_set_m128i(q16b, q16), 1);
+    acc = _mm512_dpbusd_epi32(acc, tern_trits512(v), _mm512_loadu_si512(y->qs + 128));
+    uint32_t qh;
+    memcpy(&qh, b->qh, 4);
+    const __m128i h0 = _mm_set1_epi32((int)qh), h1 = tern_x3_128(h0), h2 = tern_x3_128(h1), h3 = tern_x3_128(h2);
+    const __m128i hv = _mm_blend_epi32(_mm_blend_epi32(h0, h1, 0x2), _mm_blend_epi32(h2, h3, 0x8), 0xc);
+    /* elements 192..255: trits 2, 3, 4 of qs[32..47], then qh */
+    v = tern_cat(_mm256_set_m128i(q16d, q16c), _mm256_set_m128i(hv, q16e));
+    acc = _mm512_dpbusd_epi32(acc, tern_trits512(v), _mm512_loadu_si512(y->qs + 192));
+    return _mm512_reduce_add_epi32(acc) - tern_q8k_sum(y);
+}
+#else
 static inline int tern_tq1_block(const th_block_tq1_0 *b, const th_block_q8_K *y) {
     __m256i acc = _mm256_setzero_si256();
     __m256i x = tern_load(b->qs);
@@ -59,6 +93,7 @@ static inline int tern_tq1_block(const th_block_tq1_0 *b, const th_block_q8_K *y
     TERN_DOT(acc, _mm256_set_m128i(tern_trits128(hv), tr[4]), tern_load(y->qs + 224));
     return avx2_hsum_epi32(acc) - tern_q8k_sum(y);
 }
+#endif
 
 /* TQ2_0: bits 2l of qs[32h + m] are element 128h + 32l + m. */
 static inline int tern_tq2_block(const th_block_tq2_0 *b, const th_block_q8_K *y) {
