@@ -134,23 +134,27 @@ static inline void tern_q1_dot(int64_t n, float *s, const void *w, const void *a
 #ifdef TERN_AVX512
     const th_block_q1_0_g128 *xx = w;
     const th_block_q8_0 *yy = act;
-    __m256 acc8 = _mm256_setzero_ps();
+    /* per 128-block: the 4 sub-block sums side by side (one reduction), their 4 activation
+     * scales in one conversion */
+    __m128 acc4 = _mm_setzero_ps();
     const __m256i ones = _mm256_set1_epi8(1);
     for (int64_t i = 0; i < n / TH_QK1; i++) {
         th_prefetch_span((const char *)&xx[i] + TH_PREFETCH_AHEAD, sizeof xx[i]);
-        const float dw = avx2_f16(xx[i].d);
+        const th_block_q8_0 *a = &yy[4 * i];
+        __m256i is[4];
         for (int h = 0; h < 4; h++) {
-            const th_block_q8_0 *a = &yy[4 * i + h];
             uint32_t bits;
             memcpy(&bits, xx[i].qs + 4 * h, 4);
-            const __m256i av = tern_load(a->qs);
-            __m256i set = _mm256_dpbusd_epi32(_mm256_setzero_si256(), ones, _mm256_maskz_mov_epi8((__mmask32)bits, av));
-            __m256i all = _mm256_dpbusd_epi32(_mm256_setzero_si256(), ones, av);
-            const __m256i is = _mm256_sub_epi32(_mm256_add_epi32(set, set), all);
-            acc8 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_set1_ps(dw * avx2_f16(a->d)), acc8);
+            const __m256i av = tern_load(a[h].qs);
+            const __m256i sv = _mm256_mask_blend_epi8((__mmask32)bits, _mm256_sub_epi8(_mm256_setzero_si256(), av), av);
+            is[h] = _mm256_dpbusd_epi32(_mm256_setzero_si256(), ones, sv);
         }
+        const __m128 da = _mm_cvtph_ps(_mm_setr_epi16((short)a[0].d, (short)a[1].d, (short)a[2].d, (short)a[3].d, 0, 0, 0, 0));
+        const __m128 sc = _mm_mul_ps(da, _mm_set1_ps(avx2_f16(xx[i].d)));
+        acc4 = _mm_fmadd_ps(_mm_cvtepi32_ps(avx2_reduce4(is[0], is[1], is[2], is[3])), sc, acc4);
     }
-    *s = avx2_hsum_ps(acc8);
+    __m128 t = _mm_add_ps(acc4, _mm_movehl_ps(acc4, acc4));
+    *s = _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
     return;
 #endif
     const th_block_q1_0_g128 *x = w;
