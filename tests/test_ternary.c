@@ -42,6 +42,9 @@ static void test_ternary_type_table(void) {
               "%s row of 768: %llu bytes", types[i].name, (unsigned long long)rb);
         CHECK(!th_row_bytes(types[i].type, 768 + 32, &rb), "%s: a partial block is refused", types[i].name);
     }
+    /* the row scale is counted once per row: 2 rows of 64 IQ1_BN weights are 2 x (2 + 13) bytes */
+    uint64_t one = 0;
+    CHECK(th_row_bytes(TH_IQ1_BN, 64, &one) && one == 15 && th_row_bytes(TH_IQ2_BN, 64, &one) && one == 20, "BN rows");
 }
 
 /* Blocks worked by hand from the peers' layout descriptions (not from our encoder). */
