@@ -3,7 +3,9 @@
  * once with 256-bit vectors and included by avx2/ternary.c and avx512/ternary.c, which
  * define TERN_DOT(acc, u, s): acc (8 x i32) += the sums of 4 products u (unsigned
  * bytes) x s (signed bytes): maddubs + madd on AVX2, one vpdpbusd (AVX-512 VNNI) on
- * the avx512 level. Include only from files compiled with AVX2 flags.
+ * the avx512 level, which also defines TERN_AVX512 for its own forms of TQ1_0 (512-bit
+ * trit planes) and Q1_0_G128 (mask registers). Include only from files compiled with
+ * AVX2 flags (TERN_AVX512: AVX-512 flags).
  *
  * Codes go through the unsigned operand: c in 0..2 (trits) or 0..3 (2-bit codes), and
  * the integer the reference computes, sum (c - 1) a, is sum c a - sum a (TQ*: sum a
