@@ -41,6 +41,8 @@ static const wtype wtypes[] = {
     { TH_Q2_K, 80, 82 }, { TH_Q3_K, 108, -1 }, { TH_Q4_K, 0, 2 }, { TH_Q5_K, 0, 2 }, { TH_Q6_K, 208, -1 },
     { TH_IQ4_XS, 0, -1 },
     { TH_Q2, 0, -1 }, { TH_Q3, 0, -1 }, { TH_Q4, 0, -1 }, { TH_Q5, 0, -1 }, { TH_Q6, 0, -1 }, { TH_Q8, 0, -1 },
+    /* 1-bit / ternary (the BN types' row scales stay random bytes: timing only) */
+    { TH_TQ1_0, 52, -1 }, { TH_TQ2_0, 64, -1 }, { TH_Q1_0_G128, 0, -1 }, { TH_IQ1_BN, -1, -1 }, { TH_IQ2_BN, -1, -1 },
 };
 
 static void fill_weights(const wtype *wt, uint8_t *dst, size_t bytes) {
@@ -54,6 +56,7 @@ static void fill_weights(const wtype *wt, uint8_t *dst, size_t bytes) {
     for (size_t i = 0; i < bytes; i++) dst[i] = (uint8_t)rnd();
     for (size_t b = 0; b + bb <= bytes; b += bb) {
         uint16_t d = th_f32_to_f16(0.01f * rndf());
+        if (wt->d_off < 0) break;
         memcpy(dst + b + wt->d_off, &d, 2);
         if (wt->m_off >= 0) memcpy(dst + b + wt->m_off, &d, 2);
     }

@@ -102,6 +102,9 @@ static const block_scales scales_tab[] = {
     /* qN: levels c - (2^n - 1)/2 of uniform codes have sd sqrt((4^n - 1) / 12) */
     { TH_Q2, 0, -1, 1.118f, 0 }, { TH_Q3, 0, -1, 2.291f, 0 }, { TH_Q4, 0, -1, 4.610f, 0 }, { TH_Q5, 0, -1, 9.233f, 0 },
     { TH_Q6, 0, -1, 18.47f, 0 }, { TH_Q7, 0, -1, 36.95f, 0 }, { TH_Q8, 0, -1, 73.90f, 0 },
+    /* ternary / 1-bit: uniform trits have sd sqrt(2/3), uniform 2-bit codes sqrt(5/4), signs 1
+     * (IQ1_BN / IQ2_BN keep a scale per row, not per block: they are always quantized from floats) */
+    { TH_TQ1_0, 52, -1, 0.816f, 0 }, { TH_TQ2_0, 64, -1, 1.118f, 0 }, { TH_Q1_0_G128, 0, -1, 1.0f, 0 },
 };
 
 static const block_scales *find_scales(uint32_t type) {
@@ -285,7 +288,8 @@ static bool write_tensor(out *o, const gen *g, const tensor *t, float *fbuf, uin
         } else {
             if (t->sd == 0) for (uint64_t i = 0; i < n; i++) fbuf[i] = 1.0f;
             else fill_uniform(fbuf, n, t->sd);
-            th_ref_quantize(t->type, fbuf, qbuf, (int64_t)n);
+            /* row by row: a type may start each row with a scale (IQ1_BN / IQ2_BN's row_meta) */
+            for (uint64_t r = 0; r < nr; r++) th_ref_quantize(t->type, fbuf + r * t->ne[0], qbuf + r * rb, (int64_t)t->ne[0]);
         }
         w_bytes(o, qbuf, (size_t)(nr * rb));
     }

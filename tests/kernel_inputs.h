@@ -34,6 +34,9 @@ static const wtype wtypes[] = {
     /* qN (random bytes are random codes in every bit-plane) */
     { TH_Q2, 0, -1 }, { TH_Q3, 0, -1 }, { TH_Q4, 0, -1 }, { TH_Q5, 0, -1 }, { TH_Q6, 0, -1 },
     { TH_Q7, 0, -1 }, { TH_Q8, 0, -1 },
+    /* 1-bit and ternary (the BN types' row scale in front: random_weights sets it) */
+    { TH_TQ1_0, offsetof(th_block_tq1_0, d), -1 }, { TH_TQ2_0, offsetof(th_block_tq2_0, d), -1 },
+    { TH_Q1_0_G128, 0, -1 }, { TH_IQ1_BN, -1, -1 }, { TH_IQ2_BN, -1, -1 },
 };
 enum { N_WTYPES = sizeof wtypes / sizeof wtypes[0] };
 
@@ -55,6 +58,16 @@ static void random_weights(const wtype *wt, uint8_t *dst, int64_t rows, int64_t 
     if (wt->type == TH_F32) { for (int64_t i = 0; i < count; i++) ((float *)dst)[i] = rndf(); return; }
     if (wt->type == TH_F16) { for (int64_t i = 0; i < count; i++) ((uint16_t *)dst)[i] = th_f32_to_f16(rndf()); return; }
     if (wt->type == TH_BF16) { for (int64_t i = 0; i < count; i++) ((uint16_t *)dst)[i] = th_f32_to_bf16(rndf()); return; }
+    if (ti->row_meta) { /* IQ1_BN / IQ2_BN: a row scale, then blocks of any bits */
+        const size_t rb = row_bytes(wt->type, n);
+        for (size_t i = 0; i < rb * (size_t)rows; i++) dst[i] = extreme ? 0xff : (uint8_t)rnd();
+        for (int64_t r = 0; r < rows; r++) {
+            const float sc = extreme ? 0.02f : rndf() * 0.02f;
+            if (ti->row_meta == 2) put_f16(dst + r * rb, sc);
+            else memcpy(dst + r * rb, &sc, 4);
+        }
+        return;
+    }
     int64_t nblocks = count / ti->block;
     for (int64_t b = 0; b < nblocks; b++) {
         uint8_t *blk = dst + b * ti->bytes;

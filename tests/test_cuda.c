@@ -133,7 +133,8 @@ static void test_no_gpu_message(void) {
 
 static const uint32_t all_types[] = { TH_F32, TH_F16, TH_BF16, TH_Q4_0, TH_Q4_1, TH_Q5_0, TH_Q5_1, TH_Q8_0,
                                       TH_Q2_K, TH_Q3_K, TH_Q4_K, TH_Q5_K, TH_Q6_K, TH_IQ4_NL, TH_IQ4_XS, TH_MXFP4,
-                                      TH_Q2, TH_Q3, TH_Q4, TH_Q5, TH_Q6, TH_Q7, TH_Q8 };   /* qN: K a multiple of 64 */
+                                      TH_Q2, TH_Q3, TH_Q4, TH_Q5, TH_Q6, TH_Q7, TH_Q8,     /* qN: K a multiple of 64 */
+                                      TH_TQ1_0, TH_TQ2_0, TH_Q1_0_G128, TH_IQ1_BN, TH_IQ2_BN };   /* 1-bit / ternary */
 
 /* The embedding lookup's decoder (th_cu_dequant_rows to fp32), both layouts, against
  * the reference dequantization: bit for bit, except for the types whose weight is
@@ -178,7 +179,7 @@ static void random_weights(uint32_t type, int64_t rows, int64_t K, uint64_t rb, 
             if (has_min) memcpy(wq + b + d_at + 2, &d, 2);
         }
     }
-    th_ref_dequantize(type, wq, wd, rows * K);
+    for (int64_t r = 0; r < rows; r++) th_ref_dequantize(type, wq + r * rb, wd + r * K, K);   /* by row: IQ*_BN's row scale */
 }
 
 /* One type: random weights quantized by the reference, GPU product vs the
@@ -201,6 +202,8 @@ static void check_matmul_type(uint32_t type, int64_t rows, int64_t K) {
             ref[t * rows + r] = s;
         }
     bool q8 = th_cu_type_splittable(type); /* split layout + int8 kernels on q8 activations */
+    /* the 1-bit / ternary types: file layout, and their dense GEMV (path 0) reads q8 activations too */
+    const bool tern = type == TH_TQ1_0 || type == TH_TQ2_0 || type == TH_Q1_0_G128 || type == TH_IQ1_BN || type == TH_IQ2_BN;
     /* fp32 math: ~1e-6; q8 activations: ~1/127 per block; 16-bit GEMM inputs: ~1e-3 */
     double tol_gemv_f = 1e-5, tol_q8 = 2e-2, tol_gemm = type == TH_F32 ? 1e-5 : type == TH_BF16 ? 1e-2 : 4e-3;
     const int ns[] = { 1, 3, 8, 11 };
@@ -211,7 +214,8 @@ static void check_matmul_type(uint32_t type, int64_t rows, int64_t K) {
                 const char *pn = path ? "moe gemv" : "gemv", *e = th_cu_test_matmul(type, wq, rows, K, x, ns[i], y, path, gg == 1);
                 CHECK(!e, "%s %s: %s", th_type_name(type), pn, e);
                 if (e) continue;
-                double r = rel_l2_ref(y, ref, (size_t)ns[i] * rows), tol = q8 && gg == 0 ? tol_q8 : tol_gemv_f;
+                double r = rel_l2_ref(y, ref, (size_t)ns[i] * rows);
+                double tol = (q8 && gg == 0) || (tern && path == 0) ? tol_q8 : tol_gemv_f;
                 if (r > worst) worst = r;
                 CHECK(r <= tol, "%s %s n=%d %s: rel-L2 %.3e > %.1e", th_type_name(type), pn, ns[i], gg ? "gguf" : "split", r, tol);
             }
@@ -233,12 +237,12 @@ static void check_matmul_type(uint32_t type, int64_t rows, int64_t K) {
                 CHECK(r <= tol_gemm, "%s expert gemm (path %d) n=%d %s: rel-L2 %.3e > %.1e", th_type_name(type), path, nn,
                       gg ? "gguf" : "split", r, tol_gemm);
             }
-    if (q8) { /* the int8 kernels compute the product with q8_0-rounded activations: that in float64 */
+    if (q8 || tern) { /* the int8 kernels compute the product with q8_0-rounded activations: that in float64 */
         uint8_t *xq = malloc((size_t)(K / 32) * 34);
         float *xr = malloc((size_t)K * 4);
         th_ref_quantize(TH_Q8_0, x, xq, K);
         th_ref_dequantize(TH_Q8_0, xq, xr, K);
-        for (int path = 0; path <= 2; path += 2) {
+        for (int path = 0; path <= (tern ? 0 : 2); path += 2) {   /* ternary experts: fp32 (checked above) */
             const char *e2 = th_cu_test_matmul(type, wq, rows, K, x, 1, y, path, false);
             double num = 0, den = 0;
             for (int64_t r = 0; r < rows && !e2; r++) {
@@ -262,9 +266,9 @@ static void test_matmul_kernels(void) {
     NEED_GPU();
     for (size_t i = 0; i < sizeof all_types / sizeof all_types[0]; i++) {
         uint32_t t = all_types[i];
-        bool kq = th_type_info_get(t)->block == 256, qn = th_type_info_get(t)->block == 64;
-        check_matmul_type(t, 37, kq ? 768 : qn ? 128 : 96);      /* short rows: lanes idle, rows not a multiple of 4 */
-        check_matmul_type(t, 67, kq ? 2816 : qn ? 1344 : 1312);  /* longer rows: several steps per lane */
+        bool kq = th_type_info_get(t)->block == 256, qn = th_type_info_get(t)->block == 64, g128 = th_type_info_get(t)->block == 128;
+        check_matmul_type(t, 37, kq ? 768 : qn ? 128 : g128 ? 256 : 96);      /* short rows: lanes idle, rows not a multiple of 4 */
+        check_matmul_type(t, 67, kq ? 2816 : qn ? 1344 : g128 ? 1280 : 1312);  /* longer rows: several steps per lane */
     }
     /* qN: 64 groups a row (two steps per lane) and many rows */
     check_matmul_type(TH_Q4, 3205, 4096);

@@ -571,14 +571,15 @@ static void test_type_table_kernels(void) {
         CHECK(packs == (ti->repack8 != NULL) && packs == (ti->packed_bytes != 0), "%s: packed layout", ti->name);
         if (packs) CHECK(ti->packed_bytes == (t == TH_Q4_K ? 148u : ti->bytes), "%s: %u packed bytes", ti->name, ti->packed_bytes);
     }
-    CHECK(supported == 23, "%d supported types (F32 F16 BF16, 7 of 32 elements, 5 K-quants, IQ4_XS, q2..q8)", supported);
+    CHECK(supported == 28, "%d supported types (F32 F16 BF16, 7 of 32 elements, 5 K-quants, IQ4_XS, q2..q8, "
+          "TQ1_0 TQ2_0 Q1_0_G128 IQ1_BN IQ2_BN)", supported);
 }
 
 static void test_unsupported_types(void) {
     /* No crash: decode writes NaN, dot returns NaN, encode writes nothing. */
     uint8_t blk[512];
     memset(blk, 0x11, sizeof blk);
-    const uint32_t types[] = {TH_IQ2_XXS, TH_IQ3_S, TH_TQ1_0, TH_I32, 31, 99, 0xFFFFFFFFu};
+    const uint32_t types[] = {TH_IQ2_XXS, TH_IQ3_S, TH_IQ1_S, TH_I32, 31, 99, 0xFFFFFFFFu};
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
         out[0] = 0;
         th_ref_dequantize(types[i], blk, out, 256);

@@ -22,12 +22,15 @@
 #define TEN(D, F) F(D##0) F(D##1) F(D##2) F(D##3) F(D##4) F(D##5) F(D##6) F(D##7) F(D##8) F(D##9)
 #define ALL_IDS(F) TEN(, F) TEN(1, F) TEN(2, F) TEN(3, F)
 #define QN_IDS(F) F(1002) F(1003) F(1004) F(1005) F(1006) F(1007) F(1008)   /* TH_Q2..TH_Q8 */
+#define IK_IDS(F) F(41) F(134) F(135)   /* TH_Q1_0_G128, TH_IQ1_BN, TH_IQ2_BN */
 _Static_assert(TH_GGML_TYPE_COUNT == 40 && TH_Q2 == 1002 && TH_Q8 == 1008 && TH_TYPE_COUNT == 1009,
                "ALL_IDS enumerates the ggml ids 0..39, QN_IDS the qN ids");
+_Static_assert(TH_Q1_0_G128 == 41 && TH_IQ1_BN == 134 && TH_IQ2_BN == 135, "IK_IDS: ik_llama.cpp's ids beyond 39");
 ALL_IDS(REF_GEMM)
 QN_IDS(REF_GEMM)
+IK_IDS(REF_GEMM)
 #define REF_GEMM_AT(T) [T] = ref_gemm_##T,
-static const th_gemm_fn ref_gemm[TH_TYPE_COUNT] = { ALL_IDS(REF_GEMM_AT) QN_IDS(REF_GEMM_AT) };
+static const th_gemm_fn ref_gemm[TH_TYPE_COUNT] = { ALL_IDS(REF_GEMM_AT) QN_IDS(REF_GEMM_AT) IK_IDS(REF_GEMM_AT) };
 
 void th_gemm_by_vec_dot(uint32_t type, const th_kernels *k, int64_t n, int64_t r0, int64_t r1,
                         const void *w, size_t w_stride, int64_t nb, const void *x,

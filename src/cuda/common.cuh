@@ -45,7 +45,21 @@ static __device__ __forceinline__ void k4_scale_min(int j, const uint8_t *q, int
     else { sc = (q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4); m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4); }
 }
 
-// Decode the 32 weights of group g (elements 32g..32g+31) of a GGUF row.
+// The trit (0..2) at position j of a base-3 byte (TQ1_0: q * 3^j; IQ1_BN: q * 3^(4-j),
+// both mod 256, then floor(3 v / 256); quant/ref_internal.h's th_tq1_trit, th_iq1bn_trit).
+static __device__ __forceinline__ int trit_of(uint32_t q, uint32_t mult) { return (int)((((q * mult) & 255u) * 3u) >> 8); }
+
+// TQ1_0 element e of block b (ref_ternary.c: qs[e%32] trit e/32; qs[32 + (e-160)%16];
+// qh[(e-240)%4]).
+static __device__ __forceinline__ int tq1_code(const uint8_t *b, int e) {
+    const uint32_t p3[5] = { 1, 3, 9, 27, 81 };
+    if (e < 160) return trit_of(b[e % 32], p3[e / 32]);
+    if (e < 240) return trit_of(b[32 + (e - 160) % 16], p3[(e - 160) / 16]);
+    return trit_of(b[48 + (e - 240) % 4], p3[(e - 240) / 4]);
+}
+
+// Decode the 32 weights of group g (elements 32g..32g+31) of a GGUF row (for IQ1_BN /
+// IQ2_BN the row starts with its scale).
 static __device__ void dq32(uint32_t type, const uint8_t *row, int64_t g, float out[32]) {
     switch (type) {
     case TH_F32: { const float *p = (const float *)row + g * 32; for (int j = 0; j < 32; j++) out[j] = p[j]; break; }
@@ -160,6 +174,33 @@ static __device__ void dq32(uint32_t type, const uint8_t *row, int64_t g, float 
             for (int p = 0; p < n; p++) c |= (int)((pl[p] >> j) & 1u) << p;
             out[j] = d * (0.5f * (float)(2 * c - ((1 << n) - 1)));
         }
+        break; }
+    case TH_TQ1_0: {  // qs[48] qh[4] d; value d (c - 1)
+        const uint8_t *b = row + (g / 8) * 54; const float d = h2f(ld_u16(b + 52)); const int e0 = 32 * (int)(g % 8);
+        for (int j = 0; j < 32; j++) out[j] = d * (float)(tq1_code(b, e0 + j) - 1);
+        break; }
+    case TH_TQ2_0: {  // qs[64] d: bits 2l of qs[32h + m] are element 128h + 32l + m
+        const uint8_t *b = row + (g / 8) * 66; const float d = h2f(ld_u16(b + 64)); const int gi = (int)(g % 8);
+        const uint8_t *q = b + 32 * (gi / 4); const int sh = 2 * (gi % 4);
+        for (int j = 0; j < 32; j++) out[j] = d * (float)(((q[j] >> sh) & 3) - 1);
+        break; }
+    case TH_Q1_0_G128: {  // d qs[16]: bit set +d, clear -d
+        const uint8_t *b = row + (g / 4) * 18; const float d = h2f(ld_u16(b)); const uint8_t *q = b + 2 + 4 * (g % 4);
+        for (int j = 0; j < 32; j++) out[j] = (q[j / 8] >> (j % 8)) & 1 ? d : -d;
+        break; }
+    case TH_IQ1_BN: {  // f16 row scale, then 13-byte blocks of 64 trits
+        const float d = h2f(ld_u16(row)); const uint8_t *b = row + 2 + (g / 2) * 13; const int e0 = 32 * (int)(g % 2);
+        const uint32_t m5[5] = { 81, 27, 9, 3, 1 };
+        for (int j = 0; j < 32; j++) {
+            const int e = e0 + j, i = e / 16, r = e % 16;
+            const int c = r < 15 ? trit_of(b[3 * i + r / 5], m5[r % 5]) : trit_of(b[12], m5[i]);
+            out[j] = d * (float)(c - 1);
+        }
+        break; }
+    case TH_IQ2_BN: {  // f32 row scale, then 16-byte blocks: bits 2s of qs[m] are element 16s + m
+        const float d = __uint_as_float((uint32_t)ld_u16(row) | ((uint32_t)ld_u16(row + 2) << 16));
+        const uint8_t *q = row + 4 + (g / 2) * 16; const int s0 = 2 * (int)(g % 2);
+        for (int j = 0; j < 32; j++) out[j] = d * (float)(((q[j % 16] >> (2 * (s0 + j / 16))) & 3) - 1);
         break; }
     default:
         for (int j = 0; j < 32; j++) out[j] = 0.0f;

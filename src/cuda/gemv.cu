@@ -6,6 +6,7 @@
 //   (SPLIT layout, split.c/split.cuh): int8 dot products (dp4a) against q8 activations.
 //   F32, F16, BF16: fp32 math on 16-byte vector loads.
 //   q2..q8 (qN) have a split layout too; in the file layout (fp32 activations) their own kernel (qn.cu).
+//   TQ1_0, TQ2_0, Q1_0_G128, IQ1_BN, IQ2_BN (file layout): gemv_tern.cu, dp4a on q8 activations.
 //   every other type: decode 32 weights at a time (dq32_mat, split.cuh) and fp32 math.
 #include "cuda/split.cuh"
 #include <stdlib.h>
@@ -341,12 +342,13 @@ void launch(const th_cu_mat *w, const float *x, int64_t xs, const th_cu_q8 *xq, 
 }  // namespace
 
 extern "C" bool th_cu_gemv_wants_q8(const th_cu_mat *w) {
-    return w->layout == TH_CU_SPLIT;
+    return w->layout == TH_CU_SPLIT || th_cu_tern_type(w->type);   /* the ternary GEMV: gemv_tern.cu */
 }
 
 extern "C" void th_cu_gemv(const th_cu_mat *w, const float *x, int64_t xs, const th_cu_q8 *xq, int n, float *y,
                            int64_t ys, bool accum, cudaStream_t st) {
     if (w->layout == TH_CU_GGUF && th_cu_gemv_qn(w, x, xs, n, y, ys, accum, st)) return;
+    if (th_cu_gemv_tern(w, xq, n, y, ys, accum, st)) return;   // 1-bit / ternary: dp4a on q8 (gemv_tern.cu)
     for (int t0 = 0; t0 < n; t0 += 8) {
         int nt = n - t0 < 8 ? n - t0 : 8;
         const float *xt = x ? x + t0 * xs : nullptr;

@@ -21,6 +21,7 @@ bool th_cu_type_supported(uint32_t t) {
     case TH_Q8_0: case TH_Q2_K: case TH_Q3_K: case TH_Q4_K: case TH_Q5_K: case TH_Q6_K: case TH_IQ4_NL:
     case TH_IQ4_XS: case TH_MXFP4:
     case TH_Q2: case TH_Q3: case TH_Q4: case TH_Q5: case TH_Q6: case TH_Q7: case TH_Q8:   /* qN: file layout */
+    case TH_TQ1_0: case TH_TQ2_0: case TH_Q1_0_G128: case TH_IQ1_BN: case TH_IQ2_BN:   /* 1-bit / ternary: file layout */
         return true;
     default:
         return false;

@@ -72,6 +72,11 @@ bool th_cu_mma_f16_supports(const th_cu_mat *w, int64_t x_stride);
 bool th_cu_mma_f16(const th_cu_mat *w, const float *x, int64_t x_stride, int n, float *y, int64_t y_stride,
                    bool accumulate, cudaStream_t st);
 
+/* The 1-bit / ternary types (TQ1_0, TQ2_0, Q1_0_G128, IQ1_BN, IQ2_BN; gemv_tern.cu): whether t is one,
+ * and their decode GEMV on q8 activations (false, nothing launched, for another type or no xq). */
+bool th_cu_tern_type(uint32_t t);
+bool th_cu_gemv_tern(const th_cu_mat *w, const th_cu_q8 *xq, int n, float *y, int64_t ys, bool accum, cudaStream_t st);
+
 /* ---- matrix-matrix products (gemm.cu): the same product for large n through
  * cuBLAS on tensor cores (weights dequantized to fp16 in row chunks that fit
  * `wbuf`; activations converted into `xbuf`). Returns false on a cuBLAS error. */

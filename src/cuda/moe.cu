@@ -332,7 +332,8 @@ static void moe_gemv_any(const th_cu_mat *w0, const th_cu_mat *w1, const float *
     bool two = w1 != nullptr;
     int64_t out_rows = two ? 2 * rpe : rpe;
     dim3 block(MOE_WARPS * 32);
-    if (!xq || !th_cu_gemv_wants_q8(w0) || (two && !th_cu_gemv_wants_q8(w1))) {
+    /* the int8 expert kernels read the split layout (the 1-bit / ternary types want q8 for the dense GEMV only) */
+    if (!xq || w0->layout != TH_CU_SPLIT || (two && w1->layout != TH_CU_SPLIT)) {
         dim3 grid((unsigned)((out_rows + MOE_WARPS - 1) / MOE_WARPS), grid_rows(n_pairs));
         launch_k(moe_gemv, grid, block, st, *w0, two ? *w1 : *w0, b0, two ? b1 : nullptr, two, rpe, slot, sel, n_pairs,
                  x_div, x, xs, y, ys);

@@ -19,6 +19,9 @@ enum th_type {
     TH_I8 = 24, TH_I16 = 25, TH_I32 = 26, TH_I64 = 27, TH_F64 = 28, TH_IQ1_M = 29,
     TH_BF16 = 30, TH_TQ1_0 = 34, TH_TQ2_0 = 35, TH_MXFP4 = 39,
     TH_GGML_TYPE_COUNT = 40,
+    /* ik_llama.cpp's 1-bit and ternary types, at its ids (docs/ternary.md): Bonsai's
+     * Q1_0_G128, and IQ1_BN / IQ2_BN, whose rows start with a scale (row_meta below) */
+    TH_Q1_0_G128 = 41, TH_IQ1_BN = 134, TH_IQ2_BN = 135,
     /* qN, theseus's own n-bit format (docs/qn.md), n = 2..8: ids 1000 + n, well outside
      * ggml's range, so no other engine mistakes such a tensor for one of its types. */
     TH_QN_BASE = 1000, TH_Q2 = 1002, TH_Q3 = 1003, TH_Q4 = 1004, TH_Q5 = 1005, TH_Q6 = 1006,
@@ -29,6 +32,8 @@ enum th_type {
 #define TH_QK 32     /* block size of the legacy quants */
 #define TH_QK_K 256  /* super-block size of the K-quants */
 #define TH_QN_BLOCK 64  /* group size of qN: 8n + 2 bytes, an f16 scale then n bit-planes */
+#define TH_QK1 128      /* block of Q1_0_G128: an f16 scale, 128 sign bits */
+#define TH_QKBN 64      /* block of IQ1_BN / IQ2_BN */
 
 /* qN: true for the ids TH_Q2..TH_Q8; th_qn_bits the n of one. */
 static inline bool th_is_qn(uint32_t type) { return type >= TH_Q2 && type <= TH_Q8; }
@@ -63,12 +68,17 @@ typedef struct th_type_info {
      * src/cpu/avx2/, src/cpu/avx512/): bytes per block and row in it, 0 for none */
     uint32_t packed_bytes;
     th_repack8_fn repack8;
+    /* bytes at the start of every row before its first block (ik_llama.cpp's
+     * row_meta_size: IQ1_BN an f16 scale, IQ2_BN an f32 one; 0 for every other type).
+     * For such a type the kernels' n is one whole row (dequantize, quantize, vec_dot). */
+    uint32_t row_meta;
 } th_type_info;
 
 /* NULL for an id ggml does not define (the reader rejects those). */
 const th_type_info *th_type_info_get(uint32_t type);
 const char *th_type_name(uint32_t type);          /* "type 99" style for unknown */
-/* Bytes of a row of n elements; false if n is not a multiple of the block or overflows. */
+/* Bytes of a row of n elements (with the type's row_meta); false if n is not a multiple
+ * of the block or overflows. */
 bool th_row_bytes(uint32_t type, uint64_t n, uint64_t *out);
 
 /* ---- block layouts (little-endian, packed as in GGML) ---- */
@@ -88,6 +98,12 @@ typedef struct { float d; int8_t qs[TH_QK_K]; int16_t bsums[TH_QK_K / 16]; } th_
 typedef struct { uint16_t d; uint8_t qs[TH_QK / 2]; } th_block_iq4_nl;
 typedef struct { uint16_t d; uint16_t scales_h; uint8_t scales_l[TH_QK_K / 64]; uint8_t qs[TH_QK_K / 2]; } th_block_iq4_xs;
 typedef struct { uint8_t e; uint8_t qs[TH_QK / 2]; } th_block_mxfp4;
+/* ternary / 1-bit (ref_ternary.c has the element order of each) */
+typedef struct { uint8_t qs[48]; uint8_t qh[4]; uint16_t d; } th_block_tq1_0;   /* 5 trits a byte in qs, 4 in qh */
+typedef struct { uint8_t qs[TH_QK_K / 4]; uint16_t d; } th_block_tq2_0;         /* 2 bits a weight, code - 1 */
+typedef struct { uint16_t d; uint8_t qs[TH_QK1 / 8]; } th_block_q1_0_g128;      /* bit set: +d, clear: -d */
+typedef struct { uint8_t ql[12]; uint8_t extra; } th_block_iq1_bn;             /* 64 trits (row scale in front) */
+typedef struct { uint8_t qs[TH_QKBN / 4]; } th_block_iq2_bn;                   /* 64 2-bit codes (row scale in front) */
 
 /* ---- reference kernels (src/quant/ref_*.c): the oracle, never optimised ----
  * Type-generic entry points (ref_dispatch.c) over the table's kernels. */

@@ -48,6 +48,10 @@ static const th_qmix mixes[] = {
     /* theseus's own qN (docs/qn.md): one type for every weight, general.file_type 1000 + n */
     { "q2", TH_Q2, TH_Q2 }, { "q3", TH_Q3, TH_Q3 }, { "q4", TH_Q4, TH_Q4 }, { "q5", TH_Q5, TH_Q5 },
     { "q6", TH_Q6, TH_Q6 }, { "q7", TH_Q7, TH_Q7 }, { "q8", TH_Q8, TH_Q8 },
+    /* 1-bit and ternary (docs/ternary.md): uniform too, like the peers' llama-quantize --pure;
+     * file types are llama.cpp's (TQ*) and ik_llama.cpp's llama_ftype numbers */
+    { "TQ1_0", 36, TH_TQ1_0 }, { "TQ2_0", 37, TH_TQ2_0 }, { "Q1_0_G128", 41, TH_Q1_0_G128 },
+    { "IQ1_BN", 136, TH_IQ1_BN }, { "IQ2_BN", 137, TH_IQ2_BN },
 };
 #define N_MIXES (sizeof mixes / sizeof mixes[0])
 
@@ -215,9 +219,16 @@ static uint32_t row_fallback(uint32_t type, uint64_t ncols, int *n_fallback) {
     case TH_Q4_K: fb = TH_Q5_0; break;
     case TH_Q5_K: fb = TH_Q5_1; break;
     case TH_Q6_K: fb = TH_Q8_0; break;
+    case TH_TQ1_0: case TH_TQ2_0: fb = TH_Q4_0; break;   /* llama.cpp's fallback for them */
     default: fb = TH_F16; break;   /* llama.cpp stops here; F16 always fits */
     }
     return ncols % th_type_info_get(fb)->block == 0 ? fb : TH_F16;
+}
+
+/* qN and the 1-bit / ternary mixes give every matrix the one type (no per-tensor rules). */
+static bool uniform_mix(uint32_t base) {
+    return th_is_qn(base) || base == TH_TQ1_0 || base == TH_TQ2_0 || base == TH_Q1_0_G128 || base == TH_IQ1_BN ||
+           base == TH_IQ2_BN;
 }
 
 /* llama.cpp visits tensors sorted by layer (non-layer first) then name; the
@@ -257,7 +268,7 @@ int th_qplan_types(const th_qmix *mix, bool pure, const th_qmodel *m, const th_q
         if (!th_qtensor_quantizable(ti)) { out[i] = ti->type; continue; }
         uint32_t type = mix->base;
         if (quantized_base) {
-            if (!pure && !th_is_qn(mix->base)) type = mix_rules(&s, ti, type);   /* qN mixes are uniform */
+            if (!pure && !uniform_mix(mix->base)) type = mix_rules(&s, ti, type);
             type = row_fallback(type, ti->ne[0], &n_fallback);
         }
         out[i] = type;

@@ -107,6 +107,26 @@ void th_ref_dot_iq4_nl(int64_t n, float *s, const void *w, const void *a);
 void th_ref_dot_iq4_xs(int64_t n, float *s, const void *w, const void *a);
 void th_ref_dot_mxfp4(int64_t n, float *s, const void *w, const void *a);
 
+/* ternary and 1-bit (ref_ternary.c); *_bn: n is one row, its scale in front */
+#define TH_TERN_DECL(X)                                           \
+    void th_ref_dq_##X(const void *src, float *dst, int64_t n);    \
+    void th_ref_q_##X(const float *src, void *dst, int64_t n);     \
+    void th_ref_dot_##X(int64_t n, float *s, const void *w, const void *a);
+TH_TERN_DECL(tq1_0) TH_TERN_DECL(tq2_0) TH_TERN_DECL(q1_0_g128) TH_TERN_DECL(iq1_bn) TH_TERN_DECL(iq2_bn)
+#undef TH_TERN_DECL
+/* The trit (0, 1, 2) of byte q at position j (0 the first) in the base-3 packing of
+ * TQ1_0 (llama.cpp: (q * 3^j mod 256) * 3 >> 8) and of IQ1_BN (ik_llama.cpp:
+ * v = q * 3^(4-j) mod 256, (v + v/2) >> 7). */
+static inline int th_tq1_trit(uint8_t q, int j) {
+    static const uint8_t pow3[5] = { 1, 3, 9, 27, 81 };
+    return ((uint8_t)(q * pow3[j]) * 3) >> 8;
+}
+static inline int th_iq1bn_trit(uint8_t q, int j) {
+    static const uint8_t mult[5] = { 81, 27, 9, 3, 1 };
+    uint8_t v = (uint8_t)(q * mult[j]);
+    return (v + (v >> 1)) >> 7;
+}
+
 /* qN (ref_qn.c; the generic forms are quant/qn.h's) */
 #define TH_QN_DECL(N)                                             \
     void th_ref_dq_q##N(const void *src, float *dst, int64_t n);   \

@@ -57,6 +57,18 @@ static const th_type_info type_table[TH_TYPE_COUNT] = {
                     REF_KERNELS(iq4_xs, th_ref_q_iq4_xs) },
     [TH_MXFP4] = { .name = "MXFP4", .block = TH_QK, .bytes = 17, .supported = true, .act_type = TH_Q8_0,
                    REF_KERNELS(mxfp4, th_ref_q_mxfp4) },
+    /* ternary and 1-bit (ref_ternary.c, docs/ternary.md): the encoders are the peers'
+     * (llama.cpp's TQ*_0, ik_llama.cpp's Q1_0_G128 and *_BN), bit for bit */
+    [TH_TQ1_0] = { .name = "TQ1_0", .block = TH_QK_K, .bytes = 54, .supported = true, .act_type = TH_Q8_K,
+                   REF_KERNELS(tq1_0, th_ref_q_tq1_0) },
+    [TH_TQ2_0] = { .name = "TQ2_0", .block = TH_QK_K, .bytes = 66, .supported = true, .act_type = TH_Q8_K,
+                   REF_KERNELS(tq2_0, th_ref_q_tq2_0) },
+    [TH_Q1_0_G128] = { .name = "Q1_0_G128", .block = TH_QK1, .bytes = 18, .supported = true, .act_type = TH_Q8_0,
+                       REF_KERNELS(q1_0_g128, th_ref_q_q1_0_g128) },
+    [TH_IQ1_BN] = { .name = "IQ1_BN", .block = TH_QKBN, .bytes = 13, .supported = true, .act_type = TH_Q8_0,
+                    REF_KERNELS(iq1_bn, th_ref_q_iq1_bn), .row_meta = 2 },
+    [TH_IQ2_BN] = { .name = "IQ2_BN", .block = TH_QKBN, .bytes = 16, .supported = true, .act_type = TH_Q8_0,
+                    REF_KERNELS(iq2_bn, th_ref_q_iq2_bn), .row_meta = 4 },
     /* types GGML defines that we do not compute with: their sizes only */
     [TH_IQ2_XXS] = { .name = "IQ2_XXS", .block = TH_QK_K, .bytes = 66, .act_type = TH_Q8_K },
     [TH_IQ2_XS] = { .name = "IQ2_XS", .block = TH_QK_K, .bytes = 74, .act_type = TH_Q8_K },
@@ -65,8 +77,6 @@ static const th_type_info type_table[TH_TYPE_COUNT] = {
     [TH_IQ3_S] = { .name = "IQ3_S", .block = TH_QK_K, .bytes = 110, .act_type = TH_Q8_K },
     [TH_IQ2_S] = { .name = "IQ2_S", .block = TH_QK_K, .bytes = 82, .act_type = TH_Q8_K },
     [TH_IQ1_M] = { .name = "IQ1_M", .block = TH_QK_K, .bytes = 56, .act_type = TH_Q8_K },
-    [TH_TQ1_0] = { .name = "TQ1_0", .block = TH_QK_K, .bytes = 54, .act_type = TH_Q8_K },
-    [TH_TQ2_0] = { .name = "TQ2_0", .block = TH_QK_K, .bytes = 66, .act_type = TH_Q8_K },
     [TH_I8] = { .name = "I8", .block = 1, .bytes = 1, .act_type = TH_I8 },
     [TH_I16] = { .name = "I16", .block = 1, .bytes = 2, .act_type = TH_I16 },
     [TH_I32] = { .name = "I32", .block = 1, .bytes = 4, .act_type = TH_I32 },
@@ -87,6 +97,8 @@ _Static_assert(sizeof(th_block_q4_0) == 18 && sizeof(th_block_q4_1) == 20 && siz
 _Static_assert(sizeof(th_block_q2_K) == 84 && sizeof(th_block_q3_K) == 110 && sizeof(th_block_q4_K) == 144 &&
                sizeof(th_block_q5_K) == 176 && sizeof(th_block_q6_K) == 210 && sizeof(th_block_q8_K) == 292, "K blocks");
 _Static_assert(sizeof(th_block_iq4_nl) == 18 && sizeof(th_block_iq4_xs) == 136 && sizeof(th_block_mxfp4) == 17, "IQ blocks");
+_Static_assert(sizeof(th_block_tq1_0) == 54 && sizeof(th_block_tq2_0) == 66 && sizeof(th_block_q1_0_g128) == 18 &&
+               sizeof(th_block_iq1_bn) == 13 && sizeof(th_block_iq2_bn) == 16, "ternary blocks");
 
 const th_type_info *th_type_info_get(uint32_t type) {
     if (type >= TH_TYPE_COUNT || type_table[type].name == NULL) return NULL;
@@ -103,6 +115,9 @@ const char *th_type_name(uint32_t type) {
 
 bool th_row_bytes(uint32_t type, uint64_t n, uint64_t *out) {
     const th_type_info *ti = th_type_info_get(type);
-    if (!ti || n % ti->block != 0) return false;
-    return th_mul_u64(n / ti->block, ti->bytes, out);
+    uint64_t b;
+    if (!ti || n % ti->block != 0 || !th_mul_u64(n / ti->block, ti->bytes, &b)) return false;
+    if (b > UINT64_MAX - ti->row_meta) return false;
+    *out = b + ti->row_meta;
+    return true;
 }

@@ -38,6 +38,7 @@ void th_kernels_fill_avx2(th_kernels *k) {
     SET(IQ4_XS, iq4_xs)
 #undef SET
     th_avx2_fill_qn(k);
+    th_avx2_fill_ternary(k);
 
     k->gemm_packed[TH_Q4_0] = th_avx2_packed_q4_0;
     k->gemm_packed[TH_Q8_0] = th_avx2_packed_q8_0;

@@ -250,5 +250,7 @@ void th_avx2_dequant_f16(const void *src, float *dst, int64_t n);
 
 /* qn.c: the qN vec_dot and gemm entries of this level (TH_Q2..TH_Q8) */
 void th_avx2_fill_qn(th_kernels *k);
+/* ternary.c: the TQ1_0, TQ2_0, Q1_0_G128, IQ1_BN, IQ2_BN vec_dot and gemm entries (cpu/ternary_x86.h) */
+void th_avx2_fill_ternary(th_kernels *k);
 
 #endif

@@ -128,5 +128,7 @@ th_gemm_kernel th_avx512_packed_q6_K;
 
 /* qn.c: the qN vec_dot and gemm entries of this level (TH_Q2..TH_Q8) */
 void th_avx512_fill_qn(th_kernels *k);
+/* ternary.c: the 1-bit / ternary types' entries (cpu/ternary_x86.h with vpdpbusd) */
+void th_avx512_fill_ternary(th_kernels *k);
 
 #endif

@@ -38,4 +38,5 @@ void th_kernels_fill_neon(th_kernels *k) {
     SET(IQ4_XS, iq4_xs)
 #undef SET
     th_neon_fill_qn(k);
+    th_neon_fill_ternary(k);
 }

@@ -135,5 +135,7 @@ th_gemm_kernel th_neon_batch_iq4_xs;
 
 /* qn.c: the qN vec_dot and gemm entries of this level (TH_Q2..TH_Q8) */
 void th_neon_fill_qn(th_kernels *k);
+/* ternary.c: the TQ1_0, TQ2_0, Q1_0_G128, IQ1_BN, IQ2_BN vec_dot and gemm entries */
+void th_neon_fill_ternary(th_kernels *k);
 
 #endif
