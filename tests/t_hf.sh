@@ -91,6 +91,18 @@ if command -v python3 >/dev/null; then
     else bad hf_convert_type_q8_0 "$(tail -c 600 "$tmp/err")" "$out"; fi
 else echo "SKIP hf_convert_type_q8_0 (no python3)"; fi
 
+# quantize on load: logits -m DIR --type Q8_0 == logits of convert --type Q8_0 (byte-identical);
+# run/perplexity/bench take --type too (the common option)
+if [ -f "$tmp/q8.gguf" ] &&
+   $T logits -m "$HF/qwen2" --type Q8_0 -p "$PROMPT" --out "$tmp/q8load.logits" -t 2 2>"$tmp/err" &&
+   cmp -s "$tmp/q8.logits" "$tmp/q8load.logits"; then ok hf_type_at_load_logits
+else bad hf_type_at_load_logits "$(tail -c 600 "$tmp/err")"; fi
+if $T run -m "$HF/qwen2" --type Q4_K_M -p "Hello" -n 4 -t 2 >"$tmp/out" 2>"$tmp/err"; then ok hf_type_at_load_run
+else bad hf_type_at_load_run "$(tail -c 600 "$tmp/err")"; fi
+if ! $T logits -m "$tmp/q8.gguf" --type Q8_0 -p "$PROMPT" --out "$tmp/x.logits" 2>"$tmp/err" && grep -q -- '--type' "$tmp/err"; then
+    ok hf_type_on_gguf_refused
+else bad hf_type_on_gguf_refused "$(cat "$tmp/err")"; fi
+
 # errors: a directory without config.json, an unknown model_type; exit code 1 and the file named
 mkdir -p "$tmp/empty" "$tmp/bloom"
 if ! $T convert "$tmp/empty" -o "$tmp/x.gguf" 2>"$tmp/err" && grep -q 'config.json' "$tmp/err" && [ ! -e "$tmp/x.gguf" ]; then

@@ -18,6 +18,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -182,7 +183,11 @@ static th_status add(hf_conv *c, const char *hf_name, const char *gg_name, bool 
         permute_rows(p, src, rows, nh, (size_t)(nbytes / (uint64_t)rows));
         src = p;
     }
-    gguf_w_tensor(c->w, gg_name, type, (uint32_t)t->n_dims, ne, src, nbytes);
+    /* bytes usable as they are stay in the safetensors map (if aligned to their element) */
+    if (src == t->data && (uintptr_t)src % esz == 0)
+        gguf_w_tensor_ref(c->w, gg_name, type, (uint32_t)t->n_dims, ne, src, nbytes);
+    else
+        gguf_w_tensor(c->w, gg_name, type, (uint32_t)t->n_dims, ne, src, nbytes);
     return TH_OK;
 }
 
@@ -656,14 +661,25 @@ th_status hf_conv_open(const char *path, hf_conv **out) {
 
 th_status hf_conv_to_file(hf_conv *c, const char *out_path) { return gguf_writer_to_file(c->w, out_path); }
 
+static void release_st(void *st) { st_set_close(st); }
+
 th_status hf_conv_to_gguf(hf_conv *c, gguf_file **out) {
     uint8_t *buf;
     uint64_t size;
-    th_status s = gguf_writer_to_mem(c->w, &buf, &size);
+    th_status s = gguf_writer_to_map(c->w, &buf, &size);
     if (s) return s;
-    s = gguf_parse_owned(buf, size, buf, false, out);
-    if (s) free(buf);
-    return s;
+    s = gguf_parse_owned(buf, size, buf, true, out);
+    if (s) { munmap(buf, (size_t)size); return s; }
+    /* tensors added as refs point into the safetensors maps, which the file now owns */
+    gguf_file *f = *out;
+    for (uint64_t i = 0; i < f->n_tensors; i++) {
+        const void *ref = gguf_writer_ref(c->w, i);
+        if (ref) f->tensors[i].data = ref;
+    }
+    f->release = release_st;
+    f->release_arg = c->st;
+    c->st = NULL;
+    return TH_OK;
 }
 
 void hf_conv_free(hf_conv *c) {
