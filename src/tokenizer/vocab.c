@@ -552,6 +552,9 @@ static th_status set_kind(th_vocab *v, const gguf_file *f) {
     }
     bool b;
     if (gguf_get_bool(f, "tokenizer.ggml.add_space_prefix", &b)) v->add_space_prefix = b;
+    gguf_str ps;
+    if (gguf_get_str(f, "tokenizer.ggml.metaspace_prepend_scheme", &ps))
+        v->prefix_scheme = gguf_str_eq(ps, "first") ? 2 : gguf_str_eq(ps, "always") ? 1 : 0;
     return TH_OK;
 }
 

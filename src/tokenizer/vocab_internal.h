@@ -55,6 +55,11 @@ struct th_vocab {
     uint8_t *is_eog;             /* n_tokens flags */
     bool add_space_prefix, add_bos, add_eos, add_sep, ignore_merges, clean_spaces;
     bool lowercase, strip_accents;
+    /* SPM space prefix as Hugging Face's Metaspace pre-tokenizer does it
+     * (tokenizer.ggml.metaspace_prepend_scheme, written by src/hf/): 0 = llama.cpp's
+     * (every fragment after a special token), 1 = "always" (not when the fragment
+     * already starts with a space), 2 = "first" (as 1, and only at offset 0) */
+    uint8_t prefix_scheme;
     th_token *special;           /* control/user-defined/unknown ids, longest text first */
     int32_t n_special;
     bool spm_word_split;         /* no token has U+2581 after another character */
