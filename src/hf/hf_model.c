@@ -33,6 +33,7 @@ struct hf_conv {
     char arch[32];
     const char *family;      /* model_type */
     int64_t n_layer, n_embd, n_head, n_kv, head_dim, n_ff, n_vocab, n_expert;
+    int64_t n_rot, q_lora, n_dense;   /* deepseek2: rope dims, q LoRA rank (0: none), leading dense layers */
     bool permute_qk, gemma_norms, tied;
 };
 
@@ -224,7 +225,7 @@ static th_status add_experts(hf_conv *c, int il, const char *fmt, const char *gg
 static const struct { const char *model_type, *arch; } FAMILIES[] = {
     { "llama", "llama" }, { "mistral", "llama" }, { "mixtral", "llama" }, { "qwen2", "qwen2" }, { "qwen3", "qwen3" },
     { "qwen3_moe", "qwen3moe" }, { "gemma2", "gemma2" }, { "gemma3_text", "gemma3" }, { "gemma3", "gemma3" },
-    { "phi3", "phi3" }, { "olmoe", "olmoe" },
+    { "phi3", "phi3" }, { "olmoe", "olmoe" }, { "deepseek_v2", "deepseek2" }, { "deepseek_v3", "deepseek2" },
 };
 
 static th_status pick_family(hf_conv *c) {
@@ -243,7 +244,7 @@ static th_status pick_family(hf_conv *c) {
             return TH_OK;
         }
     return th_set_error(TH_ERR_UNSUPPORTED, "%s/config.json: model_type '%s' is not supported (llama, mistral, mixtral, qwen2, "
-                        "qwen3, qwen3_moe, gemma2, gemma3_text, gemma3, phi3, olmoe are)", c->dir, c->family);
+                        "qwen3, qwen3_moe, gemma2, gemma3_text, gemma3, phi3, olmoe, deepseek_v2, deepseek_v3 are)", c->dir, c->family);
 }
 
 /* The rope parameters of the global (full-attention) layers: rope_scaling
@@ -407,6 +408,112 @@ static th_status experts(hf_conv *c) {
     return TH_OK;
 }
 
+/* DeepSeek-V2/V3 (MLA): head shapes from the LoRA ranks, the MoE keys (the first
+ * first_k_dense_replace layers dense), V2 softmax gating, V3 sigmoid with a selection
+ * bias. Group-limited routing (n_group > 1 with topk_group < n_group) and
+ * V3 with rope_interleave false are refused. */
+static th_status deepseek_keys(hf_conv *c) {
+    int64_t nope, rope, v, kv_rank, q_rank = 0, dense, used, ff, shared, groups = 1, topk_groups = 1;
+    double scale = 1.0;
+    bool norm, v3 = !strcmp(c->family, "deepseek_v3"), interleave;
+    TRY(cfg_int(c, "qk_nope_head_dim", true, &nope));
+    TRY(cfg_int(c, "qk_rope_head_dim", true, &rope));
+    TRY(cfg_int(c, "v_head_dim", true, &v));
+    TRY(cfg_int(c, "kv_lora_rank", true, &kv_rank));
+    if (has(c, "q_lora_rank")) TRY(cfg_int(c, "q_lora_rank", true, &q_rank));
+    TRY(cfg_int(c, "first_k_dense_replace", true, &dense));
+    TRY(cfg_int(c, "n_routed_experts", true, &c->n_expert));
+    TRY(cfg_int(c, "num_experts_per_tok", true, &used));
+    TRY(cfg_int(c, "moe_intermediate_size", true, &ff));
+    TRY(cfg_int(c, "n_shared_experts", true, &shared));
+    if (has(c, "n_group")) TRY(cfg_int(c, "n_group", true, &groups));
+    if (has(c, "topk_group")) TRY(cfg_int(c, "topk_group", true, &topk_groups));
+    if (has(c, "routed_scaling_factor")) TRY(cfg_num(c, "routed_scaling_factor", true, &scale));
+    TRY(cfg_bool(c, "norm_topk_prob", false, &norm));
+    TRY(cfg_bool(c, "rope_interleave", true, &interleave));
+    if (nope < 1 || rope < 2 || rope % 2 || v < 1 || kv_rank < 1 || q_rank < 0 || dense < 0 || c->n_expert < 1 || used < 1 ||
+        used > c->n_expert || shared < 0 || nope + rope > 1024)
+        return th_set_error(TH_ERR_FORMAT, "%s/config.json: implausible MLA / MoE sizes (qk_nope_head_dim %lld, qk_rope_head_dim %lld, "
+                            "v_head_dim %lld, kv_lora_rank %lld, %lld experts, %lld per token)", c->dir, (long long)nope,
+                            (long long)rope, (long long)v, (long long)kv_rank, (long long)c->n_expert, (long long)used);
+    if (c->n_kv != c->n_head)
+        return th_set_error(TH_ERR_FORMAT, "%s/config.json: num_key_value_heads must equal num_attention_heads for MLA", c->dir);
+    if (groups > 1 && topk_groups < groups)
+        return th_set_error(TH_ERR_UNSUPPORTED, "%s/config.json: group-limited expert routing (n_group %lld, topk_group %lld) is "
+                            "not supported", c->dir, (long long)groups, (long long)topk_groups);
+    if (v3 && !interleave)
+        return th_set_error(TH_ERR_UNSUPPORTED, "%s/config.json: rope_interleave = false is not supported", c->dir);
+    c->n_rot = rope;
+    c->q_lora = q_rank;
+    c->n_dense = dense;
+    c->head_dim = nope + rope;
+    w_u32(c, "attention.key_length", nope + rope);
+    w_u32(c, "attention.value_length", v);
+    w_u32(c, "rope.dimension_count", rope);
+    w_u32(c, "attention.kv_lora_rank", kv_rank);
+    if (q_rank > 0) w_u32(c, "attention.q_lora_rank", q_rank);
+    w_u32(c, "leading_dense_block_count", dense);
+    w_u32(c, "expert_count", c->n_expert);
+    w_u32(c, "expert_used_count", used);
+    w_u32(c, "expert_feed_forward_length", ff);
+    w_u32(c, "expert_shared_count", shared);
+    w_f32(c, "expert_weights_scale", scale);
+    char k[128];
+    gguf_w_bool(c->w, ARCH_KEY(k, "expert_weights_norm"), norm);
+    w_u32(c, "expert_gating_func", v3 ? 2 : 1);   /* llama.cpp: 1 softmax, 2 sigmoid */
+    return TH_OK;
+}
+
+/* yarn: the attention-scale multiplier llama.cpp's convert writes (0.1 * mscale_all_dim). */
+static th_status deepseek_yarn(hf_conv *c) {
+    const cJSON *rs = rope_obj(c), *ty = cJSON_IsObject(rs) ? cJSON_GetObjectItemCaseSensitive(rs, "rope_type") : NULL;
+    if (!cJSON_IsString(ty)) ty = cJSON_IsObject(rs) ? cJSON_GetObjectItemCaseSensitive(rs, "type") : NULL;
+    if (!cJSON_IsString(ty) || strcmp(ty->valuestring, "yarn")) return TH_OK;
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(rs, "mscale_all_dim");
+    if (cJSON_IsNumber(m)) w_f32(c, "rope.scaling.yarn_log_multiplier", 0.1 * m->valuedouble);
+    return TH_OK;
+}
+
+/* One DeepSeek layer: MLA attention (q direct or through q_a/q_b), dense or MoE FFN. */
+static th_status add_deepseek_layer(hf_conv *c, const char *pre, int il) {
+    char h[256], g[128], fmt[256];
+#define HF(f) (snprintf(h, sizeof h, "%slayers.%d." f, pre, il), h)
+#define GG(f) (snprintf(g, sizeof g, "blk.%d." f, il), g)
+    TRY(add(c, HF("input_layernorm.weight"), GG("attn_norm.weight"), true, X_NONE));
+    if (c->q_lora > 0) {
+        TRY(add(c, HF("self_attn.q_a_proj.weight"), GG("attn_q_a.weight"), true, X_NONE));
+        TRY(add(c, HF("self_attn.q_a_layernorm.weight"), GG("attn_q_a_norm.weight"), true, X_NONE));
+        TRY(add(c, HF("self_attn.q_b_proj.weight"), GG("attn_q_b.weight"), true, X_NONE));
+    } else {
+        TRY(add(c, HF("self_attn.q_proj.weight"), GG("attn_q.weight"), true, X_NONE));
+    }
+    TRY(add(c, HF("self_attn.kv_a_proj_with_mqa.weight"), GG("attn_kv_a_mqa.weight"), true, X_NONE));
+    TRY(add(c, HF("self_attn.kv_a_layernorm.weight"), GG("attn_kv_a_norm.weight"), true, X_NONE));
+    TRY(add(c, HF("self_attn.kv_b_proj.weight"), GG("attn_kv_b.weight"), true, X_NONE));
+    TRY(add(c, HF("self_attn.o_proj.weight"), GG("attn_output.weight"), true, X_NONE));
+    TRY(add(c, HF("post_attention_layernorm.weight"), GG("ffn_norm.weight"), true, X_NONE));
+    if (il < c->n_dense) {
+        TRY(add(c, HF("mlp.gate_proj.weight"), GG("ffn_gate.weight"), true, X_NONE));
+        TRY(add(c, HF("mlp.up_proj.weight"), GG("ffn_up.weight"), true, X_NONE));
+        TRY(add(c, HF("mlp.down_proj.weight"), GG("ffn_down.weight"), true, X_NONE));
+        return TH_OK;
+    }
+    TRY(add(c, HF("mlp.gate.weight"), GG("ffn_gate_inp.weight"), true, X_NONE));
+    TRY(add(c, HF("mlp.gate.e_score_correction_bias"), GG("exp_probs_b.bias"), !strcmp(c->family, "deepseek_v3"), X_NONE));
+    static const char *const part[3][2] = { { "gate_proj", "ffn_gate" }, { "up_proj", "ffn_up" }, { "down_proj", "ffn_down" } };
+    for (int p = 0; p < 3; p++) {
+        snprintf(fmt, sizeof fmt, "%slayers.%%d.mlp.experts.%%d.%s.weight", pre, part[p][0]);
+        snprintf(g, sizeof g, "blk.%d.%s_exps.weight", il, part[p][1]);
+        TRY(add_experts(c, il, fmt, g));
+        snprintf(h, sizeof h, "%slayers.%d.mlp.shared_experts.%s.weight", pre, il, part[p][0]);
+        snprintf(g, sizeof g, "blk.%d.%s_shexp.weight", il, part[p][1]);
+        TRY(add(c, h, g, true, X_NONE));
+    }
+#undef HF
+#undef GG
+    return TH_OK;
+}
+
 static th_status gemma_keys(hf_conv *c) {
     double v;
     char k[128];
@@ -504,19 +611,24 @@ static th_status write_hparams(hf_conv *c, const char *embd_name) {
     w_u32(c, "feed_forward_length", c->n_ff);
     w_u32(c, "attention.head_count", c->n_head);
     w_u32(c, "attention.head_count_kv", c->n_kv);
-    w_u32(c, "attention.key_length", c->head_dim);
-    w_u32(c, "attention.value_length", c->head_dim);
-    w_u32(c, "rope.dimension_count", n_rot);
+    bool mla = !strcmp(c->arch, "deepseek2");
+    if (!mla) {   /* deepseek_keys writes its own head shapes */
+        w_u32(c, "attention.key_length", c->head_dim);
+        w_u32(c, "attention.value_length", c->head_dim);
+        w_u32(c, "rope.dimension_count", n_rot);
+    }
     w_f32(c, "rope.freq_base", theta);
     w_f32(c, "attention.layer_norm_rms_epsilon", eps);
     TRY(sliding_window(c));
     if (!strncmp(c->arch, "gemma", 5)) TRY(gemma_keys(c));
-    TRY(experts(c));
+    TRY(mla ? deepseek_keys(c) : experts(c));
     bool b;
     TRY(cfg_bool(c, "tie_word_embeddings", !strncmp(c->arch, "gemma", 5), &c->tied));
     TRY(cfg_bool(c, "mlp_bias", false, &b));
     if (b) return th_set_error(TH_ERR_UNSUPPORTED, "%s/config.json: mlp_bias = true is not supported", c->dir);
-    return rope_scaling(c, theta, n_rot);
+    if (mla) n_rot = c->n_rot;
+    TRY(rope_scaling(c, theta, n_rot));
+    return mla ? deepseek_yarn(c) : TH_OK;
 }
 
 /* ------------------------------------------------------------ tensor map */
@@ -606,7 +718,8 @@ static th_status add_tensors(hf_conv *c, const char *pre) {
                          ? "language_model.lm_head.weight" : "lm_head.weight";
         TRY(add(c, lm, "output.weight", !tied, X_NONE));
     }
-    for (int il = 0; il < c->n_layer; il++) TRY(add_layer(c, pre, il));
+    for (int il = 0; il < c->n_layer; il++)
+        TRY(!strcmp(c->arch, "deepseek2") ? add_deepseek_layer(c, pre, il) : add_layer(c, pre, il));
     return TH_OK;
 }
 
