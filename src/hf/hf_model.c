@@ -226,6 +226,7 @@ static const struct { const char *model_type, *arch; } FAMILIES[] = {
     { "llama", "llama" }, { "mistral", "llama" }, { "mixtral", "llama" }, { "qwen2", "qwen2" }, { "qwen3", "qwen3" },
     { "qwen3_moe", "qwen3moe" }, { "gemma2", "gemma2" }, { "gemma3_text", "gemma3" }, { "gemma3", "gemma3" },
     { "phi3", "phi3" }, { "olmoe", "olmoe" }, { "deepseek_v2", "deepseek2" }, { "deepseek_v3", "deepseek2" },
+    { "gpt_oss", "gpt-oss" },
 };
 
 static th_status pick_family(hf_conv *c) {
@@ -244,7 +245,7 @@ static th_status pick_family(hf_conv *c) {
             return TH_OK;
         }
     return th_set_error(TH_ERR_UNSUPPORTED, "%s/config.json: model_type '%s' is not supported (llama, mistral, mixtral, qwen2, "
-                        "qwen3, qwen3_moe, gemma2, gemma3_text, gemma3, phi3, olmoe, deepseek_v2, deepseek_v3 are)", c->dir, c->family);
+                        "qwen3, qwen3_moe, gemma2, gemma3_text, gemma3, phi3, olmoe, deepseek_v2, deepseek_v3, gpt_oss are)", c->dir, c->family);
 }
 
 /* The rope parameters of the global (full-attention) layers: rope_scaling
@@ -373,9 +374,29 @@ static th_status sliding_window(hf_conv *c) {
     return TH_OK;
 }
 
+/* GPT-OSS: expert width, the fixed clamped SwiGLU (alpha 1.702, limit 7) and the
+ * sliding pattern our gpt-oss runs (sliding on even layers) checked, not assumed. */
+static th_status gpt_oss_keys(hf_conv *c) {
+    double alpha = 1.702, limit = 7.0;
+    if (has(c, "swiglu_alpha")) TRY(cfg_num(c, "swiglu_alpha", true, &alpha));
+    if (has(c, "swiglu_limit")) TRY(cfg_num(c, "swiglu_limit", true, &limit));
+    if (fabs(alpha - 1.702) > 1e-6 || fabs(limit - 7.0) > 1e-6)
+        return th_set_error(TH_ERR_UNSUPPORTED, "%s/config.json: swiglu_alpha %g / swiglu_limit %g (only 1.702 / 7 are supported)",
+                            c->dir, alpha, limit);
+    const cJSON *lt = cfg_item(c, "layer_types");
+    int il = 0;
+    for (const cJSON *e = cJSON_IsArray(lt) ? lt->child : NULL; e; e = e->next, il++)
+        if (!cJSON_IsString(e) || strcmp(e->valuestring, il % 2 ? "full_attention" : "sliding_attention"))
+            return th_set_error(TH_ERR_UNSUPPORTED, "%s/config.json: layer_types[%d] must be '%s' (sliding on even layers)", c->dir, il,
+                                il % 2 ? "full_attention" : "sliding_attention");
+    w_u32(c, "expert_feed_forward_length", c->n_ff);
+    return TH_OK;
+}
+
 /* The MoE keys of each family; n_expert = 0 for dense models. */
 static th_status experts(hf_conv *c) {
-    bool moe = !strcmp(c->family, "mixtral") || !strcmp(c->family, "qwen3_moe") || !strcmp(c->family, "olmoe");
+    bool oss = !strcmp(c->family, "gpt_oss");
+    bool moe = !strcmp(c->family, "mixtral") || !strcmp(c->family, "qwen3_moe") || !strcmp(c->family, "olmoe") || oss;
     c->n_expert = 0;
     if (!moe) return TH_OK;
     /* transformers 4 writes num_experts for qwen3_moe / olmoe, 5 writes num_local_experts everywhere */
@@ -399,6 +420,7 @@ static th_status experts(hf_conv *c) {
             return th_set_error(TH_ERR_UNSUPPORTED, "%s/config.json: decoder_sparse_step / mlp_only_layers (dense layers between "
                                 "MoE layers) are not supported", c->dir);
     }
+    if (oss) return gpt_oss_keys(c);
     if (strcmp(c->family, "mixtral")) {
         TRY(cfg_bool(c, "norm_topk_prob", false, &norm));
         if (norm != !strcmp(c->family, "qwen3_moe"))
@@ -472,6 +494,78 @@ static th_status deepseek_yarn(hf_conv *c) {
     const cJSON *m = cJSON_GetObjectItemCaseSensitive(rs, "mscale_all_dim");
     if (cJSON_IsNumber(m)) w_f32(c, "rope.scaling.yarn_log_multiplier", 0.1 * m->valuedouble);
     return TH_OK;
+}
+
+/* GPT-OSS experts: gate_up_proj [E, in, 2*ff] (x @ W, gate and up interleaved in the
+ * last dim) -> ffn_gate_exps / ffn_up_exps [in, ff, E]; down_proj [E, ff, out] ->
+ * ffn_down_exps [ff, out, E]; biases de-interleaved likewise. */
+static th_status add_oss_experts(hf_conv *c, const char *pre, int il) {
+    char h[256], g[128];
+    th_status s;
+    const st_tensor *t[4];
+    static const char *const nm[4] = { "gate_up_proj", "gate_up_proj_bias", "down_proj", "down_proj_bias" };
+    for (int i = 0; i < 4; i++) {
+        snprintf(h, sizeof h, "%slayers.%d.mlp.experts.%s", pre, il, nm[i]);
+        if (!(t[i] = get(c, h, true, &s))) return s;
+        if (t[i]->dtype == ST_F64 || t[i]->n_dims != (i % 2 ? 2 : 3) || t[i]->shape[0] != (uint64_t)c->n_expert)
+            return th_set_error(TH_ERR_FORMAT, "%s: tensor '%s' must be %s with %lld experts first (not F64)", c->dir, h,
+                                i % 2 ? "2-D" : "3-D", (long long)c->n_expert);
+    }
+    uint64_t E = t[0]->shape[0], in = t[0]->shape[1], ff2 = t[0]->shape[2], ff = ff2 / 2, out = t[2]->shape[2];
+    if (ff2 % 2 || t[2]->shape[1] != ff || t[1]->shape[1] != ff2 || t[3]->shape[1] != out)
+        return th_set_error(TH_ERR_FORMAT, "%s: layer %d: gate_up_proj / down_proj shapes do not agree", c->dir, il);
+    size_t es = st_dtype_size(t[0]->dtype), ed = st_dtype_size(t[2]->dtype);
+    uint8_t *gate = keep(c, E * ff * in * es), *up = keep(c, E * ff * in * es), *down = keep(c, E * out * ff * ed);
+    float *gb = keep(c, E * ff * 4), *ub = keep(c, E * ff * 4), *db = keep(c, E * out * 4);
+    if (!gate || !up || !down || !gb || !ub || !db) return th_set_error(TH_ERR_NOMEM, "out of memory converting layer %d experts", il);
+    for (uint64_t e = 0; e < E; e++)
+        for (uint64_t i = 0; i < in; i++)
+            for (uint64_t o = 0; o < ff; o++) {
+                const uint8_t *src = t[0]->data + ((e * in + i) * ff2 + 2 * o) * es;
+                memcpy(gate + ((e * ff + o) * in + i) * es, src, es);
+                memcpy(up + ((e * ff + o) * in + i) * es, src + es, es);
+            }
+    for (uint64_t e = 0; e < E; e++)
+        for (uint64_t i = 0; i < ff; i++)
+            for (uint64_t o = 0; o < out; o++)
+                memcpy(down + ((e * out + o) * ff + i) * ed, t[2]->data + ((e * ff + i) * out + o) * ed, ed);
+    for (uint64_t k = 0; k < E * ff; k++) {
+        gb[k] = elem_f32(t[1], 2 * k);
+        ub[k] = elem_f32(t[1], 2 * k + 1);
+    }
+    for (uint64_t k = 0; k < E * out; k++) db[k] = elem_f32(t[3], k);
+    uint64_t ng[3] = { in, ff, E }, nd[3] = { ff, out, E }, nbg[2] = { ff, E }, nbd[2] = { out, E };
+    uint32_t tg = gguf_type_of(t[0]->dtype), td = gguf_type_of(t[2]->dtype);
+#define GG(f) (snprintf(g, sizeof g, "blk.%d." f, il), g)
+    gguf_w_tensor(c->w, GG("ffn_gate_exps.weight"), tg, 3, ng, gate, E * ff * in * es);
+    gguf_w_tensor(c->w, GG("ffn_gate_exps.bias"), TH_F32, 2, nbg, gb, E * ff * 4);
+    gguf_w_tensor(c->w, GG("ffn_up_exps.weight"), tg, 3, ng, up, E * ff * in * es);
+    gguf_w_tensor(c->w, GG("ffn_up_exps.bias"), TH_F32, 2, nbg, ub, E * ff * 4);
+    gguf_w_tensor(c->w, GG("ffn_down_exps.weight"), td, 3, nd, down, E * out * ff * ed);
+    gguf_w_tensor(c->w, GG("ffn_down_exps.bias"), TH_F32, 2, nbd, db, E * out * 4);
+#undef GG
+    return TH_OK;
+}
+
+static th_status add_oss_layer(hf_conv *c, const char *pre, int il) {
+    char h[256], g[128];
+#define HF(f) (snprintf(h, sizeof h, "%slayers.%d." f, pre, il), h)
+#define GG(f) (snprintf(g, sizeof g, "blk.%d." f, il), g)
+    TRY(add(c, HF("input_layernorm.weight"), GG("attn_norm.weight"), true, X_NONE));
+    static const char *const p[4][2] = { { "q_proj", "attn_q" }, { "k_proj", "attn_k" }, { "v_proj", "attn_v" }, { "o_proj", "attn_output" } };
+    for (int i = 0; i < 4; i++)
+        for (int b = 0; b < 2; b++) {
+            snprintf(h, sizeof h, "%slayers.%d.self_attn.%s.%s", pre, il, p[i][0], b ? "bias" : "weight");
+            snprintf(g, sizeof g, "blk.%d.%s.%s", il, p[i][1], b ? "bias" : "weight");
+            TRY(add(c, h, g, true, X_NONE));
+        }
+    TRY(add(c, HF("self_attn.sinks"), GG("attn_sinks.weight"), true, X_NONE));
+    TRY(add(c, HF("post_attention_layernorm.weight"), GG("post_attention_norm.weight"), true, X_NONE));
+    TRY(add(c, HF("mlp.router.weight"), GG("ffn_gate_inp.weight"), true, X_NONE));
+    TRY(add(c, HF("mlp.router.bias"), GG("ffn_gate_inp.bias"), true, X_NONE));
+#undef HF
+#undef GG
+    return add_oss_experts(c, pre, il);
 }
 
 /* One DeepSeek layer: MLA attention (q direct or through q_a/q_b), dense or MoE FFN. */
@@ -719,7 +813,8 @@ static th_status add_tensors(hf_conv *c, const char *pre) {
         TRY(add(c, lm, "output.weight", !tied, X_NONE));
     }
     for (int il = 0; il < c->n_layer; il++)
-        TRY(!strcmp(c->arch, "deepseek2") ? add_deepseek_layer(c, pre, il) : add_layer(c, pre, il));
+        TRY(!strcmp(c->arch, "deepseek2") ? add_deepseek_layer(c, pre, il)
+            : !strcmp(c->arch, "gpt-oss") ? add_oss_layer(c, pre, il) : add_layer(c, pre, il));
     return TH_OK;
 }
 
