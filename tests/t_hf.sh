@@ -15,7 +15,7 @@ ok() { echo "ok $1"; }
 bad() { echo "FAIL $1"; shift; printf '  %s\n' "$@"; }
 if [ ! -x "$T" ]; then echo "SKIP hf_cli (no $T)"; exit 0; fi
 PROMPT="The quick brown fox jumps over the lazy dog. Once upon a time, there was 42 of them!"
-FAMS="llama llama-spm llama3-rope qwen2 qwen3 gemma2 gemma3 phi3 phi3-longrope qwen3moe mixtral olmoe mistral deepseek2 deepseek3 gpt-oss"
+FAMS="llama llama-spm llama3-rope qwen2 qwen3 gemma2 gemma3 phi3 phi3-longrope qwen3moe mixtral olmoe mistral deepseek2 deepseek3 gpt-oss gpt-oss-mxfp4"
 
 for f in $FAMS; do
     if $T convert "$HF/$f" -o "$tmp/$f.gguf" 2>"$tmp/err" &&
@@ -102,6 +102,20 @@ else bad hf_type_at_load_run "$(tail -c 600 "$tmp/err")"; fi
 if ! $T logits -m "$tmp/q8.gguf" --type Q8_0 -p "$PROMPT" --out "$tmp/x.logits" 2>"$tmp/err" && grep -q -- '--type' "$tmp/err"; then
     ok hf_type_on_gguf_refused
 else bad hf_type_on_gguf_refused "$(cat "$tmp/err")"; fi
+
+# GPT-OSS MXFP4 experts decoded exactly: convert --type F32 (our MXFP4 decoder, then float compute)
+# against transformers' logits of the MXFP4 checkpoint (which it dequantizes on a CPU), rel-L2 <= 1e-4
+if command -v python3 >/dev/null; then
+    out=""
+    toks=$(python3 -c "import struct,sys;d=open(sys.argv[1],'rb').read();n=struct.unpack('<I',d[8:12])[0];print(','.join(map(str,struct.unpack('<%di'%n,d[16:16+4*n]))))" "$HF/gpt-oss-mxfp4/golden.logits")
+    if $T convert "$HF/gpt-oss-mxfp4" -o "$tmp/mx.gguf" 2>"$tmp/err" &&
+       $T inspect -m "$tmp/mx.gguf" 2>/dev/null | grep -Eq 'blk\.0\.ffn_gate_exps\.weight +MXFP4' &&
+       $T convert "$HF/gpt-oss-mxfp4" -o "$tmp/mxf.gguf" --type F32 2>>"$tmp/err" &&
+       $T logits -m "$tmp/mxf.gguf" --tokens "$toks" --out "$tmp/mxf.logits" -t 2 2>>"$tmp/err" &&
+       out=$(python3 "$S/tools/cmp_logits.py" "$tmp/mxf.logits" "$HF/gpt-oss-mxfp4/golden.logits" 1e-4 1.0); then
+        ok "hf_gpt_oss_mxfp4_exact ($out)"
+    else bad hf_gpt_oss_mxfp4_exact "$(tail -c 600 "$tmp/err")" "$out"; fi
+else echo "SKIP hf_gpt_oss_mxfp4_exact (no python3)"; fi
 
 # errors: a directory without config.json, an unknown model_type; exit code 1 and the file named
 mkdir -p "$tmp/empty" "$tmp/bloom"

@@ -186,7 +186,7 @@ static void test_config_errors(void) {
 /* ------------------------------------------------------------ fixtures */
 
 static const char *const FAMILIES[] = { "llama", "llama-spm", "llama3-rope", "qwen2", "qwen3", "gemma2", "gemma3", "phi3", "phi3-longrope", "qwen3moe",
-                                        "mixtral", "olmoe", "mistral", "deepseek2", "deepseek3", "gpt-oss" };
+                                        "mixtral", "olmoe", "mistral", "deepseek2", "deepseek3", "gpt-oss", "gpt-oss-mxfp4" };
 #define N_FAMILIES (sizeof FAMILIES / sizeof FAMILIES[0])
 static const char *PROMPT = "The quick brown fox jumps over the lazy dog. Once upon a time, there was 42 of them!";
 
@@ -247,7 +247,10 @@ static void test_hf_logits(void) {
                 int wp;
                 compare_logits(lg, g.logits, (int)g.n, (int)g.nv, &worst, &wp, &top1);
                 printf("  %-12s rel_l2_max=%.2e (pos %2d) top1=%.3f\n", FAMILIES[i], worst, wp, top1);
-                CHECK(worst <= 1e-4 && top1 == 1.0, "%s: rel-L2 %.3e, top-1 %.3f", FAMILIES[i], worst, top1);
+                /* MXFP4 experts: our MXFP4 dot product quantizes the activations to Q8_0 (as ggml's does), so
+                 * 5e-2 here (seen 1.8e-2; a wrong nibble order gave 1.26); exact through F32 in t_hf.sh */
+                double tol = strstr(FAMILIES[i], "mxfp4") ? 5e-2 : 1e-4;
+                CHECK(worst <= tol && top1 == 1.0, "%s: rel-L2 %.3e, top-1 %.3f", FAMILIES[i], worst, top1);
             }
             free(lg);
         }

@@ -499,9 +499,83 @@ static th_status deepseek_yarn(hf_conv *c) {
 /* GPT-OSS experts: gate_up_proj [E, in, 2*ff] (x @ W, gate and up interleaved in the
  * last dim) -> ffn_gate_exps / ffn_up_exps [in, ff, E]; down_proj [E, ff, out] ->
  * ffn_down_exps [ff, out, E]; biases de-interleaved likewise. */
+/* One MXFP4 block from HF's layout (16 bytes: element 2k low nibble, 2k+1 high) to
+ * ggml's (e, then qs[j]: element j low nibble, j+16 high); the E2M1 codes and the
+ * E8M0 exponent are the same numbers in both. */
+static void mxfp4_block(uint8_t *dst, const uint8_t *codes, uint8_t e) {
+    uint8_t v[32];
+    for (int k = 0; k < 16; k++) { v[2 * k] = codes[k] & 15; v[2 * k + 1] = codes[k] >> 4; }
+    dst[0] = e;
+    for (int j = 0; j < 16; j++) dst[1 + j] = (uint8_t)(v[j] | (v[j + 16] << 4));
+}
+
+/* <name>_blocks U8 [E, rows, nb, 16] + <name>_scales U8 [E, rows, nb] as ggml MXFP4
+ * rows; rows r0, r0 + step, ... (step 2 takes gate or up out of gate_up). */
+static th_status mxfp4_rows(hf_conv *c, const char *pre, int il, const char *name, int64_t step, int64_t r0, uint8_t **out,
+                            uint64_t *rows, uint64_t *cols) {
+    char h[256], hs[256];
+    snprintf(h, sizeof h, "%slayers.%d.mlp.experts.%s_blocks", pre, il, name);
+    snprintf(hs, sizeof hs, "%slayers.%d.mlp.experts.%s_scales", pre, il, name);
+    const st_tensor *b = st_set_find(c->st, h, NULL), *sc = st_set_find(c->st, hs, NULL);
+    if (!b || !sc) return th_set_error(TH_ERR_FORMAT, "%s: tensor '%s' is missing (MXFP4 experts)", c->dir, b ? hs : h);
+    if (b->dtype != ST_U8 || sc->dtype != ST_U8 || b->n_dims != 4 || sc->n_dims != 3 || b->shape[3] != 16 ||
+        b->shape[0] != (uint64_t)c->n_expert || sc->shape[0] != b->shape[0] || sc->shape[1] != b->shape[1] ||
+        sc->shape[2] != b->shape[2] || b->shape[1] % (uint64_t)step)
+        return th_set_error(TH_ERR_FORMAT, "%s: '%s' / '%s' must be U8 [%lld, rows, blocks, 16] / [%lld, rows, blocks]", c->dir, h, hs,
+                            (long long)c->n_expert, (long long)c->n_expert);
+    uint64_t E = b->shape[0], R = b->shape[1] / (uint64_t)step, nb = b->shape[2];
+    uint8_t *d = keep(c, E * R * nb * 17);
+    if (!d) return th_set_error(TH_ERR_NOMEM, "out of memory converting '%s'", h);
+    for (uint64_t e = 0; e < E; e++)
+        for (uint64_t r = 0; r < R; r++) {
+            uint64_t src_row = e * b->shape[1] + r * (uint64_t)step + (uint64_t)r0;
+            for (uint64_t k = 0; k < nb; k++)
+                mxfp4_block(d + ((e * R + r) * nb + k) * 17, b->data + (src_row * nb + k) * 16, sc->data[src_row * nb + k]);
+        }
+    *out = d;
+    *rows = R;
+    *cols = nb * 32;
+    return TH_OK;
+}
+
+/* GPT-OSS experts as the released checkpoints ship them (MXFP4), kept MXFP4. */
+static th_status add_oss_mxfp4(hf_conv *c, const char *pre, int il) {
+    char h[256], g[128];
+    th_status s;
+    uint8_t *gate, *up, *down;
+    uint64_t ff, in, ff2, in2, out, ffd;
+    TRY(mxfp4_rows(c, pre, il, "gate_up_proj", 2, 0, &gate, &ff, &in));
+    TRY(mxfp4_rows(c, pre, il, "gate_up_proj", 2, 1, &up, &ff2, &in2));
+    TRY(mxfp4_rows(c, pre, il, "down_proj", 1, 0, &down, &out, &ffd));
+    const st_tensor *bg, *bd;
+    snprintf(h, sizeof h, "%slayers.%d.mlp.experts.gate_up_proj_bias", pre, il);
+    if (!(bg = get(c, h, true, &s))) return s;
+    snprintf(h, sizeof h, "%slayers.%d.mlp.experts.down_proj_bias", pre, il);
+    if (!(bd = get(c, h, true, &s))) return s;
+    uint64_t E = (uint64_t)c->n_expert;
+    if (ffd != ff || bg->n_elem != E * 2 * ff || bd->n_elem != E * out)
+        return th_set_error(TH_ERR_FORMAT, "%s: layer %d: MXFP4 expert shapes do not agree", c->dir, il);
+    float *gb = keep(c, E * ff * 4), *ub = keep(c, E * ff * 4), *db = keep(c, E * out * 4);
+    if (!gb || !ub || !db) return th_set_error(TH_ERR_NOMEM, "out of memory");
+    for (uint64_t k = 0; k < E * ff; k++) { gb[k] = elem_f32(bg, 2 * k); ub[k] = elem_f32(bg, 2 * k + 1); }
+    for (uint64_t k = 0; k < E * out; k++) db[k] = elem_f32(bd, k);
+    uint64_t ng[3] = { in, ff, E }, nd[3] = { ff, out, E }, nbg[2] = { ff, E }, nbd[2] = { out, E };
+#define GG(f) (snprintf(g, sizeof g, "blk.%d." f, il), g)
+    gguf_w_tensor(c->w, GG("ffn_gate_exps.weight"), TH_MXFP4, 3, ng, gate, E * ff * in / 32 * 17);
+    gguf_w_tensor(c->w, GG("ffn_gate_exps.bias"), TH_F32, 2, nbg, gb, E * ff * 4);
+    gguf_w_tensor(c->w, GG("ffn_up_exps.weight"), TH_MXFP4, 3, ng, up, E * ff * in / 32 * 17);
+    gguf_w_tensor(c->w, GG("ffn_up_exps.bias"), TH_F32, 2, nbg, ub, E * ff * 4);
+    gguf_w_tensor(c->w, GG("ffn_down_exps.weight"), TH_MXFP4, 3, nd, down, E * out * ff / 32 * 17);
+    gguf_w_tensor(c->w, GG("ffn_down_exps.bias"), TH_F32, 2, nbd, db, E * out * 4);
+#undef GG
+    return TH_OK;
+}
+
 static th_status add_oss_experts(hf_conv *c, const char *pre, int il) {
     char h[256], g[128];
     th_status s;
+    snprintf(h, sizeof h, "%slayers.%d.mlp.experts.gate_up_proj_blocks", pre, il);
+    if (st_set_find(c->st, h, NULL)) return add_oss_mxfp4(c, pre, il);
     const st_tensor *t[4];
     static const char *const nm[4] = { "gate_up_proj", "gate_up_proj_bias", "down_proj", "down_proj_bias" };
     for (int i = 0; i < 4; i++) {
