@@ -15,7 +15,7 @@ ok() { echo "ok $1"; }
 bad() { echo "FAIL $1"; shift; printf '  %s\n' "$@"; }
 if [ ! -x "$T" ]; then echo "SKIP hf_cli (no $T)"; exit 0; fi
 PROMPT="The quick brown fox jumps over the lazy dog. Once upon a time, there was 42 of them!"
-FAMS="llama llama-spm llama3-rope qwen2 qwen3 gemma2 gemma3 phi3 phi3-longrope qwen3moe mixtral olmoe mistral deepseek2 deepseek3 gpt-oss gpt-oss-mxfp4"
+FAMS="llama llama-spm llama3-rope qwen2 qwen3 gemma2 gemma3 phi3 phi3-longrope qwen3moe mixtral olmoe mistral deepseek2 deepseek3 gpt-oss gpt-oss-mxfp4 deepseek3-fp8"
 
 for f in $FAMS; do
     if $T convert "$HF/$f" -o "$tmp/$f.gguf" 2>"$tmp/err" &&

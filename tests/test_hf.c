@@ -186,7 +186,7 @@ static void test_config_errors(void) {
 /* ------------------------------------------------------------ fixtures */
 
 static const char *const FAMILIES[] = { "llama", "llama-spm", "llama3-rope", "qwen2", "qwen3", "gemma2", "gemma3", "phi3", "phi3-longrope", "qwen3moe",
-                                        "mixtral", "olmoe", "mistral", "deepseek2", "deepseek3", "gpt-oss", "gpt-oss-mxfp4" };
+                                        "mixtral", "olmoe", "mistral", "deepseek2", "deepseek3", "gpt-oss", "gpt-oss-mxfp4", "deepseek3-fp8" };
 #define N_FAMILIES (sizeof FAMILIES / sizeof FAMILIES[0])
 static const char *PROMPT = "The quick brown fox jumps over the lazy dog. Once upon a time, there was 42 of them!";
 

@@ -119,12 +119,60 @@ uint32_t hf_gguf_type_of(int dtype) {
 }
 
 
+/* F8_E4M3 (the "fn" variant: no infinities, S.1111.111 is NaN) */
+static float f8_e4m3(uint8_t b) {
+    int e = (b >> 3) & 15, m = b & 7;
+    float v = e == 15 && m == 7 ? NAN : e == 0 ? ldexpf((float)m / 8.0f, -6) : ldexpf(1.0f + (float)m / 8.0f, e - 7);
+    return b & 0x80 ? -v : v;
+}
+
+/* A DeepSeek-V3 style F8_E4M3 weight [rows, cols] with <name>_scale_inv
+ * [ceil(rows/B0), ceil(cols/B1)] (B from quantization_config.weight_block_size,
+ * default 128 x 128): w = f8 * scale_inv of its block, as an F32 tensor of its own
+ * (begin = UINT64_MAX marks it as not inside a file). */
+static const st_tensor *fp8_view(hf_conv *c, const st_tensor *t, const char *name, th_status *s) {
+    char sn[300];
+    snprintf(sn, sizeof sn, "%s_scale_inv", name);
+    const st_tensor *sc = st_set_find(c->st, sn, NULL);
+    int64_t b0 = 128, b1 = 128;
+    const cJSON *bs = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(c->root, "quantization_config"),
+                                                       "weight_block_size");
+    if (cJSON_IsArray(bs) && cJSON_GetArraySize(bs) == 2 && cJSON_IsNumber(bs->child) && cJSON_IsNumber(bs->child->next)) {
+        b0 = (int64_t)bs->child->valuedouble;
+        b1 = (int64_t)bs->child->next->valuedouble;
+    }
+    if (b0 < 1 || b1 < 1 || b0 > (1 << 20) || b1 > (1 << 20)) {
+        *s = th_set_error(TH_ERR_FORMAT, "%s/config.json: quantization_config.weight_block_size must be two positive integers", c->dir);
+        return NULL;
+    }
+    if (t->n_dims != 2 || !sc || sc->n_dims != 2 || (sc->dtype != ST_F32 && sc->dtype != ST_BF16 && sc->dtype != ST_F16) ||
+        sc->shape[0] != (t->shape[0] + (uint64_t)b0 - 1) / (uint64_t)b0 || sc->shape[1] != (t->shape[1] + (uint64_t)b1 - 1) / (uint64_t)b1) {
+        *s = th_set_error(TH_ERR_FORMAT, "%s: F8_E4M3 tensor '%s' needs a 2-D F32 '%s' of [ceil(rows/%lld), ceil(cols/%lld)]", c->dir,
+                          name, sn, (long long)b0, (long long)b1);
+        return NULL;
+    }
+    st_tensor *v = hf_keep(c, sizeof *v);
+    float *f = hf_keep(c, (size_t)t->n_elem * 4);
+    if (!v || !f) { *s = th_set_error(TH_ERR_NOMEM, "out of memory converting '%s'", name); return NULL; }
+    uint64_t R = t->shape[0], C = t->shape[1];
+    for (uint64_t r = 0; r < R; r++)
+        for (uint64_t k = 0; k < C; k++)
+            f[r * C + k] = f8_e4m3(t->data[r * C + k]) * hf_elem_f32(sc, (r / (uint64_t)b0) * sc->shape[1] + k / (uint64_t)b1);
+    *v = *t;
+    v->dtype = ST_F32;
+    v->nbytes = t->n_elem * 4;
+    v->data = (const uint8_t *)f;
+    v->begin = UINT64_MAX;
+    return v;
+}
+
 const st_tensor *hf_get(hf_conv *c, const char *name, bool required, th_status *s) {
     *s = TH_OK;
     const st_tensor *t = st_set_find(c->st, name, NULL);
     if (!t && required) *s = th_set_error(TH_ERR_FORMAT, "%s: tensor '%s' is missing (required by %s)", c->dir, name, c->family);
+    if (t && t->dtype == ST_F8_E4M3) return fp8_view(c, t, name, s);
     if (t && t->dtype != ST_F32 && t->dtype != ST_F16 && t->dtype != ST_BF16 && t->dtype != ST_F64)
-        *s = th_set_error(TH_ERR_UNSUPPORTED, "%s: tensor '%s': dtype %s is not supported for weights (F32, F16, BF16, F64 are)",
+        *s = th_set_error(TH_ERR_UNSUPPORTED, "%s: tensor '%s': dtype %s is not supported for weights (F32, F16, BF16, F64, F8_E4M3 with _scale_inv are)",
                           c->dir, name, st_dtype_name(t->dtype));
     if (t && (t->n_dims < 1 || t->n_dims > 3))
         *s = th_set_error(TH_ERR_FORMAT, "%s: tensor '%s': %d dimensions (1 to 3 expected)", c->dir, name, t->n_dims);
@@ -170,7 +218,7 @@ th_status hf_add(hf_conv *c, const char *hf_name, const char *gg_name, bool requ
         src = p;
     }
     /* bytes usable as they are stay in the safetensors map (if aligned to their element) */
-    if (src == t->data && (uintptr_t)src % esz == 0)
+    if (src == t->data && t->begin != UINT64_MAX && (uintptr_t)src % esz == 0)
         gguf_w_tensor_ref(c->w, gg_name, type, (uint32_t)t->n_dims, ne, src, nbytes);
     else
         gguf_w_tensor(c->w, gg_name, type, (uint32_t)t->n_dims, ne, src, nbytes);
