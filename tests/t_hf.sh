@@ -4,7 +4,8 @@
 # logits to the directory, --type Q8_0 loads and stays near transformers'
 # logits), clean errors, and — where a llama.cpp build is at hand
 # (LLAMA_PERPLEXITY, default /work/peers/llama.cpp/build/bin/llama-perplexity) —
-# llama.cpp itself running each converted file: its logits saved as a KLD base
+# llama.cpp itself running each converted file (llama, qwen2, phi3, mixtral, deepseek3; ik_llama.cpp:
+# gpt-oss, gpt-oss-mxfp4): its logits saved as a KLD base
 # and compared by `theseus perplexity` against the directory (max KLD < 2e-5). Prints ok/FAIL/SKIP lines for tests/run.sh.
 set -u
 T=${THESEUS:-build/theseus}
@@ -138,7 +139,7 @@ if [ ! -x "$LP" ]; then echo "SKIP hf_llamacpp_kld (no llama-perplexity at $LP)"
     head -c 20000 /usr/share/common-licenses/GPL-3 >"$tmp/text.txt"
     cp -r "$HF/phi3" "$tmp/tiny-p"
     $T convert "$tmp/tiny-p" -o "$tmp/phi3.gguf" 2>/dev/null
-    for f in llama qwen2 phi3 mixtral; do
+    for f in llama qwen2 phi3 mixtral deepseek3; do
         if "$LP" -m "$tmp/$f.gguf" -f "$tmp/text.txt" -c 64 --chunks 3 -t 2 -ctk f32 -ctv f32 \
                --kl-divergence-base "$tmp/$f.kld" >"$tmp/lp.log" 2>&1 &&
            $T perplexity -m "$HF/$f" -f "$tmp/text.txt" -c 64 --chunks 3 --kl-divergence-base "$tmp/$f.kld" \
@@ -149,6 +150,26 @@ if [ ! -x "$LP" ]; then echo "SKIP hf_llamacpp_kld (no llama-perplexity at $LP)"
                 ok "hf_llamacpp_kld_$f (max KLD $kmax, same top $top %)"
             else bad "hf_llamacpp_kld_$f" "max KLD '$kmax', same top '$top'"; fi
         else bad "hf_llamacpp_kld_$f" "$(tail -5 "$tmp/lp.log")" "$(tail -5 "$tmp/kl.log")"; fi
+    done
+fi
+# ik_llama.cpp (it has gpt-oss; built CPU-only, its V cache F16 without flash attention) runs the
+# converted gpt-oss files: max KLD < 2e-5 for F32 experts; MXFP4 (both sides quantize activations
+# for the MXFP4 products, in different ways): max KLD < 1e-3, same top >= 90 %
+IKP=${IK_PERPLEXITY:-/work/peers/ik_llama.cpp/build/bin/llama-perplexity}
+if [ ! -x "$IKP" ]; then echo "SKIP hf_ik_kld (no ik_llama.cpp llama-perplexity at $IKP)"; else
+    [ -f "$tmp/text.txt" ] || head -c 20000 /usr/share/common-licenses/GPL-3 >"$tmp/text.txt"
+    for f in gpt-oss gpt-oss-mxfp4; do
+        kb=2e-5; tb=95; [ "$f" = gpt-oss-mxfp4 ] && { kb=1e-3; tb=90; }
+        if "$IKP" -m "$tmp/$f.gguf" -f "$tmp/text.txt" -c 64 --chunks 3 -t 2 -ctk f32 -no-fa \
+               --kl-divergence-base "$tmp/$f.kld" >"$tmp/ik.log" 2>&1 &&
+           $T perplexity -m "$HF/$f" -f "$tmp/text.txt" -c 64 --chunks 3 --kl-divergence-base "$tmp/$f.kld" \
+               --kl-divergence >"$tmp/kl.log" 2>&1; then
+            kmax=$(grep -E '^Maximum KLD:' "$tmp/kl.log" | awk '{print $3}')
+            top=$(grep -E '^Same top p:' "$tmp/kl.log" | awk '{print $4}')
+            if awk -v k="$kmax" -v t="$top" -v kb="$kb" -v tb="$tb" 'BEGIN { exit !(k != "" && k < kb && t >= tb) }'; then
+                ok "hf_ik_kld_$f (max KLD $kmax, same top $top %)"
+            else bad "hf_ik_kld_$f" "max KLD '$kmax', same top '$top'"; fi
+        else bad "hf_ik_kld_$f" "$(tail -5 "$tmp/ik.log")" "$(tail -5 "$tmp/kl.log")"; fi
     done
 fi
 exit 0

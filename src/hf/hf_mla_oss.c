@@ -88,9 +88,10 @@ th_status hf_deepseek_keys(hf_conv *c) {
 th_status hf_deepseek_yarn(hf_conv *c) {
     const cJSON *rs = hf_rope_obj(c), *ty = cJSON_IsObject(rs) ? cJSON_GetObjectItemCaseSensitive(rs, "rope_type") : NULL;
     if (!cJSON_IsString(ty)) ty = cJSON_IsObject(rs) ? cJSON_GetObjectItemCaseSensitive(rs, "type") : NULL;
-    if (!cJSON_IsString(ty) || strcmp(ty->valuestring, "yarn")) return TH_OK;
-    const cJSON *m = cJSON_GetObjectItemCaseSensitive(rs, "mscale_all_dim");
-    if (cJSON_IsNumber(m)) hf_w_f32(c, "rope.scaling.yarn_log_multiplier", 0.1 * m->valuedouble);
+    bool yarn = cJSON_IsString(ty) && !strcmp(ty->valuestring, "yarn");
+    const cJSON *m = yarn ? cJSON_GetObjectItemCaseSensitive(rs, "mscale_all_dim") : NULL;
+    /* written without yarn too (0: no effect): llama.cpp of Feb 2025 requires the key for deepseek2 */
+    hf_w_f32(c, "rope.scaling.yarn_log_multiplier", cJSON_IsNumber(m) ? 0.1 * m->valuedouble : 0.0);
     return TH_OK;
 }
 
