@@ -435,7 +435,8 @@ static bool is_tokenizer_key(gguf_str k) { return k.len >= 10 && !memcmp(k.ptr, 
  * byte-level BPE, the arch fixtures' SPM). */
 static void test_twins_match_arch(void) {
     const char *twins[][2] = { { "llama", "llama3-rope" }, { "qwen2", "qwen2" }, { "qwen3", "qwen3" }, { "gemma2", "gemma2" },
-                               { "gemma3", "gemma3" }, { "phi3", "phi3" } };
+                               { "gemma3", "gemma3" }, { "phi3", "phi3" }, { "deepseek2", "deepseek2" },
+                               { "deepseek2-qlora", "deepseek3" }, { "gpt-oss", "gpt-oss" } };
     for (size_t i = 0; i < sizeof twins / sizeof twins[0]; i++) {
         const char *fam = twins[i][0];
         char src[600], dst[600], ref[300];
