@@ -347,7 +347,7 @@ static void test_hf_tokenizer_ids(void) { tokenizer_ids(FAMILIES, N_FAMILIES); }
 
 /* Tokenizer-only fixtures (make_tok_fixtures.py): Metaspace "first" / "always", WordPiece. */
 static void test_hf_tokenizer_kinds(void) {
-    static const char *const TOKS[] = { "tok/metaspace-first", "tok/metaspace-always", "tok/wordpiece" };
+    static const char *const TOKS[] = { "tok/metaspace-first", "tok/metaspace-always", "tok/wordpiece", "tok/unigram" };
     tokenizer_ids(TOKS, sizeof TOKS / sizeof TOKS[0]);
     /* special_cases.txt: "text<TAB>ids" with special tokens inside the text */
     for (size_t i = 0; i < sizeof TOKS / sizeof TOKS[0]; i++) {

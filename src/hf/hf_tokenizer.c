@@ -380,6 +380,69 @@ static th_status write_bpe(const char *path, const char *dir, const cJSON *tj, i
     return s;
 }
 
+/* ------------------------------------------------------------ Unigram */
+
+/* model.vocab [[piece, score], ...] -> tokenizer.ggml.model = t5 (src/tokenizer/unigram.c):
+ * pieces and scores by id, unk_id as the unknown token, Metaspace's "▁" prefix. Only
+ * without a normalizer (T5's Precompiled charsmap is refused) and without byte_fallback. */
+static th_status write_unigram(const char *path, const char *dir, const cJSON *tj, int64_t n_vocab, gguf_writer *w) {
+    const cJSON *model = item(tj, "model"), *vocab = item(model, "vocab"), *norm = item(tj, "normalizer"), *pt = item(tj, "pre_tokenizer");
+    if (!cJSON_IsArray(vocab)) return th_set_error(TH_ERR_FORMAT, "%s: Unigram model.vocab must be an array of [piece, score]", path);
+    if (norm && !cJSON_IsNull(norm))
+        return th_set_error(TH_ERR_UNSUPPORTED, "%s: Unigram with a normalizer (%s) is not supported", path,
+                            cJSON_IsString(item(norm, "type")) ? item(norm, "type")->valuestring : "?");
+    if (cJSON_IsTrue(item(model, "byte_fallback"))) return th_set_error(TH_ERR_UNSUPPORTED, "%s: Unigram byte_fallback is not supported", path);
+    if (pt && !cJSON_IsNull(pt) && !type_is(pt, "Metaspace"))
+        return th_set_error(TH_ERR_UNSUPPORTED, "%s: Unigram with a pre_tokenizer other than Metaspace", path);
+    tok_table t = { .n = n_vocab };
+    t.text = calloc((size_t)n_vocab, sizeof *t.text);
+    t.type = calloc((size_t)n_vocab, sizeof *t.type);
+    t.owned = calloc((size_t)n_vocab, sizeof *t.owned);
+    float *score = calloc((size_t)n_vocab, sizeof *score);
+    th_status s = t.text && t.type && t.owned && score ? TH_OK : th_set_error(TH_ERR_NOMEM, "out of memory");
+    int64_t i = 0;
+    for (const cJSON *e = vocab->child; e && !s; e = e->next, i++) {
+        const cJSON *pc = cJSON_IsArray(e) ? e->child : NULL, *sc = pc ? pc->next : NULL;
+        if (!cJSON_IsString(pc) || !cJSON_IsNumber(sc) || i >= n_vocab)
+            s = th_set_error(TH_ERR_FORMAT, "%s: model.vocab[%lld] is not [piece, score] (or past vocab_size)", path, (long long)i);
+        else { t.text[i] = pc->valuestring; t.type[i] = TT_NORMAL; score[i] = (float)sc->valuedouble; }
+    }
+    const cJSON *added = item(tj, "added_tokens");
+    for (const cJSON *e = cJSON_IsArray(added) ? added->child : NULL; e && !s; e = e->next) {
+        const char *c = token_content(e);
+        if (!c) s = th_set_error(TH_ERR_FORMAT, "%s: an added_tokens entry has no 'content' string", path);
+        else s = put_token(path, &t, item(e, "id"), c, cJSON_IsTrue(item(e, "special")) ? TT_CONTROL : TT_USER);
+    }
+    const cJSON *uid = item(model, "unk_id");
+    int64_t unk = cJSON_IsNumber(uid) ? (int64_t)uid->valuedouble : -1;
+    if (!s && (unk < 0 || unk >= n_vocab || !t.text[unk]))
+        s = th_set_error(TH_ERR_FORMAT, "%s: Unigram model.unk_id is missing or not a token", path);
+    for (int64_t k = 0; !s && k < n_vocab; k++) {
+        if (t.text[k]) continue;
+        char buf[32];
+        snprintf(buf, sizeof buf, "[PAD%lld]", (long long)k);
+        if (!(t.owned[t.n_owned] = strdup(buf))) { s = th_set_error(TH_ERR_NOMEM, "out of memory"); break; }
+        t.text[k] = t.owned[t.n_owned++];
+        t.type[k] = TT_UNUSED;
+    }
+    if (!s) {
+        t.type[unk] = 2;
+        const cJSON *ps = type_is(pt, "Metaspace") ? item(pt, "prepend_scheme") : NULL;
+        bool prefix = type_is(pt, "Metaspace") && !(cJSON_IsString(ps) && !strcmp(ps->valuestring, "never"));
+        gguf_w_str(w, "tokenizer.ggml.model", "t5");
+        gguf_w_arr_str(w, "tokenizer.ggml.tokens", t.text, (uint64_t)n_vocab);
+        gguf_w_arr(w, "tokenizer.ggml.scores", GGUF_F32, score, (uint64_t)n_vocab);
+        gguf_w_arr(w, "tokenizer.ggml.token_type", GGUF_I32, t.type, (uint64_t)n_vocab);
+        gguf_w_bool(w, "tokenizer.ggml.add_space_prefix", prefix);
+        if (prefix && cJSON_IsString(ps) && (!strcmp(ps->valuestring, "first") || !strcmp(ps->valuestring, "always")))
+            gguf_w_str(w, "tokenizer.ggml.metaspace_prepend_scheme", ps->valuestring);
+        s = write_config(dir, tj, &t, t.text[unk], w);
+    }
+    for (int64_t k = 0; k < t.n_owned; k++) free(t.owned[k]);
+    free(t.owned); free(t.text); free(t.type); free(score);
+    return s;
+}
+
 /* ------------------------------------------------------------ WordPiece (BERT) */
 
 /* The special token named by tokenizer_config's key (or the default text), -1 if none. */
@@ -471,6 +534,7 @@ th_status hf_tok_write(const char *dir, int64_t n_vocab, gguf_writer *w) {
         const cJSON *vocab = item(item(tj, "model"), "vocab"), *added = item(tj, "added_tokens");
         for (const cJSON *e = cJSON_IsObject(vocab) ? vocab->child : NULL; e; e = e->next)
             if (cJSON_IsNumber(e) && e->valuedouble >= n_vocab && e->valuedouble < (1 << 24)) n_vocab = (int64_t)e->valuedouble + 1;
+        if (cJSON_IsArray(vocab) && cJSON_GetArraySize(vocab) < (1 << 24)) n_vocab = cJSON_GetArraySize(vocab);   /* Unigram */
         for (const cJSON *e = cJSON_IsArray(added) ? added->child : NULL; e; e = e->next) {
             const cJSON *id = item(e, "id");
             if (cJSON_IsNumber(id) && id->valuedouble >= n_vocab && id->valuedouble < (1 << 24)) n_vocab = (int64_t)id->valuedouble + 1;
@@ -479,6 +543,7 @@ th_status hf_tok_write(const char *dir, int64_t n_vocab, gguf_writer *w) {
     }
     bool prefix;
     s = type_is(item(tj, "model"), "WordPiece") ? write_wordpiece(path, dir, tj, n_vocab, w)
+        : type_is(item(tj, "model"), "Unigram")  ? write_unigram(path, dir, tj, n_vocab, w)
         : is_spm_style(tj, &prefix)              ? write_spm(path, dir, tj, n_vocab, prefix, w)
                                                  : write_bpe(path, dir, tj, n_vocab, w);
     cJSON_Delete(tj);

@@ -105,7 +105,7 @@ static th_status tokenize_fragments(const th_vocab *v, const char *text, const f
             if (pre) th_bytes_put(&tmp, " ", 1);
             th_bytes_put(&tmp, text + f->off, f->len);
             if (tmp.failed) { st = th_set_error(TH_ERR_NOMEM, "tokenize: out of memory"); break; }
-            st = th_spm_tokenize(v, tmp.p, tmp.n, out);
+            st = v->unigram ? th_ugm_tokenize(v, tmp.p, tmp.n, out) : th_spm_tokenize(v, tmp.p, tmp.n, out);
         } else if (v->kind == TH_VOCAB_BPE) {
             st = th_bpe_tokenize(v, text + f->off, f->len, out);
         } else {
