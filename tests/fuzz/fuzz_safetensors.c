@@ -66,7 +66,8 @@ static void fuzz_tokenizer(const uint8_t *data, size_t size) {
 }
 
 static void fuzz_config(const uint8_t *data, size_t size) {
-    static const char *const fams[] = { "deepseek3", "deepseek2", "gpt-oss", "gpt-oss-mxfp4", "qwen3moe", "gemma3", "phi3", "llama" };
+    static const char *const fams[] = { "deepseek3", "deepseek2", "gpt-oss", "gpt-oss-mxfp4", "qwen3moe", "gemma3", "phi3", "llama",
+                                        "deepseek3-fp8" };
     static char dir[64];
     static int linked = -1;
     if (size < 1) return;

@@ -149,12 +149,12 @@ put("two", st([("a.weight", "F32", [2, 3], struct.pack("<6f", *range(6))), ("b",
 put("bf16", st([("x", "BF16", [1, 4], b"\x80?" * 4), ("s", "F32", [], b"\0\0\x80?")]))
 put("empty", st([]))
 put("ints", st([("i", "I64", [2], struct.pack("<2q", 1, 2)), ("u", "U8", [3], b"abc"), ("f8", "F8_E4M3", [1], b"\x38")]))
-for fam in ("llama", "gemma3", "tok/wordpiece", "tok/metaspace-first"):
+for fam in ("llama", "gemma3", "tok/wordpiece", "tok/metaspace-first", "tok/unigram"):
     p = os.path.join(hf, fam, "tokenizer.json")
     if os.path.exists(p):
         put("tok_" + fam.replace("/", "_"), b"T" + open(p, "rb").read())
 # 'C' + fixture byte + config.json (the order of fams in fuzz_safetensors.c)
-for i, fam in enumerate(("deepseek3", "deepseek2", "gpt-oss", "gpt-oss-mxfp4", "qwen3moe", "gemma3", "phi3", "llama")):
+for i, fam in enumerate(("deepseek3", "deepseek2", "gpt-oss", "gpt-oss-mxfp4", "qwen3moe", "gemma3", "phi3", "llama", "deepseek3-fp8")):
     p = os.path.join(hf, fam, "config.json")
     if os.path.exists(p):
         put("cfg_" + fam, b"C" + bytes([i]) + open(p, "rb").read())
