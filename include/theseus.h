@@ -55,6 +55,10 @@ typedef struct th_model_params {
     const char *precision_path;
     const char *source_path;
     int32_t n_threads;   /* threads for that re-quantization (<= 0: all cores) */
+    /* a Hugging Face directory quantized at load to this type, as `theseus convert
+     * --type` would write it ("Q4_K_M", any th_quantize_type_names entry; uses
+     * n_threads, a progress line when stderr is a terminal); NULL: weights as stored */
+    const char *hf_type;
 } th_model_params;
 
 th_model_params th_model_default_params(void);

@@ -193,7 +193,15 @@ th_status th_model_load(const char *path, const th_model_params *params, th_mode
     th_model *m = calloc(1, sizeof *m);
     if (!m) return th_set_error(TH_ERR_NOMEM, "out of memory");
     /* a Hugging Face directory (or .safetensors file) is presented as a GGUF (src/hf/) */
-    th_status s = hf_is_model_path(path) ? hf_open_as_gguf(path, &m->file) : gguf_open_ex(path, params->use_mmap, &m->file);
+    bool hf = hf_is_model_path(path), quant = params->hf_type && !params->vocab_only;
+    if (quant && !hf) {
+        free(m);
+        return th_set_error(TH_ERR_ARG, "%s: --type %s quantizes a Hugging Face directory at load; for a GGUF use theseus quantize",
+                            path, params->hf_type);
+    }
+    th_status s = !hf ? gguf_open_ex(path, params->use_mmap, &m->file)
+                  : quant ? hf_open_quantized(path, params->hf_type, params->n_threads, &m->file)
+                  : hf_open_as_gguf(path, &m->file);
     if (s) { free(m); return s; }
     gguf_str arch;
     if (!gguf_get_str(m->file, "general.architecture", &arch)) {

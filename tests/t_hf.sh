@@ -4,7 +4,8 @@
 # logits to the directory, --type Q8_0 loads and stays near transformers'
 # logits), clean errors, and — where a llama.cpp build is at hand
 # (LLAMA_PERPLEXITY, default /work/peers/llama.cpp/build/bin/llama-perplexity) —
-# llama.cpp itself running each converted file: its logits saved as a KLD base
+# llama.cpp itself running each converted file (llama, qwen2, phi3, mixtral, deepseek3; ik_llama.cpp:
+# gpt-oss, gpt-oss-mxfp4): its logits saved as a KLD base
 # and compared by `theseus perplexity` against the directory (max KLD < 2e-5). Prints ok/FAIL/SKIP lines for tests/run.sh.
 set -u
 T=${THESEUS:-build/theseus}
@@ -15,7 +16,7 @@ ok() { echo "ok $1"; }
 bad() { echo "FAIL $1"; shift; printf '  %s\n' "$@"; }
 if [ ! -x "$T" ]; then echo "SKIP hf_cli (no $T)"; exit 0; fi
 PROMPT="The quick brown fox jumps over the lazy dog. Once upon a time, there was 42 of them!"
-FAMS="llama llama-spm llama3-rope qwen2 qwen3 gemma2 gemma3 phi3 phi3-longrope qwen3moe mixtral olmoe mistral"
+FAMS="llama llama-spm llama3-rope qwen2 qwen3 gemma2 gemma3 phi3 phi3-longrope qwen3moe mixtral olmoe mistral deepseek2 deepseek3 gpt-oss gpt-oss-mxfp4 deepseek3-fp8"
 
 for f in $FAMS; do
     if $T convert "$HF/$f" -o "$tmp/$f.gguf" 2>"$tmp/err" &&
@@ -91,6 +92,32 @@ if command -v python3 >/dev/null; then
     else bad hf_convert_type_q8_0 "$(tail -c 600 "$tmp/err")" "$out"; fi
 else echo "SKIP hf_convert_type_q8_0 (no python3)"; fi
 
+# quantize on load: logits -m DIR --type Q8_0 == logits of convert --type Q8_0 (byte-identical);
+# run/perplexity/bench take --type too (the common option)
+if [ -f "$tmp/q8.gguf" ] &&
+   $T logits -m "$HF/qwen2" --type Q8_0 -p "$PROMPT" --out "$tmp/q8load.logits" -t 2 2>"$tmp/err" &&
+   cmp -s "$tmp/q8.logits" "$tmp/q8load.logits"; then ok hf_type_at_load_logits
+else bad hf_type_at_load_logits "$(tail -c 600 "$tmp/err")"; fi
+if $T run -m "$HF/qwen2" --type Q4_K_M -p "Hello" -n 4 -t 2 >"$tmp/out" 2>"$tmp/err"; then ok hf_type_at_load_run
+else bad hf_type_at_load_run "$(tail -c 600 "$tmp/err")"; fi
+if ! $T logits -m "$tmp/q8.gguf" --type Q8_0 -p "$PROMPT" --out "$tmp/x.logits" 2>"$tmp/err" && grep -q -- '--type' "$tmp/err"; then
+    ok hf_type_on_gguf_refused
+else bad hf_type_on_gguf_refused "$(cat "$tmp/err")"; fi
+
+# GPT-OSS MXFP4 experts decoded exactly: convert --type F32 (our MXFP4 decoder, then float compute)
+# against transformers' logits of the MXFP4 checkpoint (which it dequantizes on a CPU), rel-L2 <= 1e-4
+if command -v python3 >/dev/null; then
+    out=""
+    toks=$(python3 -c "import struct,sys;d=open(sys.argv[1],'rb').read();n=struct.unpack('<I',d[8:12])[0];print(','.join(map(str,struct.unpack('<%di'%n,d[16:16+4*n]))))" "$HF/gpt-oss-mxfp4/golden.logits")
+    if $T convert "$HF/gpt-oss-mxfp4" -o "$tmp/mx.gguf" 2>"$tmp/err" &&
+       $T inspect -m "$tmp/mx.gguf" 2>/dev/null | grep -Eq 'blk\.0\.ffn_gate_exps\.weight +MXFP4' &&
+       $T convert "$HF/gpt-oss-mxfp4" -o "$tmp/mxf.gguf" --type F32 2>>"$tmp/err" &&
+       $T logits -m "$tmp/mxf.gguf" --tokens "$toks" --out "$tmp/mxf.logits" -t 2 2>>"$tmp/err" &&
+       out=$(python3 "$S/tools/cmp_logits.py" "$tmp/mxf.logits" "$HF/gpt-oss-mxfp4/golden.logits" 1e-4 1.0); then
+        ok "hf_gpt_oss_mxfp4_exact ($out)"
+    else bad hf_gpt_oss_mxfp4_exact "$(tail -c 600 "$tmp/err")" "$out"; fi
+else echo "SKIP hf_gpt_oss_mxfp4_exact (no python3)"; fi
+
 # errors: a directory without config.json, an unknown model_type; exit code 1 and the file named
 mkdir -p "$tmp/empty" "$tmp/bloom"
 if ! $T convert "$tmp/empty" -o "$tmp/x.gguf" 2>"$tmp/err" && grep -q 'config.json' "$tmp/err" && [ ! -e "$tmp/x.gguf" ]; then
@@ -112,7 +139,7 @@ if [ ! -x "$LP" ]; then echo "SKIP hf_llamacpp_kld (no llama-perplexity at $LP)"
     head -c 20000 /usr/share/common-licenses/GPL-3 >"$tmp/text.txt"
     cp -r "$HF/phi3" "$tmp/tiny-p"
     $T convert "$tmp/tiny-p" -o "$tmp/phi3.gguf" 2>/dev/null
-    for f in llama qwen2 phi3 mixtral; do
+    for f in llama qwen2 phi3 mixtral deepseek3; do
         if "$LP" -m "$tmp/$f.gguf" -f "$tmp/text.txt" -c 64 --chunks 3 -t 2 -ctk f32 -ctv f32 \
                --kl-divergence-base "$tmp/$f.kld" >"$tmp/lp.log" 2>&1 &&
            $T perplexity -m "$HF/$f" -f "$tmp/text.txt" -c 64 --chunks 3 --kl-divergence-base "$tmp/$f.kld" \
@@ -123,6 +150,26 @@ if [ ! -x "$LP" ]; then echo "SKIP hf_llamacpp_kld (no llama-perplexity at $LP)"
                 ok "hf_llamacpp_kld_$f (max KLD $kmax, same top $top %)"
             else bad "hf_llamacpp_kld_$f" "max KLD '$kmax', same top '$top'"; fi
         else bad "hf_llamacpp_kld_$f" "$(tail -5 "$tmp/lp.log")" "$(tail -5 "$tmp/kl.log")"; fi
+    done
+fi
+# ik_llama.cpp (it has gpt-oss; built CPU-only, its V cache F16 without flash attention) runs the
+# converted gpt-oss files: max KLD < 2e-5 for F32 experts; MXFP4 (both sides quantize activations
+# for the MXFP4 products, in different ways): max KLD < 1e-3, same top >= 90 %
+IKP=${IK_PERPLEXITY:-/work/peers/ik_llama.cpp/build/bin/llama-perplexity}
+if [ ! -x "$IKP" ]; then echo "SKIP hf_ik_kld (no ik_llama.cpp llama-perplexity at $IKP)"; else
+    [ -f "$tmp/text.txt" ] || head -c 20000 /usr/share/common-licenses/GPL-3 >"$tmp/text.txt"
+    for f in gpt-oss gpt-oss-mxfp4; do
+        kb=2e-5; tb=95; [ "$f" = gpt-oss-mxfp4 ] && { kb=1e-3; tb=90; }
+        if "$IKP" -m "$tmp/$f.gguf" -f "$tmp/text.txt" -c 64 --chunks 3 -t 2 -ctk f32 -no-fa \
+               --kl-divergence-base "$tmp/$f.kld" >"$tmp/ik.log" 2>&1 &&
+           $T perplexity -m "$HF/$f" -f "$tmp/text.txt" -c 64 --chunks 3 --kl-divergence-base "$tmp/$f.kld" \
+               --kl-divergence >"$tmp/kl.log" 2>&1; then
+            kmax=$(grep -E '^Maximum KLD:' "$tmp/kl.log" | awk '{print $3}')
+            top=$(grep -E '^Same top p:' "$tmp/kl.log" | awk '{print $4}')
+            if awk -v k="$kmax" -v t="$top" -v kb="$kb" -v tb="$tb" 'BEGIN { exit !(k != "" && k < kb && t >= tb) }'; then
+                ok "hf_ik_kld_$f (max KLD $kmax, same top $top %)"
+            else bad "hf_ik_kld_$f" "max KLD '$kmax', same top '$top'"; fi
+        else bad "hf_ik_kld_$f" "$(tail -5 "$tmp/ik.log")" "$(tail -5 "$tmp/kl.log")"; fi
     done
 fi
 exit 0

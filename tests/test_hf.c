@@ -186,7 +186,7 @@ static void test_config_errors(void) {
 /* ------------------------------------------------------------ fixtures */
 
 static const char *const FAMILIES[] = { "llama", "llama-spm", "llama3-rope", "qwen2", "qwen3", "gemma2", "gemma3", "phi3", "phi3-longrope", "qwen3moe",
-                                        "mixtral", "olmoe", "mistral" };
+                                        "mixtral", "olmoe", "mistral", "deepseek2", "deepseek3", "gpt-oss", "gpt-oss-mxfp4", "deepseek3-fp8" };
 #define N_FAMILIES (sizeof FAMILIES / sizeof FAMILIES[0])
 static const char *PROMPT = "The quick brown fox jumps over the lazy dog. Once upon a time, there was 42 of them!";
 
@@ -247,7 +247,10 @@ static void test_hf_logits(void) {
                 int wp;
                 compare_logits(lg, g.logits, (int)g.n, (int)g.nv, &worst, &wp, &top1);
                 printf("  %-12s rel_l2_max=%.2e (pos %2d) top1=%.3f\n", FAMILIES[i], worst, wp, top1);
-                CHECK(worst <= 1e-4 && top1 == 1.0, "%s: rel-L2 %.3e, top-1 %.3f", FAMILIES[i], worst, top1);
+                /* MXFP4 experts: our MXFP4 dot product quantizes the activations to Q8_0 (as ggml's does), so
+                 * 5e-2 here (seen 1.8e-2; a wrong nibble order gave 1.26); exact through F32 in t_hf.sh */
+                double tol = strstr(FAMILIES[i], "mxfp4") ? 5e-2 : 1e-4;
+                CHECK(worst <= tol && top1 == 1.0, "%s: rel-L2 %.3e, top-1 %.3f", FAMILIES[i], worst, top1);
             }
             free(lg);
         }
@@ -285,17 +288,17 @@ static void test_convert_same_logits(void) {
 
 /* Every case of the vocab suites' inputs: our ids from tokenizer.json equal the
  * tokenizers library's (tokens.txt; added tokens matched in the text as HF does). */
-static void test_hf_tokenizer_ids(void) {
+static void tokenizer_ids(const char *const *names, size_t n_names) {
     const char *inps[] = { "bert-bge", "deepseek-llm", "falcon", "gpt-2", "llama-spm" };
-    for (size_t i = 0; i < N_FAMILIES; i++) {
+    for (size_t i = 0; i < n_names; i++) {
         char tp[600];
-        snprintf(tp, sizeof tp, "%s/tokens.txt", hf_dir(FAMILIES[i]));
+        snprintf(tp, sizeof tp, "%s/tokens.txt", hf_dir(names[i]));
         FILE *tf = fopen(tp, "r");
         if (!tf) { CHECK(0, "cannot read %s", tp); continue; }
         th_model_params mp = th_model_default_params();
         mp.vocab_only = true;
         th_model *m = NULL;
-        CHECK(th_model_load(hf_dir(FAMILIES[i]), &mp, &m) == TH_OK, "%s", th_last_error());
+        CHECK(th_model_load(hf_dir(names[i]), &mp, &m) == TH_OK, "%s", th_last_error());
         int n_cases = 0, bad = 0;
         char *line = NULL;
         size_t lcap = 0;
@@ -323,7 +326,7 @@ static void test_hf_tokenizer_ids(void) {
                     for (size_t j = 0; !s && j < n && w < sizeof want - 16; j++) w += (size_t)sprintf(want + w, "%s%d", j ? " " : "", tok[j]);
                     line[strcspn(line, "\n")] = 0;
                     if (s || strcmp(want, line)) {
-                        if (bad++ < 3) fprintf(stderr, "  %s: case %d (%.40s...): ours '%.200s', tokenizers '%.200s'\n", FAMILIES[i],
+                        if (bad++ < 3) fprintf(stderr, "  %s: case %d (%.40s...): ours '%.200s', tokenizers '%.200s'\n", names[i],
                                                n_cases, p, want, line);
                     }
                     n_cases++;
@@ -332,10 +335,46 @@ static void test_hf_tokenizer_ids(void) {
                 p = e + strlen(sep);
             }
         }
-        printf("  %-12s %d cases, %d differ\n", FAMILIES[i], n_cases, bad);
-        CHECK(bad == 0 && n_cases > 100, "%s: %d of %d cases differ", FAMILIES[i], bad, n_cases);
+        printf("  %-12s %d cases, %d differ\n", names[i], n_cases, bad);
+        CHECK(bad == 0 && n_cases > 100, "%s: %d of %d cases differ", names[i], bad, n_cases);
         free(line);
         fclose(tf);
+        th_model_free(m);
+    }
+}
+
+static void test_hf_tokenizer_ids(void) { tokenizer_ids(FAMILIES, N_FAMILIES); }
+
+/* Tokenizer-only fixtures (make_tok_fixtures.py): Metaspace "first" / "always", WordPiece. */
+static void test_hf_tokenizer_kinds(void) {
+    static const char *const TOKS[] = { "tok/metaspace-first", "tok/metaspace-always", "tok/wordpiece", "tok/unigram" };
+    tokenizer_ids(TOKS, sizeof TOKS / sizeof TOKS[0]);
+    /* special_cases.txt: "text<TAB>ids" with special tokens inside the text */
+    for (size_t i = 0; i < sizeof TOKS / sizeof TOKS[0]; i++) {
+        char p[600], line[1024];
+        snprintf(p, sizeof p, "%s/special_cases.txt", hf_dir(TOKS[i]));
+        FILE *f = fopen(p, "r");
+        th_model_params mp = th_model_default_params();
+        mp.vocab_only = true;
+        th_model *m = NULL;
+        CHECK(f && th_model_load(hf_dir(TOKS[i]), &mp, &m) == TH_OK, "%s: %s", p, th_last_error());
+        int n_cases = 0;
+        while (f && m && fgets(line, sizeof line, f)) {
+            char *tab = strchr(line, '\t');
+            if (!tab) continue;
+            *tab = 0;
+            tab[strcspn(tab + 1, "\n") + 1] = 0;
+            th_token tok[256];
+            size_t n = 0;
+            char got[2048] = "";
+            size_t w = 0;
+            if (th_tokenize(m, line, strlen(line), false, true, tok, 256, &n) == TH_OK)
+                for (size_t j = 0; j < n; j++) w += (size_t)snprintf(got + w, sizeof got - w, "%s%d", j ? " " : "", tok[j]);
+            CHECK(!strcmp(got, tab + 1), "%s: '%s': ours '%s', tokenizers '%s'", TOKS[i], line, got, tab + 1);
+            n_cases++;
+        }
+        CHECK(n_cases == 5, "%s: %d cases", p, n_cases);
+        if (f) fclose(f);
         th_model_free(m);
     }
 }
@@ -396,7 +435,8 @@ static bool is_tokenizer_key(gguf_str k) { return k.len >= 10 && !memcmp(k.ptr, 
  * byte-level BPE, the arch fixtures' SPM). */
 static void test_twins_match_arch(void) {
     const char *twins[][2] = { { "llama", "llama3-rope" }, { "qwen2", "qwen2" }, { "qwen3", "qwen3" }, { "gemma2", "gemma2" },
-                               { "gemma3", "gemma3" }, { "phi3", "phi3" } };
+                               { "gemma3", "gemma3" }, { "phi3", "phi3" }, { "deepseek2", "deepseek2" },
+                               { "deepseek2-qlora", "deepseek3" }, { "gpt-oss", "gpt-oss" } };
     for (size_t i = 0; i < sizeof twins / sizeof twins[0]; i++) {
         const char *fam = twins[i][0];
         char src[600], dst[600], ref[300];
@@ -467,6 +507,7 @@ int main(int argc, char **argv) {
     RUN(test_hf_logits);
     RUN(test_convert_same_logits);
     RUN(test_hf_tokenizer_ids);
+    RUN(test_hf_tokenizer_kinds);
     RUN(test_twins_match_arch);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);

@@ -40,7 +40,9 @@ char *cli_read_stdin(size_t *len);
  * (th_model_params.use_mmap = false), so a file changed or truncated on disk
  * while it is in use cannot hurt the process; --precision FILE --source SOURCE.gguf
  * (all commands but inspect) set th_model_params.precision_path / source_path:
- * load-time precision overrides (docs/precision.md). */
+ * load-time precision overrides (docs/precision.md); --type T (all but inspect,
+ * quantize, convert) sets th_model_params.hf_type: a Hugging Face directory
+ * quantized at load to T (docs/hf.md). */
 void cli_common_options(int *argc, char **argv);
 /* th_model_default_params() with the common options applied. */
 th_model_params cli_model_params(void);

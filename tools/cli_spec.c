@@ -63,6 +63,7 @@ th_status cli_spec_open(cli_spec *o, bool verbose) {
     if (o->p.kind != TH_SPEC_DRAFT || o->p.draft) return TH_OK;
     th_model_params mp = cli_model_params();
     mp.verbose = verbose;
+    mp.hf_type = NULL;   /* --type is the main model's (a directory quantized at load) */
     th_status s = th_model_load(o->draft_path, &mp, &o->p.draft);
     if (s) return th_set_error(s, "draft model %s: %s", o->draft_path, th_last_error());
     return TH_OK;

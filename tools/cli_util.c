@@ -69,16 +69,19 @@ char *cli_read_stdin(size_t *len) { return read_stream(stdin, len); }
 
 static bool no_mmap;
 
-static const char *precision_path, *source_path;
+static const char *precision_path, *source_path, *hf_type;
 
 void cli_common_options(int *argc, char **argv) {
     int k = 1;
     /* inspect's --precision is a flag of its own (print the assignment) */
     bool overrides = *argc < 2 || strcmp(argv[1], "inspect");
+    /* quantize and convert read --type themselves (their output's type) */
+    bool load_type = overrides && (*argc < 2 || (strcmp(argv[1], "quantize") && strcmp(argv[1], "convert")));
     for (int i = 1; i < *argc; i++) {
         if (!strcmp(argv[i], "--no-mmap")) { no_mmap = true; continue; }
         if (overrides && !strcmp(argv[i], "--precision") && i + 1 < *argc) { precision_path = argv[++i]; continue; }
         if (overrides && !strcmp(argv[i], "--source") && i + 1 < *argc) { source_path = argv[++i]; continue; }
+        if (load_type && !strcmp(argv[i], "--type") && i + 1 < *argc) { hf_type = argv[++i]; continue; }
         argv[k++] = argv[i];
     }
     argv[k] = NULL;
@@ -90,6 +93,7 @@ th_model_params cli_model_params(void) {
     p.use_mmap = !no_mmap;
     p.precision_path = precision_path;
     p.source_path = source_path;
+    p.hf_type = hf_type;
     return p;
 }
 

@@ -58,6 +58,8 @@ typedef struct gguf_file {
     /* private */
     void *map;                   /* mmap'd region, or malloc'd copy, or NULL (caller's buffer) */
     bool mapped;                 /* map is released with munmap (else free) */
+    void (*release)(void *);     /* called by gguf_close with release_arg (src/hf/: the safetensors maps) */
+    void *release_arg;
     bool file_backed;            /* map is a mapping of the file itself (not a copy in memory) */
     volatile bool map_zeroed;    /* gguf_map_fault_replace swapped the mapping for zeros */
     /* the file as opened (open.c): for gguf_file_changed */
@@ -124,5 +126,16 @@ void gguf_w_tensor(gguf_writer *w, const char *name, uint32_t type, uint32_t n_d
 /* Serialize to a malloc'd buffer (v3) or to a file. */
 th_status gguf_writer_to_mem(gguf_writer *w, uint8_t **out, uint64_t *size);
 th_status gguf_writer_to_file(gguf_writer *w, const char *path);
+/* A tensor whose data stays where it is (src/hf/: a weight inside a safetensors
+ * map): written by gguf_writer_to_file / _to_mem like any other, but left out by
+ * gguf_writer_to_map, whose caller points the parsed tensor at it instead. */
+void gguf_w_tensor_ref(gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims,
+                       const uint64_t *ne, const void *data, uint64_t nbytes);
+/* Tensor i's data if it was added with gguf_w_tensor_ref, else NULL. */
+const void *gguf_writer_ref(const gguf_writer *w, uint64_t i);
+/* As gguf_writer_to_mem, into an anonymous mmap of *size bytes (for
+ * gguf_parse_owned(.., mapped = true)); the data of ref tensors is not copied
+ * (those pages stay untouched zero pages). */
+th_status gguf_writer_to_map(gguf_writer *w, uint8_t **out, uint64_t *size);
 
 #endif

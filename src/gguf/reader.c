@@ -512,6 +512,7 @@ void gguf_close(gguf_file *f) {
         if (f->mapped) munmap(f->map, (size_t)f->size);
         else free(f->map);
     }
+    if (f->release) f->release(f->release_arg);
     free(f->path);
     free(im);
 }

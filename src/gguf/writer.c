@@ -15,10 +15,12 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 
 typedef struct wtensor {
     const void *data;
     uint64_t nbytes, offset;
+    bool ref;              /* gguf_w_tensor_ref: not copied by gguf_writer_to_map */
 } wtensor;
 
 struct gguf_writer {
@@ -175,7 +177,7 @@ void gguf_w_tensor(gguf_writer *w, const char *name, uint32_t type, uint32_t n_d
         w->tensors_cap = cap;
     }
     uint64_t pad = (w->alignment - nbytes % w->alignment) % w->alignment;
-    w->tensors[w->n_tensors++] = (wtensor){ data, nbytes, w->data_size };
+    w->tensors[w->n_tensors++] = (wtensor){ data, nbytes, w->data_size, false };
     put_str(&w->infos, name, strlen(name));
     put_u32(&w->infos, n_dims);
     for (uint32_t d = 0; d < n_dims; d++) put_u64(&w->infos, ne[d]);
@@ -220,6 +222,35 @@ th_status gguf_writer_to_mem(gguf_writer *w, uint8_t **out, uint64_t *size) {
         if (w->tensors[i].nbytes) memcpy(p + m.n + w->tensors[i].offset, w->tensors[i].data, w->tensors[i].nbytes);
     *out = p;
     *size = total;
+    return TH_OK;
+}
+
+void gguf_w_tensor_ref(gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims,
+                       const uint64_t *ne, const void *data, uint64_t nbytes) {
+    uint64_t n = w ? w->n_tensors : 0;
+    gguf_w_tensor(w, name, type, n_dims, ne, data, nbytes);
+    if (w && !w->err && w->n_tensors == n + 1) w->tensors[n].ref = true;
+}
+
+const void *gguf_writer_ref(const gguf_writer *w, uint64_t i) {
+    return w && i < w->n_tensors && w->tensors[i].ref ? w->tensors[i].data : NULL;
+}
+
+th_status gguf_writer_to_map(gguf_writer *w, uint8_t **out, uint64_t *size) {
+    th_bytes m = { 0 };
+    th_status s = build_meta(w, &m);
+    if (s) return s;
+    uint64_t total = m.n + w->data_size;
+    /* anonymous zero pages: the regions of ref tensors are never touched */
+    void *p = mmap(NULL, (size_t)(total ? total : 1), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) { free(m.p); return th_set_error(TH_ERR_NOMEM, "gguf writer: cannot map %" PRIu64 " bytes", total); }
+    memcpy(p, m.p, m.n);
+    for (uint64_t i = 0; i < w->n_tensors; i++)
+        if (w->tensors[i].nbytes && !w->tensors[i].ref)
+            memcpy((uint8_t *)p + m.n + w->tensors[i].offset, w->tensors[i].data, w->tensors[i].nbytes);
+    free(m.p);
+    *out = p;
+    *size = total ? total : 1;
     return TH_OK;
 }
 

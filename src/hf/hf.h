@@ -21,6 +21,11 @@ th_status hf_conv_to_gguf(hf_conv *c, gguf_file **out);
 void hf_conv_free(hf_conv *c);
 /* hf_conv_open + hf_conv_to_gguf: what th_model_load uses for a directory. */
 th_status hf_open_as_gguf(const char *path, gguf_file **out);
+/* hf_load.c: path converted and quantized to type exactly as `theseus convert
+ * --type type` does (th_hf_convert + th_quantize_file through a temporary
+ * directory under $TMPDIR or /tmp), the result read into memory. n_threads <= 0:
+ * all cores; a progress line on stderr when it is a terminal. */
+th_status hf_open_quantized(const char *path, const char *type, int32_t n_threads, gguf_file **out);
 /* The llama.cpp architecture name chosen ("llama", "qwen2", ...). */
 const char *hf_conv_arch(const hf_conv *c);
 

@@ -299,6 +299,11 @@ static th_status write_spm(const char *path, const char *dir, const cJSON *tj, i
         gguf_w_arr(w, "tokenizer.ggml.scores", GGUF_F32, score, (uint64_t)n_vocab);
         gguf_w_arr(w, "tokenizer.ggml.token_type", GGUF_I32, t.type, (uint64_t)n_vocab);
         gguf_w_bool(w, "tokenizer.ggml.add_space_prefix", prefix);
+        /* the Metaspace pre-tokenizer's own rule (src/tokenizer/: prefix_scheme); the legacy
+         * Prepend normalizer prepends always, as llama.cpp does */
+        const cJSON *ps = type_is(pt, "Metaspace") ? item(pt, "prepend_scheme") : NULL;
+        if (prefix && cJSON_IsString(ps) && (!strcmp(ps->valuestring, "first") || !strcmp(ps->valuestring, "always")))
+            gguf_w_str(w, "tokenizer.ggml.metaspace_prepend_scheme", ps->valuestring);
         s = write_config(dir, tj, &t, cJSON_IsString(unk) ? unk->valuestring : NULL, w);
     }
     free(score);
@@ -375,6 +380,147 @@ static th_status write_bpe(const char *path, const char *dir, const cJSON *tj, i
     return s;
 }
 
+/* ------------------------------------------------------------ Unigram */
+
+/* model.vocab [[piece, score], ...] -> tokenizer.ggml.model = t5 (src/tokenizer/unigram.c):
+ * pieces and scores by id, unk_id as the unknown token, Metaspace's "▁" prefix. Only
+ * without a normalizer (T5's Precompiled charsmap is refused) and without byte_fallback. */
+static th_status write_unigram(const char *path, const char *dir, const cJSON *tj, int64_t n_vocab, gguf_writer *w) {
+    const cJSON *model = item(tj, "model"), *vocab = item(model, "vocab"), *norm = item(tj, "normalizer"), *pt = item(tj, "pre_tokenizer");
+    if (!cJSON_IsArray(vocab)) return th_set_error(TH_ERR_FORMAT, "%s: Unigram model.vocab must be an array of [piece, score]", path);
+    if (norm && !cJSON_IsNull(norm))
+        return th_set_error(TH_ERR_UNSUPPORTED, "%s: Unigram with a normalizer (%s) is not supported", path,
+                            cJSON_IsString(item(norm, "type")) ? item(norm, "type")->valuestring : "?");
+    if (cJSON_IsTrue(item(model, "byte_fallback"))) return th_set_error(TH_ERR_UNSUPPORTED, "%s: Unigram byte_fallback is not supported", path);
+    if (pt && !cJSON_IsNull(pt) && !type_is(pt, "Metaspace"))
+        return th_set_error(TH_ERR_UNSUPPORTED, "%s: Unigram with a pre_tokenizer other than Metaspace", path);
+    tok_table t = { .n = n_vocab };
+    t.text = calloc((size_t)n_vocab, sizeof *t.text);
+    t.type = calloc((size_t)n_vocab, sizeof *t.type);
+    t.owned = calloc((size_t)n_vocab, sizeof *t.owned);
+    float *score = calloc((size_t)n_vocab, sizeof *score);
+    th_status s = t.text && t.type && t.owned && score ? TH_OK : th_set_error(TH_ERR_NOMEM, "out of memory");
+    int64_t i = 0;
+    for (const cJSON *e = vocab->child; e && !s; e = e->next, i++) {
+        const cJSON *pc = cJSON_IsArray(e) ? e->child : NULL, *sc = pc ? pc->next : NULL;
+        if (!cJSON_IsString(pc) || !cJSON_IsNumber(sc) || i >= n_vocab)
+            s = th_set_error(TH_ERR_FORMAT, "%s: model.vocab[%lld] is not [piece, score] (or past vocab_size)", path, (long long)i);
+        else { t.text[i] = pc->valuestring; t.type[i] = TT_NORMAL; score[i] = (float)sc->valuedouble; }
+    }
+    const cJSON *added = item(tj, "added_tokens");
+    for (const cJSON *e = cJSON_IsArray(added) ? added->child : NULL; e && !s; e = e->next) {
+        const char *c = token_content(e);
+        if (!c) s = th_set_error(TH_ERR_FORMAT, "%s: an added_tokens entry has no 'content' string", path);
+        else s = put_token(path, &t, item(e, "id"), c, cJSON_IsTrue(item(e, "special")) ? TT_CONTROL : TT_USER);
+    }
+    const cJSON *uid = item(model, "unk_id");
+    int64_t unk = cJSON_IsNumber(uid) ? (int64_t)uid->valuedouble : -1;
+    if (!s && (unk < 0 || unk >= n_vocab || !t.text[unk]))
+        s = th_set_error(TH_ERR_FORMAT, "%s: Unigram model.unk_id is missing or not a token", path);
+    for (int64_t k = 0; !s && k < n_vocab; k++) {
+        if (t.text[k]) continue;
+        char buf[32];
+        snprintf(buf, sizeof buf, "[PAD%lld]", (long long)k);
+        if (!(t.owned[t.n_owned] = strdup(buf))) { s = th_set_error(TH_ERR_NOMEM, "out of memory"); break; }
+        t.text[k] = t.owned[t.n_owned++];
+        t.type[k] = TT_UNUSED;
+    }
+    if (!s) {
+        t.type[unk] = 2;
+        const cJSON *ps = type_is(pt, "Metaspace") ? item(pt, "prepend_scheme") : NULL;
+        bool prefix = type_is(pt, "Metaspace") && !(cJSON_IsString(ps) && !strcmp(ps->valuestring, "never"));
+        gguf_w_str(w, "tokenizer.ggml.model", "t5");
+        gguf_w_arr_str(w, "tokenizer.ggml.tokens", t.text, (uint64_t)n_vocab);
+        gguf_w_arr(w, "tokenizer.ggml.scores", GGUF_F32, score, (uint64_t)n_vocab);
+        gguf_w_arr(w, "tokenizer.ggml.token_type", GGUF_I32, t.type, (uint64_t)n_vocab);
+        gguf_w_bool(w, "tokenizer.ggml.add_space_prefix", prefix);
+        if (prefix && cJSON_IsString(ps) && (!strcmp(ps->valuestring, "first") || !strcmp(ps->valuestring, "always")))
+            gguf_w_str(w, "tokenizer.ggml.metaspace_prepend_scheme", ps->valuestring);
+        s = write_config(dir, tj, &t, t.text[unk], w);
+    }
+    for (int64_t k = 0; k < t.n_owned; k++) free(t.owned[k]);
+    free(t.owned); free(t.text); free(t.type); free(score);
+    return s;
+}
+
+/* ------------------------------------------------------------ WordPiece (BERT) */
+
+/* The special token named by tokenizer_config's key (or the default text), -1 if none. */
+static int64_t config_token(const char *dir, const char *key, const char *def, const tok_table *t) {
+    char p[4200], *text = NULL;
+    snprintf(p, sizeof p, "%s/tokenizer_config.json", dir);
+    int64_t id = -1;
+    if (access(p, F_OK) == 0 && !hf_read_text(p, 64u << 20, &text, NULL)) {
+        cJSON *tc = cJSON_Parse(text);
+        const char *c = token_content(item(tc, key));
+        if (c) id = find_id(t, c);
+        cJSON_Delete(tc);
+        free(text);
+        if (c) return id;
+    }
+    return find_id(t, def);
+}
+
+/* As llama.cpp's convert writes a BERT vocabulary (tokenizer.ggml.model = bert):
+ * a word-initial piece gets a "▁" in front, a "##" continuation loses its "##",
+ * bracketed and added tokens stay as they are. The normalizer must be
+ * BertNormalizer (lowercase: tokenizer.ggml.normalizer.lowercase), the
+ * pre-tokenizer BertPreTokenizer (or Whitespace / none). */
+static th_status write_wordpiece(const char *path, const char *dir, const cJSON *tj, int64_t n_vocab, gguf_writer *w) {
+    const cJSON *model = item(tj, "model"), *norm = item(tj, "normalizer"), *pt = item(tj, "pre_tokenizer");
+    const cJSON *pfx = item(model, "continuing_subword_prefix");
+    const char *cont = cJSON_IsString(pfx) ? pfx->valuestring : "##";
+    if (strcmp(cont, "##"))
+        return th_set_error(TH_ERR_UNSUPPORTED, "%s: WordPiece continuing_subword_prefix '%s' (only \"##\" is supported)", path, cont);
+    if (!type_is(norm, "BertNormalizer"))
+        return th_set_error(TH_ERR_UNSUPPORTED, "%s: WordPiece with a normalizer other than BertNormalizer", path);
+    if (pt && !cJSON_IsNull(pt) && !type_is(pt, "BertPreTokenizer"))
+        return th_set_error(TH_ERR_UNSUPPORTED, "%s: WordPiece with a pre_tokenizer other than BertPreTokenizer", path);
+    const cJSON *lc = item(norm, "lowercase"), *sa = item(norm, "strip_accents");
+    bool lower = !cJSON_IsFalse(lc), strip = cJSON_IsBool(sa) ? cJSON_IsTrue(sa) : lower;
+    tok_table t = { .n = n_vocab };
+    th_status s = fill_table(path, tj, &t);
+    for (int64_t i = 0; !s && i < n_vocab; i++) {
+        const char *x = t.text[i];
+        size_t n = strlen(x);
+        if (t.type[i] != TT_NORMAL || (n >= 2 && x[0] == '[' && x[n - 1] == ']')) continue;
+        char *y = malloc(n + 4);
+        if (!y) { s = th_set_error(TH_ERR_NOMEM, "out of memory"); break; }
+        if (!strncmp(x, "##", 2)) memcpy(y, x + 2, n - 1);
+        else { memcpy(y, "\xe2\x96\x81", 3); memcpy(y + 3, x, n + 1); }
+        t.owned[t.n_owned++] = y;
+        t.text[i] = y;
+    }
+    if (!s) {
+        gguf_w_str(w, "tokenizer.ggml.model", "bert");
+        gguf_w_arr_str(w, "tokenizer.ggml.tokens", t.text, (uint64_t)n_vocab);
+        gguf_w_arr(w, "tokenizer.ggml.token_type", GGUF_I32, t.type, (uint64_t)n_vocab);
+        if (!lower || strip != lower) {
+            gguf_w_bool(w, "tokenizer.ggml.normalizer.lowercase", lower);
+            gguf_w_bool(w, "tokenizer.ggml.normalizer.strip_accents", strip);
+        }
+        static const char *const ck[] = { "cls_token", "sep_token", "unk_token", "pad_token", "mask_token" };
+        static const char *const cd[] = { "[CLS]", "[SEP]", "[UNK]", "[PAD]", "[MASK]" };
+        static const char *const gk[] = { "tokenizer.ggml.bos_token_id", "tokenizer.ggml.seperator_token_id",
+                                          "tokenizer.ggml.unknown_token_id", "tokenizer.ggml.padding_token_id",
+                                          "tokenizer.ggml.mask_token_id" };
+        int64_t ids[5];
+        for (int i = 0; i < 5; i++) {
+            if ((ids[i] = config_token(dir, ck[i], cd[i], &t)) >= 0) gguf_w_u32(w, gk[i], (uint32_t)ids[i]);
+            if (i == 0 && ids[0] >= 0) gguf_w_u32(w, "tokenizer.ggml.cls_token_id", (uint32_t)ids[0]);   /* llama.cpp's name */
+        }
+        if (ids[0] < 0 || ids[1] < 0)
+            s = th_set_error(TH_ERR_FORMAT, "%s: WordPiece tokenizer without a [CLS] or [SEP] token", path);
+        gguf_w_bool(w, "tokenizer.ggml.add_bos_token", true);
+        gguf_w_bool(w, "tokenizer.ggml.add_sep_token", true);
+    }
+    for (int64_t i = 0; i < t.n_owned; i++) free(t.owned[i]);
+    free(t.owned);
+    free(t.text);
+    free(t.type);
+    return s;
+}
+
 th_status hf_tok_write(const char *dir, int64_t n_vocab, gguf_writer *w) {
     char path[4200], *text = NULL;
     snprintf(path, sizeof path, "%s/tokenizer.json", dir);
@@ -388,6 +534,7 @@ th_status hf_tok_write(const char *dir, int64_t n_vocab, gguf_writer *w) {
         const cJSON *vocab = item(item(tj, "model"), "vocab"), *added = item(tj, "added_tokens");
         for (const cJSON *e = cJSON_IsObject(vocab) ? vocab->child : NULL; e; e = e->next)
             if (cJSON_IsNumber(e) && e->valuedouble >= n_vocab && e->valuedouble < (1 << 24)) n_vocab = (int64_t)e->valuedouble + 1;
+        if (cJSON_IsArray(vocab) && cJSON_GetArraySize(vocab) < (1 << 24)) n_vocab = cJSON_GetArraySize(vocab);   /* Unigram */
         for (const cJSON *e = cJSON_IsArray(added) ? added->child : NULL; e; e = e->next) {
             const cJSON *id = item(e, "id");
             if (cJSON_IsNumber(id) && id->valuedouble >= n_vocab && id->valuedouble < (1 << 24)) n_vocab = (int64_t)id->valuedouble + 1;
@@ -395,7 +542,10 @@ th_status hf_tok_write(const char *dir, int64_t n_vocab, gguf_writer *w) {
         if (n_vocab == 0) { cJSON_Delete(tj); return th_set_error(TH_ERR_FORMAT, "%s: no tokens", path); }
     }
     bool prefix;
-    s = is_spm_style(tj, &prefix) ? write_spm(path, dir, tj, n_vocab, prefix, w) : write_bpe(path, dir, tj, n_vocab, w);
+    s = type_is(item(tj, "model"), "WordPiece") ? write_wordpiece(path, dir, tj, n_vocab, w)
+        : type_is(item(tj, "model"), "Unigram")  ? write_unigram(path, dir, tj, n_vocab, w)
+        : is_spm_style(tj, &prefix)              ? write_spm(path, dir, tj, n_vocab, prefix, w)
+                                                 : write_bpe(path, dir, tj, n_vocab, w);
     cJSON_Delete(tj);
     return s;
 }

@@ -99,10 +99,13 @@ static th_status tokenize_fragments(const th_vocab *v, const char *text, const f
         if (f->tok >= 0) { th_ids_push(out, f->tok); prev_special = true; continue; }
         if (v->kind == TH_VOCAB_SPM) {
             tmp.n = 0;
-            if (v->add_space_prefix && prev_special) th_bytes_put(&tmp, " ", 1);
+            bool pre = v->add_space_prefix && prev_special;
+            if (pre && v->prefix_scheme && f->len && text[f->off] == ' ') pre = false;   /* HF Metaspace */
+            if (pre && v->prefix_scheme == 2 && f->off != 0) pre = false;
+            if (pre) th_bytes_put(&tmp, " ", 1);
             th_bytes_put(&tmp, text + f->off, f->len);
             if (tmp.failed) { st = th_set_error(TH_ERR_NOMEM, "tokenize: out of memory"); break; }
-            st = th_spm_tokenize(v, tmp.p, tmp.n, out);
+            st = v->unigram ? th_ugm_tokenize(v, tmp.p, tmp.n, out) : th_spm_tokenize(v, tmp.p, tmp.n, out);
         } else if (v->kind == TH_VOCAB_BPE) {
             st = th_bpe_tokenize(v, text + f->off, f->len, out);
         } else {

@@ -531,6 +531,11 @@ static th_status set_kind(th_vocab *v, const gguf_file *f) {
         v->kind = TH_VOCAB_SPM;
         v->bos = 1; v->eos = 2; v->unk = 0;
         v->add_space_prefix = true; v->add_bos = true;
+    } else if (!strcmp(v->model_name, "t5")) {      /* Unigram (unigram.c); T5 adds EOS, no BOS */
+        v->kind = TH_VOCAB_SPM;
+        v->unigram = true;
+        v->eos = 1; v->unk = 2;
+        v->add_space_prefix = true; v->add_eos = true;
     } else if (!strcmp(v->model_name, "bert")) {
         v->kind = TH_VOCAB_WPM;
         v->bos = 101; v->unk = 100; v->sep = 102; v->pad = 0; v->mask = 103;
@@ -547,11 +552,14 @@ static th_status set_kind(th_vocab *v, const gguf_file *f) {
         if (cfg.add_bos) v->add_bos = true;
         if (cfg.no_bos) v->bos = -1;
     } else {
-        return th_set_error(TH_ERR_UNSUPPORTED, "tokenizer.ggml.model = '%s' is not supported (llama, gpt2, bert are)",
+        return th_set_error(TH_ERR_UNSUPPORTED, "tokenizer.ggml.model = '%s' is not supported (llama, gpt2, bert, t5 are)",
                             v->model_name);
     }
     bool b;
     if (gguf_get_bool(f, "tokenizer.ggml.add_space_prefix", &b)) v->add_space_prefix = b;
+    gguf_str ps;
+    if (gguf_get_str(f, "tokenizer.ggml.metaspace_prepend_scheme", &ps))
+        v->prefix_scheme = gguf_str_eq(ps, "first") ? 2 : gguf_str_eq(ps, "always") ? 1 : 0;
     return TH_OK;
 }
 

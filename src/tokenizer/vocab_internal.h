@@ -55,6 +55,12 @@ struct th_vocab {
     uint8_t *is_eog;             /* n_tokens flags */
     bool add_space_prefix, add_bos, add_eos, add_sep, ignore_merges, clean_spaces;
     bool lowercase, strip_accents;
+    /* SPM space prefix as Hugging Face's Metaspace pre-tokenizer does it
+     * (tokenizer.ggml.metaspace_prepend_scheme, written by src/hf/): 0 = llama.cpp's
+     * (every fragment after a special token), 1 = "always" (not when the fragment
+     * already starts with a space), 2 = "first" (as 1, and only at offset 0) */
+    uint8_t prefix_scheme;
+    bool unigram;                /* tokenizer.ggml.model = t5: SPM-style text, Unigram (Viterbi) segmentation */
     th_token *special;           /* control/user-defined/unknown ids, longest text first */
     int32_t n_special;
     bool spm_word_split;         /* no token has U+2581 after another character */
@@ -95,6 +101,8 @@ static inline void th_ids_push(th_ids *a, th_token t) {
 th_status th_spm_tokenize(const th_vocab *v, const char *text, size_t len, th_ids *out);
 th_status th_bpe_tokenize(const th_vocab *v, const char *text, size_t len, th_ids *out);
 th_status th_wpm_tokenize(const th_vocab *v, const char *text, size_t len, th_ids *out);
+/* unigram.c: Viterbi over the pieces' scores (kind SPM with unigram set: model t5) */
+th_status th_ugm_tokenize(const th_vocab *v, const char *text, size_t len, th_ids *out);
 
 /* pretok.c: the pre-tokenizer named by tokenizer.ggml.pre. */
 typedef struct th_pretok_cfg { bool ignore_merges, clean_spaces, add_bos, no_bos; } th_pretok_cfg;

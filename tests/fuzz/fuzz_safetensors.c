@@ -6,7 +6,11 @@
  * must lie inside the input after the header, nbytes = elements x dtype size,
  * the tensors (sorted by name) cover the data area exactly and can be found by
  * name; the metadata strings are read. A failed parse must leave *out NULL and
- * set a message. */
+ * set a message. An input starting with 'C' is: one byte choosing a fixture of
+ * tests/fixtures/hf (run from the repository root), then a config.json for that
+ * fixture's weights and tokenizer (linked into a directory of this process):
+ * translated (hf_conv_open, MLA / GPT-OSS / MXFP4 paths included) and, on
+ * success, laid out in memory and parsed back. */
 #include "hf/hf.h"
 #include "hf/safetensors.h"
 #include <stdio.h>
@@ -61,7 +65,55 @@ static void fuzz_tokenizer(const uint8_t *data, size_t size) {
     gguf_writer_free(w);
 }
 
+static void fuzz_config(const uint8_t *data, size_t size) {
+    static const char *const fams[] = { "deepseek3", "deepseek2", "gpt-oss", "gpt-oss-mxfp4", "qwen3moe", "gemma3", "phi3", "llama",
+                                        "deepseek3-fp8" };
+    static char dir[64];
+    static int linked = -1;
+    if (size < 1) return;
+    int f = data[0] % (int)(sizeof fams / sizeof fams[0]);
+    if (!dir[0]) {
+        snprintf(dir, sizeof dir, "/tmp/fuzz_hfconfig.%d", (int)getpid());
+        mkdir(dir, 0700);
+    }
+    char path[256], src[512];
+    if (linked != f) {   /* the chosen fixture's weights and tokenizer beside the config */
+        static const char *const files[] = { "model.safetensors", "tokenizer.json", "tokenizer_config.json" };
+        for (int i = 0; i < 3; i++) {
+            snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+            unlink(path);
+            char *cwd = getcwd(NULL, 0);
+            snprintf(src, sizeof src, "%s/tests/fixtures/hf/%s/%s", cwd ? cwd : ".", fams[f], files[i]);
+            free(cwd);
+            if (symlink(src, path) != 0) return;
+        }
+        linked = f;
+    }
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    FILE *fp = fopen(path, "wb");
+    if (!fp) return;
+    fwrite(data + 1, 1, size - 1, fp);
+    fclose(fp);
+    th_clear_error();
+    hf_conv *c = NULL;
+    if (hf_conv_open(dir, &c) == TH_OK) {
+        gguf_file *g = NULL;
+        if (hf_conv_to_gguf(c, &g) == TH_OK) {
+            for (uint64_t i = 0; i < g->n_tensors; i++)
+                if (g->tensors[i].nbytes) sink ^= ((const uint8_t *)g->tensors[i].data)[g->tensors[i].nbytes - 1];
+            gguf_close(g);
+        }
+        hf_conv_free(c);
+    } else if (c || !th_last_error()[0]) {
+        __builtin_trap();
+    }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    if (size > 0 && data[0] == 'C') {
+        fuzz_config(data + 1, size - 1);
+        return 0;
+    }
     if (size > 0 && data[0] == 'T') {
         fuzz_tokenizer(data + 1, size - 1);
         return 0;

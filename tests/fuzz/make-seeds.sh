@@ -15,7 +15,8 @@
 #   fuzz_runtime_text  stop strings + token pieces (ASCII, split UTF-8, a stop across pieces)
 #                      and a ChatML context
 #   fuzz_safetensors  small safetensors files (F32/F16/BF16, metadata, a scalar, empty) and
-#                     'T' + two fixture tokenizer.json files (tests/fixtures/hf)
+#                     'T' + fixture tokenizer.json files (BPE, WordPiece, Metaspace), 'C' + a
+#                     fixture byte + that fixture's config.json (tests/fixtures/hf)
 set -eu
 OUT=${1:?usage: make-seeds.sh OUT}
 SHARED=${SHARED:-$(cd "$(dirname "$0")/../../.." && pwd)/shared}
@@ -149,9 +150,14 @@ put("two", st([("a.weight", "F32", [2, 3], struct.pack("<6f", *range(6))), ("b",
 put("bf16", st([("x", "BF16", [1, 4], b"\x80?" * 4), ("s", "F32", [], b"\0\0\x80?")]))
 put("empty", st([]))
 put("ints", st([("i", "I64", [2], struct.pack("<2q", 1, 2)), ("u", "U8", [3], b"abc"), ("f8", "F8_E4M3", [1], b"\x38")]))
-for fam in ("llama", "gemma3"):
+for fam in ("llama", "gemma3", "tok/wordpiece", "tok/metaspace-first", "tok/unigram"):
     p = os.path.join(hf, fam, "tokenizer.json")
     if os.path.exists(p):
-        put("tok_" + fam, b"T" + open(p, "rb").read())
+        put("tok_" + fam.replace("/", "_"), b"T" + open(p, "rb").read())
+# 'C' + fixture byte + config.json (the order of fams in fuzz_safetensors.c)
+for i, fam in enumerate(("deepseek3", "deepseek2", "gpt-oss", "gpt-oss-mxfp4", "qwen3moe", "gemma3", "phi3", "llama", "deepseek3-fp8")):
+    p = os.path.join(hf, fam, "config.json")
+    if os.path.exists(p):
+        put("cfg_" + fam, b"C" + bytes([i]) + open(p, "rb").read())
 PY
 echo "seeds written to $OUT"
