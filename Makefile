@@ -150,9 +150,9 @@ endef
 AARCH64_CC  ?= aarch64-linux-gnu-gcc
 NEON_BUILD  := build/aarch64
 # (the kernels only: not the CPU backend's forward pass, which needs the whole library)
-CPU_FORWARD := $(addprefix src/cpu/,backend.c matmul.c attention.c moe.c mla.c repack_model.c)
+CPU_FORWARD := $(addprefix src/cpu/,backend.c matmul.c attention.c moe.c mla.c repack_model.c deltanet.c)
 NEON_SRC    := $(filter-out $(CPU_FORWARD), $(wildcard src/core/*.c src/quant/*.c src/cpu/*.c src/cpu/neon/*.c src/gguf/*.c)) \
-               src/precision/assign.c src/precision/config.c   # the quantizer's per-tensor plan
+               src/precision/assign.c src/precision/config.c src/eval/imatrix_file.c   # the quantizer's per-tensor plan
 NEON_OBJ    := $(NEON_SRC:%.c=$(NEON_BUILD)/%.o)
 NEON_CFLAGS := $(filter-out -fPIC,$(CFLAGS_BASE))
 

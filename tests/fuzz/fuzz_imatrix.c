@@ -1,4 +1,4 @@
-/* fuzz_imatrix.c — libFuzzer target for the imatrix.dat reader (src/eval/imatrix.c,
+/* fuzz_imatrix.c — libFuzzer target for the imatrix.dat reader (src/eval/imatrix_file.c,
  * th_imatrix_parse). Properties (trap on failure): a failed parse leaves *out NULL
  * and sets a message; a parsed file's every entry is found by its name with at
  * least one finite value, and writing it out and parsing that again gives the same
