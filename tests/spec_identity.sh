@@ -6,4 +6,5 @@
 set -u
 BUILD=${BUILD:-build}
 TH_SPEC_PROMPTS=${TH_SPEC_PROMPTS:-20} TH_SPEC_TOKENS=${TH_SPEC_TOKENS:-128} \
+# TH_SPEC_DRAFT_SMOL / TH_SPEC_DRAFT_GEMMA: a draft file other than the target (e.g. its Q4_0)
 TH_TEST=test_greedy_identity_smollm,test_greedy_identity_gemma "$BUILD/tests/test_spec"
