@@ -45,6 +45,7 @@ run tiny-f16-c32-base "$L" -m $S/tiny-F16.gguf -f $TEXT -c 32 --chunks 3 -t 2 --
 run tiny-q4_0-c32-kld "$L" -m $S/tiny-Q4_0.gguf --kl-divergence-base tests/peer/tiny-F16-c32.kld --kl-divergence -t 2
 if [ -n "$IK" ]; then
     run gemma3-270m-q4_k_m-c512-4chunks "$IK/bin/llama-perplexity" -m models/gemma-3-270m-Q4_K_M.gguf -f $TEXT -c 512 --chunks 4 -t 2 -no-fa
+    run gemma3-270m-q4_k_m-c512 "$IK/bin/llama-perplexity" -m models/gemma-3-270m-Q4_K_M.gguf -f $TEXT -c 512 -t 2 -no-fa
 fi
 # llama.cpp reading a base file that theseus wrote (the other direction of the format)
 TH=${THESEUS:-build/theseus}
