@@ -169,9 +169,9 @@ typedef struct th_context_params {
                             * cache keeps room for every layer. A bad list is TH_ERR_ARG. */
     bool     batch_invariant; /* each row's results do not depend on the other rows of its step
                                * (default false). The CPU's kernels are row-invariant from two rows
-                               * up (the runtime pads one-row steps); on the GPU this fixes the
-                               * attention split plan and kernel for every batch size below the
-                               * GEMM threshold (32 rows), a little slower for long contexts.
+                               * up (the runtime pads one-row steps); on the GPU every batch size
+                               * runs the GEMV kernels (never MMA or cuBLAS) and one attention
+                               * split plan: large batches are slower (docs/speculative.md).
                                * Speculative decoding needs it for greedy identity. */
     uint32_t rs_snapshots; /* hybrid (recurrent) models: keep each sequence's recurrent state after
                             * each of its last rs_snapshots positions (default 0), so that

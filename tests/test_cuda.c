@@ -815,6 +815,71 @@ static void test_ragged_and_shared(void) {
     th_model_free(m);
 }
 
+/* Sequence 0's rows in a batch-invariant context must be bit-identical whatever else
+ * shares their steps (speculative decoding's greedy identity rests on it): its 8-token
+ * prompt with f filler tokens of other sequences (steps of 8..128 rows), then its next
+ * token with 3 more tokens of each filler sequence (1..46 rows) — across the GEMV / MMA /
+ * GEMM sizes of a plain context. Compared with f = 0 by memcmp. */
+static int invariant_rows(th_model *m, bool invariant, int f, float *pre, float *dec) {
+    int nv = th_model_n_vocab(m), k = (f + 7) / 8, n1 = 8 + f, n2 = 1 + 3 * k;
+    th_context_params cp = th_context_default_params();
+    cp.n_ctx = 1024; cp.n_seq_max = 17; cp.kv_block = 4; cp.n_batch = 256; cp.n_threads = 2; cp.gpu = true;
+    cp.batch_invariant = invariant;
+    th_context *c;
+    if (th_context_new(m, &cp, &c)) return -1;
+    int32_t tok[136], pos[136], sid[136];
+    int8_t want[136] = { 0 };
+    const int32_t P[8] = { 1, 450, 439, 860, 3347, 113, 1701, 123 };
+    for (int i = 0; i < 8; i++) { tok[i] = P[i]; pos[i] = i; sid[i] = 0; }
+    for (int i = 0; i < f; i++) { tok[8 + i] = (100 + 7 * i) % nv; pos[8 + i] = i % 8; sid[8 + i] = 1 + i / 8; }
+    want[7] = 1;
+    th_batch b = { .n_tokens = n1, .token = tok, .pos = pos, .seq_id = sid, .logits = want };
+    int rc = th_decode(c, &b) ? -1 : 0;
+    if (!rc) memcpy(pre, th_get_logits(c, 7), (size_t)nv * 4);
+    memset(want, 0, sizeof want);
+    tok[0] = 500; pos[0] = 8; sid[0] = 0; want[0] = 1;
+    for (int i = 0; i < 3 * k; i++) {
+        int s = 1 + i / 3, have = f - 8 * (s - 1) < 8 ? f - 8 * (s - 1) : 8;  /* filler s holds `have` tokens */
+        tok[1 + i] = (300 + 11 * i) % nv; pos[1 + i] = have + i % 3; sid[1 + i] = s;
+    }
+    b = (th_batch){ .n_tokens = n2, .token = tok, .pos = pos, .seq_id = sid, .logits = want };
+    if (!rc) rc = th_decode(c, &b) ? -1 : 0;
+    if (!rc) memcpy(dec, th_get_logits(c, 0), (size_t)nv * 4);
+    th_context_free(c);
+    return rc;
+}
+
+static void test_gpu_batch_invariant(void) {
+    NEED_GPU();
+    const char *files[] = { "tiny/tiny-Q8_0.gguf", "tiny/tiny-F32.gguf" };  /* int8 MMA / GEMV families */
+    const int fill[] = { 0, 1, 7, 8, 24, 25, 56, 120 };
+    for (int fi = 0; fi < 2; fi++) {
+        th_model *m;
+        if (th_model_load(fixture(files[fi]), NULL, &m)) { printf("  skip %s: %s\n", files[fi], th_last_error()); continue; }
+        size_t nv = (size_t)th_model_n_vocab(m);
+        float *ref[2], *pre = malloc(nv * 4), *dec = malloc(nv * 4);
+        for (int inv = 1; inv >= 0; inv--) {
+            ref[0] = malloc(nv * 4); ref[1] = malloc(nv * 4);
+            int differ = 0;
+            for (size_t j = 0; j < sizeof fill / sizeof *fill; j++) {
+                CHECK(invariant_rows(m, inv, fill[j], j ? pre : ref[0], j ? dec : ref[1]) == 0, "%s f=%d: %s",
+                      files[fi], fill[j], th_last_error());
+                if (!j) continue;
+                bool same = !memcmp(pre, ref[0], nv * 4) && !memcmp(dec, ref[1], nv * 4);
+                differ += !same;
+                if (inv) CHECK(same, "%s: sequence 0's logits changed with %d filler tokens (prefill %s, decode %s)",
+                               files[fi], fill[j], memcmp(pre, ref[0], nv * 4) ? "differs" : "same",
+                               memcmp(dec, ref[1], nv * 4) ? "differs" : "same");
+            }
+            printf("  %s %s: %d of %d filler sizes changed sequence 0's logits\n", files[fi],
+                   inv ? "batch-invariant" : "plain context (for comparison)", differ, (int)(sizeof fill / sizeof *fill) - 1);
+            free(ref[0]); free(ref[1]);
+        }
+        free(pre); free(dec);
+        th_model_free(m);
+    }
+}
+
 #ifdef TH_CUDA
 /* ------------------------------------------------------------------ precision on the GPU */
 
@@ -996,6 +1061,7 @@ int main(void) {
     RUN(test_golden_float);
     RUN(test_golden_quantized);
     RUN(test_ragged_and_shared);
+    RUN(test_gpu_batch_invariant);
     RUN(test_gpu_arch_0); RUN(test_gpu_arch_1); RUN(test_gpu_arch_2); RUN(test_gpu_arch_3); RUN(test_gpu_arch_4);
     RUN(test_gpu_arch_5); RUN(test_gpu_arch_6); RUN(test_gpu_arch_7); RUN(test_gpu_arch_8); RUN(test_gpu_arch_9);
     RUN(test_gpu_arch_10); RUN(test_gpu_arch_11); RUN(test_gpu_arch_12); RUN(test_gpu_arch_13); RUN(test_gpu_arch_14);

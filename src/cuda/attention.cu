@@ -392,6 +392,19 @@ extern "C" void th_cu_attention(const float *qkv, int64_t stride, int n, const i
         return;
     }
     const int width = a->head_dim > a->head_dim_v ? a->head_dim : a->head_dim_v;  // at most 256 (gpu.c checks)
-    if (kv->f16) launch_attn<true>(grid, st, width, qkv, stride, pos, seq, *a, *kv, layer, out, os, q, q8);
-    else launch_attn<false>(grid, st, width, qkv, stride, pos, seq, *a, *kv, layer, out, os, q, q8);
+    // tokens whose split partials fit the buffer (a batch-invariant context sends
+    // every batch size here); each group is an independent launch of the same kernel
+    const size_t per_token = (size_t)a->n_head * (size_t)a->n_split * (size_t)(a->head_dim_v + 2);
+    int group = n;
+    if (a->n_split > 1 && a->partial_cap > 0 && (size_t)n * per_token > a->partial_cap)
+        group = (int)(a->partial_cap / per_token) > 0 ? (int)(a->partial_cap / per_token) : 1;
+    for (int t0 = 0; t0 < n; t0 += group) {
+        const int nt = n - t0 < group ? n - t0 : group;
+        dim3 gg((unsigned)a->n_split, (unsigned)a->n_head, (unsigned)nt);
+        th_cu_q8 qt = q;
+        if (q8) { qt.q += (int64_t)t0 * os; qt.d += (int64_t)t0 * os / 32; qt.s += (int64_t)t0 * os / 32; }
+        const float *qx = qkv + (int64_t)t0 * stride;
+        if (kv->f16) launch_attn<true>(gg, st, width, qx, stride, pos + t0, seq + t0, *a, *kv, layer, out + (int64_t)t0 * os, os, qt, q8);
+        else launch_attn<false>(gg, st, width, qx, stride, pos + t0, seq + t0, *a, *kv, layer, out + (int64_t)t0 * os, os, qt, q8);
+    }
 }

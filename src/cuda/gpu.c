@@ -103,6 +103,10 @@ static const th_cu_mat *mat(const th_weight *w) { return &th_cu_w(w)->mat; }
 static const float *vec(const th_weight *w) { return w && w->data && w->dev ? th_cu_w(w)->vec : NULL; }
 static bool wants_q8(const th_gpu *g, const th_cu_mat *m) { return !g->f.gemm && th_cu_gemv_wants_q8(m); }
 
+/* Whether a batch of n rows takes the GEMM path (cuBLAS / tile attention / grouped
+ * experts); never in a batch-invariant context (see mm_invariant). */
+static bool gemm_mode(const th_gpu *g, int n) { return !g->invariant && n >= g->tune.gemm_min; }
+
 /* ------------------------------------------------------------------ set-up */
 
 static int64_t mat_elems(const th_cu_mat *w) { return w->rows * w->K; }
@@ -253,8 +257,22 @@ static void gpu_copy_block(th_context *c, int32_t dst, int32_t src) {
 
 /* ------------------------------------------------------------------ products */
 
+/* A batch-invariant context (g->invariant) runs every batch size through one kernel
+ * family, the GEMV (8 tokens a launch; each row's sums in the same order for every
+ * width), so a row's result never depends on how many rows share its step. Such
+ * contexts never take the GEMM path (gemm_mode), so the q8 activations were made by
+ * the op that wrote x. (The int8 MMA kernel is row-invariant too, but at one row it
+ * ran at half the GEMV's speed on the H200 — 8B Q8_0 gate+up 65.6 vs 34.6 us — and
+ * single-stream speculative decoding lives on one-row and few-row steps.) */
+static th_status mm_invariant(th_gpu *g, const th_cu_mat *w, const float *x, int64_t xs, int n, float *y, int64_t ys,
+                              bool acc) {
+    th_cu_gemv(w, x, xs, th_cu_gemv_wants_q8(w) ? &g->q8 : NULL, n, y, ys, acc, g->st);
+    return TH_OK;
+}
+
 th_status th_cu_mm(th_gpu *g, bool gemm, const th_cu_mat *w, const float *x, int64_t xs, int n, float *y,
                    int64_t ys, bool acc) {
+    if (g->invariant) return mm_invariant(g, w, x, xs, n, y, ys, acc);
     if (g->tune.mma_f16 && n > 1 && (gemm ? n <= g->tune.mma_max : n >= g->tune.mma_min) &&
         th_cu_mma_f16(w, x, xs, n, y, ys, acc, g->st))
         return TH_OK;  /* F16/BF16 weights in place on the 16-bit tensor cores */
@@ -488,7 +506,7 @@ static th_status op_logits(th_context *c, const th_step *s) {
     th_status st = TH_OK;
     for (int r0 = 0; !st && r0 < g->f.n_out; r0 += chunk) {
         int n = TH_MIN(chunk, g->f.n_out - r0);
-        g->f.gemm = n >= g->tune.gemm_min;
+        g->f.gemm = gemm_mode(g, n);
         bool q8 = wants_q8(g, out);
         th_cu_rmsnorm(g->x, g->E, g->f.gather + r0, vec(&g->m->output_norm), hp->norm_eps, n, g->E, g->hout, g->E,
                       q8 ? &g->q8 : NULL, g->st);
@@ -559,7 +577,7 @@ static th_status gpu_begin(th_context *c, const th_step *s, bool *replay) {
     int32_t *d = g->d_meta;
     g->f.n = n;
     g->f.n_out = s->n_out;
-    g->f.gemm = n >= g->tune.gemm_min;
+    g->f.gemm = gemm_mode(g, n);
     g->f.graph = graph;
     g->f.capturing = false;
     g->f.graph_slot = -1;
@@ -570,7 +588,7 @@ static th_status gpu_begin(th_context *c, const th_step *s, bool *replay) {
                           .k_dim = g->k_w, .v_dim = g->v_w, .table = d + 4 * g->n_batch, .max_blocks = g->n_blocks };
     g->f.at = (th_cu_attn){ .n_head = hp->n_head, .n_head_kv = hp->n_head_kv, .head_dim = hp->head_dim,
                             .head_dim_v = hp->head_dim_v, .scale = hp->attn_scale, .softcap = hp->attn_softcap,
-                            .partial = g->partial, .counter = g->counter };
+                            .partial = g->partial, .partial_cap = g->partial_cap, .counter = g->counter };
     g->q8_of = -1;
     /* a graph is replayed at every length, so it plans for the longest sequence */
     int64_t plan_len = graph ? (int64_t)g->n_blocks * g->block : max_len;

@@ -199,6 +199,7 @@ typedef struct th_cu_attn {
     const float *sinks;        /* n_head sink logits (in the softmax denominator only), or NULL */
     int32_t n_split, chunk;    /* positions split into n_split chunks of `chunk` (a multiple of 32) */
     float *partial;            /* n × n_head × n_split × (head_dim_v + 2) floats when n_split > 1 */
+    size_t partial_cap;        /* floats at partial: a larger split batch runs in token groups that fit */
     int32_t *counter;          /* n × n_head, zero between launches (the kernel resets what it uses) */
     bool split_only;           /* attn_split at every batch size (batch-invariant contexts) */
 } th_cu_attn;

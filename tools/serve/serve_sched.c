@@ -214,8 +214,12 @@ th_status sched_start(th_model *m, const srv_config *cfg, srv_sched **out) {
     rp.slot_ctx = slot_ctx;
     rp.n_batch = cfg->batch > cfg->parallel + 1 ? cfg->batch : cfg->parallel + 2;
     rp.max_queue = cfg->queue;
-    /* a request's greedy text must not depend on what else runs with it */
-    rp.batch_invariant = true;
+    /* On the CPU a request's greedy text never depends on what else runs with it (a
+     * padded one-row step costs little). On the GPU that needs GEMV-only kernels
+     * (th_context_params.batch_invariant), so it is on only with speculative decoding,
+     * which turns it on itself; plain GPU batches take the MMA / cuBLAS kernels and a
+     * request's greedy text can differ by float rounding with the load, as in llama.cpp. */
+    rp.batch_invariant = !cfg->gpu;
     if (cfg->spec) rp.spec = cfg->spec->p;
     serve_precision_hook(&rp);   /* live precision swaps between two steps */
     th_status s = th_runtime_new(m, &rp, &S->rt);
