@@ -453,6 +453,10 @@ typedef struct th_quantize_params {
     const char *imatrix;         /* an importance matrix (llama-imatrix's imatrix.dat, or theseus
                                   * imatrix's) used where llama-quantize --imatrix uses it; the path is
                                   * written to quantize.imatrix.file as given. NULL: none */
+    bool qn_plain_rounding;      /* qN tensors: plain rounding to the nearest level at the scale
+                                  * amax / (2^(n-1) - 1/2), without the error feedback and scale
+                                  * search of the issue's encoder (docs/qn.md measures both); the
+                                  * file gets quantize.qn.rounding = "plain". false: feedback */
 } th_quantize_params;
 
 th_quantize_params th_quantize_default_params(void);
