@@ -592,7 +592,8 @@ typedef struct th_runtime_params {
     th_spec_params spec;        /* speculative decoding (above); zero: off */
     /* called on the stepping thread at the start of every step, before admission, so
      * never under a running forward pass: the place to change the model's weights
-     * (th_precision_live_between_steps). NULL: none */
+     * (th_precision_live_between_steps); with the runtime's own thread (th_runtime_start)
+     * also every 250 ms while it is idle, so an idle server sees a change. NULL: none */
     void (*between_steps)(void *user);
     void *between_user;
 } th_runtime_params;
