@@ -122,7 +122,8 @@ QN_LEVEL(8)
  * 32-bit lane. isum = 2 S + start per activation block, where S = sum code a and start =
  * -(2^n - 1) sum a for n <= 7 (codes <= 127 are maddubs's unsigned operand), and for
  * n = 8 S = sum (code - 128) a (by the sign trick) and start = sum a: the reference's
- * exact integer. Each group is decoded once for up to 4 activation rows. */
+ * exact integer. Each group is decoded once for up to 4 activation rows (qp_tile), or,
+ * with more rows in the chunk, once for all of them (qp_rows). */
 enum { QP_NC = 4 };
 typedef struct { float d; int32_t start; } qp_atab;
 
@@ -194,9 +195,62 @@ static inline __attribute__((always_inline)) void qp_tile(const int N, const int
 typedef void (*qp_tile_fn)(int64_t ngr, const uint8_t *wg, const char *const x[QP_NC], const qp_atab *const t[QP_NC],
                            __m256 out[QP_NC]);
 
+/* 8 rows x activation rows [c0, c1) of one chunk (prefill): each group is decoded once
+ * into cb for all of them, and the rows' sums wait in acc between groups. The float
+ * operations per output are qp_tile's, in the same order (the same results). */
+static inline __attribute__((always_inline)) void qp_rows(const int N, int64_t ngr, const uint8_t *wg, const char *x,
+                                                          size_t xs, int64_t c0, int64_t c1, const qp_atab *tab,
+                                                          int64_t nblk, float *y, int64_t ys, int64_t r) {
+    const int64_t gb8 = 8 * (8 * N + 2);
+    const __m256i ones = _mm256_set1_epi16(1);
+    _Alignas(32) float acc[TH_PACKED_CHUNK_ROWS + QP_NC][8];
+    _Alignas(32) __m256i cb[16];
+    for (int64_t c = c0; c < c1 + QP_NC; c++) _mm256_store_ps(acc[c - c0], _mm256_setzero_ps());
+    for (int64_t b = 0; b < ngr; b++) {
+        const uint8_t *pg = wg + b * gb8;
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)pg));
+        for (int kk = 0; kk < 8; kk++)
+            _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) cb[2 * kk + h] = qp_codes(N, pg, kk, h);
+        for (int64_t c = c0; c < c1; c += QP_NC) {
+            const th_block_q8_0 *a[QP_NC];
+            const qp_atab *t[QP_NC];
+            _Pragma("GCC unroll 4") for (int j = 0; j < QP_NC; j++) {
+                const int64_t cj = TH_MIN(c + j, c1 - 1);
+                a[j] = (const th_block_q8_0 *)(x + (size_t)cj * xs) + 2 * b;
+                t[j] = tab + (cj - c0) * nblk + 2 * b;
+            }
+            _Pragma("GCC unroll 2") for (int hb = 0; hb < 2; hb++) {
+                __m256i S[QP_NC];
+                _Pragma("GCC unroll 4") for (int j = 0; j < QP_NC; j++) S[j] = _mm256_setzero_si256();
+                for (int q = 0; q < 4; q++)
+                    _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
+                        const __m256i cv = cb[2 * (4 * hb + q) + h];
+                        const __m256i u = N == 8 ? _mm256_sign_epi8(cv, cv) : cv;
+                        _Pragma("GCC unroll 4") for (int j = 0; j < QP_NC; j++) {
+                            __m256i av = _mm256_set1_epi32((int)avx2_u32((const uint8_t *)a[j][hb].qs + 8 * q + 4 * h));
+                            if (N == 8) av = _mm256_sign_epi8(av, cv);
+                            S[j] = _mm256_add_epi32(S[j], _mm256_madd_epi16(_mm256_maddubs_epi16(u, av), ones));
+                        }
+                    }
+                _Pragma("GCC unroll 4") for (int j = 0; j < QP_NC; j++) {
+                    float *o = acc[c - c0 + j];
+                    const __m256i is = _mm256_add_epi32(_mm256_add_epi32(S[j], S[j]), _mm256_set1_epi32(t[j][hb].start));
+                    _mm256_store_ps(o, _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_mul_ps(dw, _mm256_set1_ps(t[j][hb].d)),
+                                                       _mm256_load_ps(o)));
+                }
+            }
+        }
+    }
+    for (int64_t c = c0; c < c1; c++)
+        _mm256_storeu_ps(y + c * ys + r, _mm256_mul_ps(_mm256_load_ps(acc[c - c0]), _mm256_set1_ps(0.5f)));
+}
+
+typedef void (*qp_rows_fn)(int64_t ngr, const uint8_t *wg, const char *x, size_t xs, int64_t c0, int64_t c1,
+                           const qp_atab *tab, int64_t nblk, float *y, int64_t ys, int64_t r);
+
 /* Rows [r0, r1) (multiples of 8) of a packed matrix whose row r starts at w + r * ws. */
 static inline __attribute__((always_inline)) void qp_walk(const int N, qp_tile_fn t4, qp_tile_fn t2, qp_tile_fn t1,
-                                                          int64_t n, int64_t r0, int64_t r1, const void *w, size_t ws,
+                                                          qp_rows_fn rows, int64_t n, int64_t r0, int64_t r1, const void *w, size_t ws,
                                                           int64_t nb, const void *x, size_t xs, float *y, int64_t ys) {
     const int64_t ngr = n / TH_QN_BLOCK, nblk = n / TH_QK;
     const int64_t chunk = th_packed_chunk_rows((size_t)nblk * sizeof(qp_atab));
@@ -206,6 +260,7 @@ static inline __attribute__((always_inline)) void qp_walk(const int N, qp_tile_f
         qp_prep(N, nblk, x, xs, c0, c1, tab);
         for (int64_t r = r0; r < r1; r += 8) {
             const uint8_t *wg = (const uint8_t *)w + (size_t)r * ws;
+            if (c1 - c0 > QP_NC) { rows(ngr, wg, (const char *)x, xs, c0, c1, tab, nblk, y, ys, r); continue; }
             for (int64_t c = c0; c < c1;) {
                 const int cn = (int)TH_MIN(QP_NC, c1 - c);
                 const char *xp[QP_NC];
@@ -233,9 +288,15 @@ static inline __attribute__((always_inline)) void qp_walk(const int N, qp_tile_f
     QP_TILE(N, 4)                                                                                                  \
     QP_TILE(N, 2)                                                                                                  \
     QP_TILE(N, 1)                                                                                                  \
+    static __attribute__((noinline)) void qp_rows_q##N(int64_t ngr, const uint8_t *wg, const char *x, size_t xs,     \
+                                                       int64_t c0, int64_t c1, const qp_atab *tab, int64_t nblk,      \
+                                                       float *y, int64_t ys, int64_t r) {                           \
+        qp_rows(N, ngr, wg, x, xs, c0, c1, tab, nblk, y, ys, r);                                                   \
+    }                                                                                                              \
     static void packed_q##N(int64_t n, int64_t r0, int64_t r1, const void *w, size_t ws, int64_t nb, const void *x,   \
                             size_t xs, float *y, int64_t ys) {                                                     \
-        qp_walk(N, qp_tile_q##N##_4, qp_tile_q##N##_2, qp_tile_q##N##_1, n, r0, r1, w, ws, nb, x, xs, y, ys);      \
+        qp_walk(N, qp_tile_q##N##_4, qp_tile_q##N##_2, qp_tile_q##N##_1, qp_rows_q##N, n, r0, r1, w, ws, nb, x, xs, \
+                y, ys);                                                                                            \
     }
 QP_PACKED(2)
 QP_PACKED(3)
