@@ -71,7 +71,8 @@ QN_LEVEL(8)
  * 8kk + 4h .. + 3 (in every lane) adds 4 products to each row's 32-bit lane. isum = 2 S
  * + start per activation block: S = sum code a and start = -(2^n - 1) sum a for n <= 7
  * (codes <= 127 as signed bytes), S = sum (code - 128) a and start = sum a for n = 8 —
- * the reference's exact integer. Each group is decoded once for up to 4 activation rows. */
+ * the reference's exact integer. Each group is decoded once for up to 4 activation rows
+ * (qp_tile), or, with more rows in the chunk, once for all of them (qp_rows). */
 enum { QP_NC = 4 };
 typedef struct { float d; int32_t start; } qp_atab;
 
@@ -149,9 +150,70 @@ static inline __attribute__((always_inline)) void qp_tile(const int N, const int
 typedef void (*qp_tile_fn)(int64_t ngr, const uint8_t *wg, const char *const x[QP_NC], const qp_atab *const t[QP_NC],
                            float32x4_t out[QP_NC][2]);
 
+/* 8 rows x activation rows [c0, c1) of one chunk (prefill): each group is decoded once
+ * into cb for all of them, and the rows' sums wait in acc between groups. The float
+ * operations per output are qp_tile's, in the same order (the same results). */
+static inline __attribute__((always_inline)) void qp_rows(const int N, int64_t ngr, const uint8_t *wg, const char *x,
+                                                          size_t xs, int64_t c0, int64_t c1, const qp_atab *tab,
+                                                          int64_t nblk, float *y, int64_t ys, int64_t r) {
+    const int64_t gb8 = 8 * (8 * N + 2);
+    float acc[TH_PACKED_CHUNK_ROWS + QP_NC][8];
+    int8x16_t cb[32];
+    memset(acc, 0, sizeof acc);
+    for (int64_t b = 0; b < ngr; b++) {
+        const uint8_t *pg = wg + b * gb8;
+        float32x4_t dw[2];
+        for (int u = 0; u < 2; u++) {
+            float f[4];
+            for (int i = 0; i < 4; i++) f[i] = neon_f16((uint16_t)(pg[8 * u + 2 * i] | (pg[8 * u + 2 * i + 1] << 8)));
+            dw[u] = vld1q_f32(f);
+        }
+        for (int kk = 0; kk < 8; kk++)
+            for (int h = 0; h < 2; h++)
+                for (int u = 0; u < 2; u++) cb[4 * kk + 2 * h + u] = qp_codes(N, pg, kk, h, u);
+        for (int64_t c = c0; c < c1; c += QP_NC) {
+            const th_block_q8_0 *a[QP_NC];
+            const qp_atab *t[QP_NC];
+            _Pragma("GCC unroll 4") for (int j = 0; j < QP_NC; j++) {
+                const int64_t cj = TH_MIN(c + j, c1 - 1);
+                a[j] = (const th_block_q8_0 *)(x + (size_t)cj * xs) + 2 * b;
+                t[j] = tab + (cj - c0) * nblk + 2 * b;
+            }
+            _Pragma("GCC unroll 2") for (int hb = 0; hb < 2; hb++) {
+                int32x4_t S[QP_NC][2];
+                _Pragma("GCC unroll 4") for (int j = 0; j < QP_NC; j++) S[j][0] = S[j][1] = vdupq_n_s32(0);
+                for (int q = 0; q < 4; q++)
+                    _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
+                        const int8x16_t c0v = cb[4 * (4 * hb + q) + 2 * h], c1v = cb[4 * (4 * hb + q) + 2 * h + 1];
+                        _Pragma("GCC unroll 4") for (int j = 0; j < QP_NC; j++) {
+                            int32_t w4;
+                            memcpy(&w4, a[j][hb].qs + 8 * q + 4 * h, 4);
+                            const int8x16_t av = vreinterpretq_s8_s32(vdupq_n_s32(w4));
+                            S[j][0] = vdotq_s32(S[j][0], c0v, av);
+                            S[j][1] = vdotq_s32(S[j][1], c1v, av);
+                        }
+                    }
+                _Pragma("GCC unroll 4") for (int j = 0; j < QP_NC; j++) {
+                    float *o = acc[c - c0 + j];
+                    const int32x4_t st = vdupq_n_s32(t[j][hb].start);
+                    for (int u = 0; u < 2; u++) {
+                        const int32x4_t is = vaddq_s32(vaddq_s32(S[j][u], S[j][u]), st);
+                        vst1q_f32(o + 4 * u, vmlaq_f32(vld1q_f32(o + 4 * u), vcvtq_f32_s32(is), vmulq_n_f32(dw[u], t[j][hb].d)));
+                    }
+                }
+            }
+        }
+    }
+    for (int64_t c = c0; c < c1; c++)
+        for (int u = 0; u < 2; u++) vst1q_f32(y + c * ys + r + 4 * u, vmulq_n_f32(vld1q_f32(acc[c - c0] + 4 * u), 0.5f));
+}
+
+typedef void (*qp_rows_fn)(int64_t ngr, const uint8_t *wg, const char *x, size_t xs, int64_t c0, int64_t c1,
+                           const qp_atab *tab, int64_t nblk, float *y, int64_t ys, int64_t r);
+
 /* Rows [r0, r1) (multiples of 8) of a packed matrix whose row r starts at w + r * ws. */
 static inline __attribute__((always_inline)) void qp_walk(const int N, qp_tile_fn t4, qp_tile_fn t2, qp_tile_fn t1,
-                                                          int64_t n, int64_t r0, int64_t r1, const void *w, size_t ws,
+                                                          qp_rows_fn rows, int64_t n, int64_t r0, int64_t r1, const void *w, size_t ws,
                                                           int64_t nb, const void *x, size_t xs, float *y, int64_t ys) {
     const int64_t ngr = n / TH_QN_BLOCK, nblk = n / TH_QK;
     const int64_t chunk = th_packed_chunk_rows((size_t)nblk * sizeof(qp_atab));
@@ -161,6 +223,7 @@ static inline __attribute__((always_inline)) void qp_walk(const int N, qp_tile_f
         qp_prep(N, nblk, x, xs, c0, c1, tab);
         for (int64_t r = r0; r < r1; r += 8) {
             const uint8_t *wg = (const uint8_t *)w + (size_t)r * ws;
+            if (c1 - c0 > QP_NC) { rows(ngr, wg, (const char *)x, xs, c0, c1, tab, nblk, y, ys, r); continue; }
             for (int64_t c = c0; c < c1;) {
                 const int cn = (int)TH_MIN(QP_NC, c1 - c);
                 const char *xp[QP_NC];
@@ -191,9 +254,15 @@ static inline __attribute__((always_inline)) void qp_walk(const int N, qp_tile_f
     QP_TILE(N, 4)                                                                                                  \
     QP_TILE(N, 2)                                                                                                  \
     QP_TILE(N, 1)                                                                                                  \
+    static __attribute__((noinline)) void qp_rows_q##N(int64_t ngr, const uint8_t *wg, const char *x, size_t xs,     \
+                                                       int64_t c0, int64_t c1, const qp_atab *tab, int64_t nblk,      \
+                                                       float *y, int64_t ys, int64_t r) {                           \
+        qp_rows(N, ngr, wg, x, xs, c0, c1, tab, nblk, y, ys, r);                                                   \
+    }                                                                                                              \
     static void packed_q##N(int64_t n, int64_t r0, int64_t r1, const void *w, size_t ws, int64_t nb, const void *x,   \
                             size_t xs, float *y, int64_t ys) {                                                     \
-        qp_walk(N, qp_tile_q##N##_4, qp_tile_q##N##_2, qp_tile_q##N##_1, n, r0, r1, w, ws, nb, x, xs, y, ys);      \
+        qp_walk(N, qp_tile_q##N##_4, qp_tile_q##N##_2, qp_tile_q##N##_1, qp_rows_q##N, n, r0, r1, w, ws, nb, x, xs, \
+                y, ys);                                                                                            \
     }
 QP_PACKED(2)
 QP_PACKED(3)
