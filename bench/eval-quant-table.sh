@@ -15,7 +15,8 @@
 #        writes but REF), IMAT_TYPES (default: the llama.cpp types whose encoders use an
 #        importance matrix; "" for none), IMAT_TEXT (the text the matrix is computed on, default
 #        /usr/share/common-licenses/GFDL-1.3: not the evaluation text), KEEP=DIR keeps the
-#        files there (and a second run resumes).
+#        files there (and a second run resumes), QN_ROUNDING (feedback or plain: passed to
+#        quantize --qn-rounding for the qN types; default feedback).
 #
 # The reference is the source model rewritten as REF. For the default model that is
 # the shipped Q4_1 weights in F16 (not the original BF16 model): the table measures
@@ -53,7 +54,8 @@ fi
 measure() {
     local name=$1 t=$2; shift 2
     [ -s "$dir/$name.json" ] && return 0
-    $T quantize -q -m "$dir/ref.gguf" -o "$dir/$name.gguf" --type "$t" -t "$THREADS" "$@"
+    local qr=(); case $t in q[2-8]) [ -n "${QN_ROUNDING:-}" ] && qr=(--qn-rounding "$QN_ROUNDING");; esac
+    $T quantize -q -m "$dir/ref.gguf" -o "$dir/$name.gguf" --type "$t" -t "$THREADS" "${qr[@]}" "$@"
     $T perplexity -m "$dir/$name.gguf" -t "$THREADS" "${chunks[@]}" "${EXTRA[@]}" --kl-divergence-base "$dir/base.kld" \
         --kl-divergence --json "$dir/$name.json.tmp" >/dev/null
     mv "$dir/$name.json.tmp" "$dir/$name.json"

@@ -453,6 +453,10 @@ typedef struct th_quantize_params {
     const char *imatrix;         /* an importance matrix (llama-imatrix's imatrix.dat, or theseus
                                   * imatrix's) used where llama-quantize --imatrix uses it; the path is
                                   * written to quantize.imatrix.file as given. NULL: none */
+    bool qn_plain_rounding;      /* qN tensors: plain rounding to the nearest level at the scale
+                                  * amax / (2^(n-1) - 1/2), without the error feedback and scale
+                                  * search of the issue's encoder (docs/qn.md measures both); the
+                                  * file gets quantize.qn.rounding = "plain". false: feedback */
 } th_quantize_params;
 
 th_quantize_params th_quantize_default_params(void);
@@ -588,7 +592,8 @@ typedef struct th_runtime_params {
     th_spec_params spec;        /* speculative decoding (above); zero: off */
     /* called on the stepping thread at the start of every step, before admission, so
      * never under a running forward pass: the place to change the model's weights
-     * (th_precision_live_between_steps). NULL: none */
+     * (th_precision_live_between_steps); with the runtime's own thread (th_runtime_start)
+     * also every 250 ms while it is idle, so an idle server sees a change. NULL: none */
     void (*between_steps)(void *user);
     void *between_user;
 } th_runtime_params;

@@ -15,6 +15,7 @@
  * CPU model without dotprod, with TH_EXPECT_LEVEL=generic). */
 #include "check.h"
 #include "cpu/kernels.h"
+#include "cpu/repack.h"
 #include "gguf/gguf.h"
 #include <stddef.h>
 #if defined(__aarch64__)
@@ -276,6 +277,64 @@ static void test_extremes_neon(void) {
     extreme = false;
 }
 
+/* ---------------------------------------------------------------- packed gemm */
+
+/* The packed gemm of each type the level packs (qN) on th_repack_rows' layout against the
+ * reference dot product of the original rows: rows [r0, r1) in multiples of 8, widths of
+ * 1, 3 and 5 groups, every tile width (1, 2, 4 activation rows) full and partial and
+ * more than a chunk of 32; extreme codes (all bits set) times +-1 too. */
+static void check_packed(uint32_t type, int64_t n, int64_t rows, int64_t r0, int64_t nb) {
+    const uint32_t at = th_type_info_get(type)->act_type;
+    const size_t ws = row_bytes(type, n), xs = row_bytes(at, n), ps = th_repack_row_bytes(type, ws);
+    const int64_t ys = rows + 3;
+    const wtype wt = { type, 0, -1 };
+    uint8_t *w = malloc(ws * (size_t)rows), *wp = malloc(ps * (size_t)rows), *a = malloc(xs * (size_t)nb);
+    float *x = malloc((size_t)n * sizeof *x), *y = malloc(sizeof *y * (size_t)(ys * nb));
+    random_weights(&wt, w, rows, n);
+    th_repack_rows(type, w, wp, rows, ws);
+    for (int64_t b = 0; b < nb; b++) { random_acts(x, n); K->quantize[at](x, a + (size_t)b * xs, n); }
+    for (int64_t i = 0; i < ys * nb; i++) y[i] = -12345.0f;
+    K->gemm_packed[type](n, r0, rows, wp, ps, nb, a, xs, y, ys);
+    int bad = 0;
+    for (int64_t b = 0; b < nb && bad < 3; b++)
+        for (int64_t r = 0; r < ys && bad < 3; r++) {
+            float got = y[b * ys + r], want = -12345.0f;
+            double tol = 0;
+            if (r >= r0 && r < rows) {
+                const void *wr = w + (size_t)r * ws, *ar = a + (size_t)b * xs;
+                want = th_ref_vec_dot(type, n, wr, ar);
+                tol = 1e-5 * dot_scale(type, wr, ar, n) + 1e-30;
+            }
+            if (!(fabs((double)got - want) <= tol)) {
+                bad++;
+                CHECK(0, "neon packed %s%s n=%lld rows [%lld,%lld) nb=%lld: y[b=%lld][r=%lld] = %.9g, ref %.9g", th_type_name(type),
+                      extreme ? " (extreme)" : "", (long long)n, (long long)r0, (long long)rows, (long long)nb, (long long)b,
+                      (long long)r, got, want);
+            }
+        }
+    free(w); free(wp); free(a); free(x); free(y);
+}
+
+static void test_packed_neon(void) {
+    NEED_NEON();
+    static const int64_t shapes[][3] = { { 8, 0, 1 }, { 8, 0, 2 }, { 16, 8, 3 }, { 24, 8, 4 }, { 24, 0, 5 }, { 8, 0, 7 },
+                                         { 16, 0, 9 }, { 8, 0, 33 }, { 40, 8, 6 } };
+    int types = 0;
+    for (uint32_t type = 0; type < TH_TYPE_COUNT; type++) {
+        if (!K->gemm_packed[type]) continue;
+        types++;
+        const int64_t blk = th_type_info_get(type)->block;
+        for (int e = 0; e < 2; e++) {
+            extreme = e == 1;
+            for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+                for (int64_t g = 1; g <= 5; g += 2) check_packed(type, g * blk, shapes[s][0], shapes[s][1], shapes[s][2]);
+        }
+        extreme = false;
+    }
+    CHECK(types == 7, "the neon level packs %d types (q2..q8 expected)", types);
+    printf("  neon: packed gemm of %d types checked\n", types);
+}
+
 /* ---------------------------------------------------------------- real weights */
 
 /* Weights quantized by llama.cpp (the tiny fixtures, one file per type, and the
@@ -354,6 +413,7 @@ int main(int argc, char **argv) {
     RUN(test_tolerance_catches_one_bad_element);
     RUN(test_gemm_neon);
     RUN(test_extremes_neon);
+    RUN(test_packed_neon);
     RUN(test_fixture_weights_neon);
     return CHECK_DONE();
 }

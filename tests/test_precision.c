@@ -4,6 +4,7 @@
  * out by hand from the rules in docs/precision.md. */
 #include "check.h"
 #include "gguf/gguf.h"
+#include "precision/internal.h"
 #include "precision/precision.h"
 #include "quant/ref_encode.h"
 #include "logits.h"
@@ -315,6 +316,118 @@ static double worst_rel(const float *a, const float *b, int nv) {
     return worst;
 }
 
+/* What an observer (th_context_set_observer) saw of the routed experts: a hash of every
+ * (weight name, expert id, rows) in order, the calls, and those on an expert tensor
+ * that named no expert (-1). */
+typedef struct obs_log { uint64_t hash, calls, no_expert, exp_calls; } obs_log;
+
+static void obs_matmul(void *ud, const char *name, int32_t expert, const float *rows, int64_t n_rows, int64_t len,
+                       int64_t stride) {
+    (void)rows; (void)len; (void)stride;
+    obs_log *o = ud;
+    if (!strstr(name, "_exps.weight")) return;
+    o->exp_calls++;
+    o->no_expert += expert < 0;
+    uint64_t h = o->hash ? o->hash : 1469598103934665603ull;
+    for (const char *c = name; *c; c++) h = (h ^ (uint8_t)*c) * 1099511628211ull;
+    h = (h ^ (uint64_t)(uint32_t)expert) * 1099511628211ull;
+    o->hash = (h ^ (uint64_t)n_rows) * 1099511628211ull;
+}
+
+static bool observe_run(const char *path, obs_log *o) {
+    static const int32_t tok[12] = { 1, 17, 99, 5, 42, 7, 250, 3, 64, 128, 9, 31 };
+    *o = (obs_log){ 0 };
+    th_model *m;
+    if (th_model_load(path, NULL, &m)) return false;
+    th_context_params cp = th_context_default_params();
+    cp.n_ctx = 64;
+    cp.n_batch = 12;
+    cp.n_threads = 2;
+    th_context *c = NULL;
+    bool ok = th_context_new(m, &cp, &c) == TH_OK;
+    th_observer ob = { .ud = o, .matmul_input = obs_matmul };
+    ok = ok && th_context_set_observer(c, &ob) == TH_OK;
+    th_batch b = { .n_tokens = 12, .token = tok };
+    ok = ok && th_decode(c, &b) == TH_OK;
+    th_context_free(c);
+    th_model_free(m);
+    return ok;
+}
+
+/* m's weights changed to `cfg` on top of the file's assignment, as live promotion does
+ * (plan from src, then swap); *restored: the plan's changes that took the file's bytes. */
+static th_status live_change(th_model *m, const gguf_file *src, const char *cfg, size_t *n_changes, size_t *restored,
+                             uint64_t *requantized) {
+    th_prec_file pf;
+    th_prec_config *c = NULL;
+    th_prec_assign cur = { 0 }, want = { 0 };
+    th_prec_plan plan = { 0 };
+    th_status s = th_prec_file_read(m->file, &pf);
+    if (s) return s;
+    if (!(s = th_prec_parse(cfg, strlen(cfg), "live.cfg", &c)) && !(s = th_prec_model_assign(m, &pf, &cur)) &&
+        !(s = th_prec_resolve(c, pf.t, pf.n, &pf.a, &want)) &&
+        !(s = th_prec_make_plan(m, src, &pf, &cur, &want, 2, false, &plan))) {
+        *n_changes = plan.n;
+        *restored = 0;
+        for (size_t k = 0; k < plan.n; k++) *restored += plan.ch[k].restore != NULL;
+        *requantized = plan.bytes;
+        s = th_prec_swap(m, &plan);
+    }
+    th_prec_plan_free(&plan);
+    th_prec_assign_free(&cur);
+    th_prec_assign_free(&want);
+    th_prec_config_free(c);
+    th_prec_file_free(&pf);
+    return s;
+}
+
+/* The slot of expert e of weight `name` in m, or NULL. */
+static const th_expert_slot *slot_of(th_model *m, const char *name, int e) {
+    size_t n = th_model_weights(m, NULL, 0);
+    th_weight **all = malloc((n ? n : 1) * sizeof *all);
+    const th_expert_slot *x = NULL;
+    th_model_weights(m, all, n);
+    for (size_t i = 0; i < n; i++)
+        if (all[i]->name && !strcmp(all[i]->name, name)) x = th_weight_expert(all[i], e);
+    free(all);
+    return x;
+}
+
+/* An expert with its own copy in the file (C: blk.1.ffn_down_exps.weight.3, F16), promoted
+ * to another type and reverted: it gets the file's mapped bytes back (no re-quantizing:
+ * the file's encoder may differ from ours), and the logits of a fresh load of the file. */
+static void check_expert_revert(const char *arch, const char *src_path, const char *C) {
+    th_model *m = NULL;
+    gguf_file *src = NULL;
+    if (th_model_load(C, NULL, &m) || gguf_open(src_path, &src)) { CHECK(0, "%s: %s", arch, th_last_error()); goto out; }
+    int nv = th_model_n_vocab(m);
+    static const int32_t tok[12] = { 1, 17, 99, 5, 42, 7, 250, 3, 64, 128, 9, 31 };
+    th_context_params cp = th_context_default_params();
+    cp.n_ctx = 64;
+    cp.n_batch = 12;
+    cp.n_threads = 2;
+    float *l0 = decode_all_logits(m, tok, 12, &cp);
+    const gguf_tensor *own = gguf_find_tensor(m->file, "blk.1.ffn_down_exps.weight.3");
+    size_t n = 0, restored = 0;
+    uint64_t rq = 0;
+    th_status s = live_change(m, src, "blk.1.ffn_down_exps.weight[3] Q4_0\n", &n, &restored, &rq);
+    const th_expert_slot *x = slot_of(m, "blk.1.ffn_down_exps.weight", 3);
+    CHECK(!s && n == 1 && restored == 0 && rq > 0 && x && x->type == TH_Q4_0, "%s: promote expert 3: %s", arch,
+          s ? th_last_error() : "");
+    s = live_change(m, src, "# back to the file\n", &n, &restored, &rq);
+    x = slot_of(m, "blk.1.ffn_down_exps.weight", 3);
+    CHECK(!s && n == 1 && restored == 1 && rq == 0, "%s: revert: %zu changes, %zu from the file, %llu bytes re-quantized (%s)",
+          arch, n, restored, (unsigned long long)rq, s ? th_last_error() : "");
+    CHECK(own && x && x->data == own->data && x->type == TH_F16, "%s: reverted expert 3 does not read the file's bytes", arch);
+    float *l1 = decode_all_logits(m, tok, 12, &cp);
+    CHECK(l0 && l1 && !memcmp(l0, l1, (size_t)12 * nv * 4), "%s: logits after the revert differ from the file's", arch);
+    free(l0);
+    free(l1);
+out:
+    gguf_close(src);
+    th_model_free(m);
+}
+
 #define EXPERTS_Q8 "blk.*.ffn_*_exps.weight Q8_0\n"
 #define EXPERTS_MIXED EXPERTS_Q8 "blk.*.ffn_down_exps.weight[0-1] F16\nblk.*.ffn_down_exps.weight[2-3] Q4_0\n" \
     "blk.*.ffn_down_exps.weight[4-5] Q5_0\nblk.*.ffn_gate_exps.weight[0-3] Q4_1\nblk.*.ffn_up_exps.weight[4-7] F32\n" \
@@ -381,6 +494,17 @@ static void check_moe_fixture(const char *arch) {
         CHECK(gguf_writer_to_file(w, S) == TH_OK);
         gguf_writer_free(w);
     }
+    /* the observer names an expert that runs from its own copy as it names the others
+     * (imatrix attributes its rows to it): the same log as the file without own copies */
+    {
+        obs_log oa, os;
+        CHECK(observe_run(A, &oa) && observe_run(S, &os), "%s: observed runs: %s", arch, th_last_error());
+        CHECK(oa.exp_calls > 0 && oa.no_expert == 0 && os.no_expert == 0 && oa.hash == os.hash && oa.exp_calls == os.exp_calls,
+              "%s: observer: %llu expert products (%llu without an id) vs %llu with own copies (%llu without an id)", arch,
+              (unsigned long long)oa.exp_calls, (unsigned long long)oa.no_expert, (unsigned long long)os.exp_calls,
+              (unsigned long long)os.no_expert);
+    }
+    check_expert_revert(arch, src, C);
     CHECK(write_dequantized(fs, fb, R), "%s: reference file", arch);
     th_model_params mp = th_model_default_params();
     for (int one = 0; one < 2; one++) {

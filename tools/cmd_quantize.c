@@ -8,7 +8,7 @@
 #include <time.h>
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: theseus quantize -m IN.gguf -o OUT.gguf (--type TYPE | --config FILE | both) [--imatrix FILE] [-t N] [--pure] [-q]\n"
+    fprintf(f, "usage: theseus quantize -m IN.gguf -o OUT.gguf (--type TYPE | --config FILE | both) [--imatrix FILE] [-t N] [--pure] [--qn-rounding feedback|plain] [-q]\n"
                "  -m, --model FILE    input GGUF (F32, F16, BF16 or already quantized weights)\n"
                "  -o, --out FILE      output GGUF (written to FILE.tmp, then renamed)\n"
                "  --type TYPE         a llama.cpp mix: %s\n"
@@ -18,7 +18,10 @@ static void usage(FILE *f) {
                "  --imatrix FILE      importance matrix (llama-imatrix's imatrix.dat, or theseus imatrix's):\n"
                "                      used where llama-quantize --imatrix uses it, with the same bytes\n"
                "  -t, --threads N     worker threads (default: all cores)\n"
-               "  --pure              every weight gets the mix's base type (no per-tensor bumps)\n"
+               "  --pure              every weight gets the mix's base type (no per-tensor bumps;\n"
+               "                      for qN: the output / tied embedding matrix gets qN too)\n"
+               "  --qn-rounding R     qN encoder: feedback (default: error feedback + scale search) or\n"
+               "                      plain (nearest level at the amax scale; docs/qn.md compares them)\n"
                "  -q, --quiet         no progress lines\n",
             th_quantize_type_names());
 }
@@ -62,6 +65,14 @@ int cmd_quantize(int argc, char **argv) {
             if (!cli_int("quantize", a, argv[++i], 1, 1024, &n)) return 2;
             p.n_threads = (int32_t)n;
         } else if (!strcmp(a, "--pure")) p.pure = true;
+        else if (!strcmp(a, "--qn-rounding") && has_val) {
+            const char *v = argv[++i];
+            if (strcmp(v, "plain") && strcmp(v, "feedback")) {
+                fprintf(stderr, "theseus quantize: --qn-rounding takes feedback or plain, not '%s'\n", v);
+                return 2;
+            }
+            p.qn_plain_rounding = !strcmp(v, "plain");
+        }
         else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) quiet = true;
         else { fprintf(stderr, "theseus quantize: unknown option or missing value '%s'\n", a); usage(stderr); return 2; }
     }

@@ -53,6 +53,10 @@ typedef struct th_cpu {
 /* y[b][0..rows) = W(matrix `mat` of w) · x[b] for b < nb. */
 void th_fwd_matmul(th_cpu *c, const th_weight *w, int64_t mat, const float *x, int64_t x_stride,
                    int64_t nb, float *y, int64_t y_stride);
+/* The same, the observer told `expert` (a routed expert's id, even when w is a one-matrix
+ * view of its own copy; -1: none). */
+void th_fwd_matmul_as(th_cpu *c, const th_weight *w, int64_t mat, int32_t expert, const float *x, int64_t x_stride,
+                      int64_t nb, float *y, int64_t y_stride);
 /* y_i = W_i · x for up to three weights; one pass over the threads when they
  * share the input width and activation type, else one matmul each. */
 void th_fwd_matmul_multi(th_cpu *c, const th_weight *const ws[], float *const ys[], const int64_t y_strides[],

@@ -144,6 +144,15 @@ static void observe(const th_cpu *c, const th_weight *w, int64_t mat, const floa
     o->matmul_input(o->ud, w->name ? w->name : "", TH_MAX(w->ne2, 1) > 1 ? (int32_t)mat : -1, x, nb, w->ne0, x_stride);
 }
 
+void th_fwd_matmul_as(th_cpu *c, const th_weight *w, int64_t mat, int32_t expert, const float *x, int64_t x_stride,
+                      int64_t nb, float *y, int64_t y_stride) {
+    const th_observer *o = c->obs;
+    if (o && o->matmul_input) o->matmul_input(o->ud, w->name ? w->name : "", expert, x, nb, w->ne0, x_stride);
+    mm_task t = mm_begin(c, w, x, x_stride, nb);
+    mm_add(&t, w, mat, y, y_stride);
+    mm_run(c, &t);
+}
+
 void th_fwd_matmul(th_cpu *c, const th_weight *w, int64_t mat, const float *x, int64_t x_stride,
                    int64_t nb, float *y, int64_t y_stride) {
     observe(c, w, mat, x, x_stride, nb);

@@ -109,13 +109,14 @@ static void run_expert(th_cpu *c, const th_layer *L, int32_t e, const int32_t *s
     th_weight tg, tu, td;
     const th_weight *gate = expert_mat(&L->gate_exps, e, &tg, &mg), *up = expert_mat(&L->up_exps, e, &tu, &mu);
     const th_weight *dn = expert_mat(&L->down_exps, e, &td, &md);
-    th_fwd_matmul(c, gate, mg, c->moe_x, E, m, c->ff_g, c->ff_w);
-    th_fwd_matmul(c, up, mu, c->moe_x, E, m, c->ff_u, c->ff_w);
+    /* the observer sees expert e whether it runs from its own copy (a one-matrix view) or not */
+    th_fwd_matmul_as(c, gate, mg, e, c->moe_x, E, m, c->ff_g, c->ff_w);
+    th_fwd_matmul_as(c, up, mu, e, c->moe_x, E, m, c->ff_u, c->ff_w);
     if (L->gate_exps_b.data) th_fwd_add_bias((const float *)L->gate_exps_b.data + e * F, F, c->ff_g, c->ff_w, m);
     if (L->up_exps_b.data) th_fwd_add_bias((const float *)L->up_exps_b.data + e * F, F, c->ff_u, c->ff_w, m);
     for (int32_t i = 0; i < m; i++) th_fwd_act(c, c->ff_g + i * c->ff_w, c->ff_u + i * c->ff_w, F);
     float *down = c->moe_x;                   /* the gathered inputs are no longer needed */
-    th_fwd_matmul(c, dn, md, c->ff_g, c->ff_w, m, down, E);
+    th_fwd_matmul_as(c, dn, md, e, c->ff_g, c->ff_w, m, down, E);
     if (L->down_exps_b.data) th_fwd_add_bias((const float *)L->down_exps_b.data + e * E, E, down, E, m);
     for (int32_t i = 0; i < m; i++) {
         float *dst = c->moe_y + (int64_t)slots[i] * E, wt = c->moe_w[slots[i]];

@@ -129,6 +129,24 @@ static size_t find_base(const th_prec_file *pf, const char *name) {
     return pf->n;
 }
 
+/* The model file's own bytes of expert e of tensor bi when the file stores it as
+ * `type` (its own "NAME.E" tensor, or its slice of the 3-D tensor), else NULL. */
+static const void *file_expert_bytes(const th_model *m, const th_prec_file *pf, size_t bi, uint32_t e, uint32_t type,
+                                     size_t *row_bytes) {
+    if (!m->file || th_prec_type_of(&pf->a, bi, e) != type) return NULL;
+    const gguf_tensor *ft = &m->file->tensors[pf->index[bi]];
+    uint64_t rb;
+    if (!th_row_bytes(type, ft->ne[0], &rb)) return NULL;
+    *row_bytes = (size_t)rb;
+    if (pf->a.expert[bi] && pf->a.expert[bi][e] != pf->a.type[bi]) {
+        char name[320];
+        snprintf(name, sizeof name, "%s.%u", pf->t[bi].name, e);
+        const gguf_tensor *xt = gguf_find_tensor(m->file, name);
+        return xt && xt->type == type ? xt->data : NULL;
+    }
+    return ft->type == type ? (const uint8_t *)ft->data + (uint64_t)e * ft->ne[1] * rb : NULL;
+}
+
 th_status th_prec_make_plan(th_model *m, const gguf_file *src, const th_prec_file *pf, const th_prec_assign *cur,
                             const th_prec_assign *want, int n_threads, bool progress, th_prec_plan *p) {
     memset(p, 0, sizeof *p);
@@ -149,6 +167,11 @@ th_status th_prec_make_plan(th_model *m, const gguf_file *src, const th_prec_fil
             c->row_bytes = (size_t)frb;
             if (progress) fprintf(stderr, "theseus: precision [%zu/%zu] %s back to the file's %s\n", k + 1, p->n, c->name,
                                   th_type_name(c->type));
+            continue;
+        }
+        if (c->expert >= 0 && (c->restore = file_expert_bytes(m, pf, bi, (uint32_t)c->expert, c->type, &c->row_bytes))) {
+            if (progress) fprintf(stderr, "theseus: precision [%zu/%zu] %s[%d] back to the file's %s\n", k + 1, p->n, c->name,
+                                  c->expert, th_type_name(c->type));
             continue;
         }
         const gguf_tensor *st = NULL;
@@ -230,10 +253,11 @@ th_status th_prec_swap(th_model *m, th_prec_plan *p) {
                 if ((s = th_prec_slots(m, w, &sl))) break;
                 old = sl[c->expert].data;
                 old_packed = sl[c->expert].packed;
+                const void *bytes = c->restore ? c->restore : c->data;
                 sl[c->expert] = c->clear ? (th_expert_slot){ 0 }
-                                         : (th_expert_slot){ .data = c->data, .type = c->type, .row_bytes = c->row_bytes };
+                                         : (th_expert_slot){ .data = bytes, .type = c->type, .row_bytes = c->row_bytes };
                 if (!c->clear &&
-                    (s = repack_new(m, c->type, c->data, w->ne0, w->ne1, 1, c->row_bytes, &sl[c->expert].packed)))
+                    (s = repack_new(m, c->type, bytes, w->ne0, w->ne1, 1, c->row_bytes, &sl[c->expert].packed)))
                     break;
             }
             used = true;

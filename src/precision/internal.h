@@ -21,8 +21,9 @@ typedef struct th_prec_change {
     int32_t expert;              /* -1: the whole tensor */
     uint32_t type;
     bool clear;                  /* expert: drop its own copy (it reads the tensor's slice again) */
-    const void *restore;         /* whole tensor back to the model file's own type: its mapped bytes
-                                  * (not re-quantized: the file's encoder may differ from ours) */
+    const void *restore;         /* back to the model file's own type (a whole tensor, or an expert:
+                                  * its "NAME.E" tensor or its slice): the file's mapped bytes (not
+                                  * re-quantized: the file's encoder may differ from ours) */
     void *data;                  /* the new bytes (malloc'd; the model takes them at the swap) */
     size_t row_bytes;
     uint64_t bytes;

@@ -40,6 +40,9 @@ static inline void th_qn_codes(const uint8_t *g, int n, uint8_t codes[TH_QN_BLOC
  * them); count is a multiple of 64. */
 void th_qn_dequantize(int n, const void *src, float *dst, int64_t count);
 void th_qn_quantize(int n, const float *src, void *dst, int64_t count);
+/* The same layout written by th_qn_encode_group_plain (no feedback, no search): the
+ * encoder of `quantize --qn-rounding plain` (docs/qn.md, "What error feedback costs"). */
+void th_qn_quantize_plain(int n, const float *src, void *dst, int64_t count);
 /* Weight row (count elements of n-bit qN) . activation row in Q8_0 (count / 32 blocks). */
 float th_qn_dot(int n, int64_t count, const void *w, const void *act);
 

@@ -18,6 +18,7 @@
 #include "core/threadpool.h"
 #include "gguf/gguf.h"
 #include "precision/precision.h"
+#include "quant/qn.h"
 #include "quant/ref_encode.h"
 
 #include <errno.h>
@@ -45,7 +46,8 @@ static const th_qmix mixes[] = {
     { "Q4_K_S", FT_Q4_K_S, TH_Q4_K },  { "Q4_K_M", FT_Q4_K_M, TH_Q4_K },  { "Q5_K_S", FT_Q5_K_S, TH_Q5_K },
     { "Q5_K_M", FT_Q5_K_M, TH_Q5_K },  { "Q6_K", FT_Q6_K, TH_Q6_K },      { "IQ4_NL", FT_IQ4_NL, TH_IQ4_NL },
     { "IQ4_XS", FT_IQ4_XS, TH_IQ4_XS },
-    /* theseus's own qN (docs/qn.md): one type for every weight, general.file_type 1000 + n */
+    /* theseus's own qN (docs/qn.md): qN for every matrix but the output side (qn_rules),
+     * general.file_type 1000 + n */
     { "q2", TH_Q2, TH_Q2 }, { "q3", TH_Q3, TH_Q3 }, { "q4", TH_Q4, TH_Q4 }, { "q5", TH_Q5, TH_Q5 },
     { "q6", TH_Q6, TH_Q6 }, { "q7", TH_Q7, TH_Q7 }, { "q8", TH_Q8, TH_Q8 },
     /* 1-bit and ternary (docs/ternary.md): uniform too, like the peers' llama-quantize --pure;
@@ -191,9 +193,22 @@ static uint32_t rule_attn_output(const plan_state *s, uint32_t t) {
     return t;
 }
 
+/* The qN mixes (docs/qn.md "Which tensors get qN"): every matrix gets qN except the
+ * output side — output.weight, or token_embd.weight when the model ties it to the
+ * output — which gets what llama-quantize gives it for its own ftypes: Q6_K (Q8_0 where
+ * the row is not a multiple of 256, llama.cpp's fallback; Q8_0 too where the row is not
+ * a multiple of qN's 64, as llama.cpp does when the ftype's block does not fit), except
+ * for q8, which keeps it (as llama.cpp's Q8_0 ftype keeps Q8_0). */
+static uint32_t qn_rules(const plan_state *s, const th_qtensor *t, uint32_t type) {
+    enum category c = category_of(t->name);
+    if (!(c == CAT_OUTPUT || (s->tied && c == CAT_TOKEN_EMBD)) || type == TH_Q8) return type;
+    return t->ne[0] % th_type_info_get(type)->block != 0 ? TH_Q8_0 : TH_Q6_K;
+}
+
 /* llama_tensor_get_type_impl, restricted to the mixes above. */
 static uint32_t mix_rules(plan_state *s, const th_qtensor *t, uint32_t type) {
     enum category c = category_of(t->name);
+    if (th_is_qn(type)) return qn_rules(s, t, type);
     if (c == CAT_OUTPUT || (s->tied && c == CAT_TOKEN_EMBD)) {
         const th_type_info *ti = th_type_info_get(type);
         if (s->falcon || t->ne[0] % ti->block != 0) return TH_Q8_0;
@@ -225,9 +240,9 @@ static uint32_t row_fallback(uint32_t type, uint64_t ncols, int *n_fallback) {
     return ncols % th_type_info_get(fb)->block == 0 ? fb : TH_F16;
 }
 
-/* qN and the 1-bit / ternary mixes give every matrix the one type (no per-tensor rules). */
+/* The 1-bit / ternary mixes give every matrix the one type (no per-tensor rules). */
 static bool uniform_mix(uint32_t base) {
-    return th_is_qn(base) || base == TH_TQ1_0 || base == TH_TQ2_0 || base == TH_Q1_0_G128 || base == TH_IQ1_BN ||
+    return base == TH_TQ1_0 || base == TH_TQ2_0 || base == TH_Q1_0_G128 || base == TH_IQ1_BN ||
            base == TH_IQ2_BN;
 }
 
@@ -290,6 +305,7 @@ typedef struct convert_job {
     int64_t *bad_row;      /* per thread: first row with a NaN/Inf, or -1 */
     const float *qw;       /* importance per column and expert (ne0 per slice), or NULL */
     int64_t slice_rows, n_slices;   /* rows per expert slice of qw, slices in qw */
+    bool qn_plain;         /* qN rows by th_qn_quantize_plain (--qn-rounding plain) */
 } convert_job;
 
 static bool all_finite(const float *x, int64_t n) {
@@ -309,7 +325,9 @@ static void convert_rows(void *arg, int ith, int nth) {
         else th_ref_dequantize(j->src_type, in, row, j->ne0);
         if (!all_finite(row, j->ne0)) { j->bad_row[ith] = r; return; }
         const float *qw = j->qw ? j->qw + (r / j->slice_rows) % j->n_slices * j->ne0 : NULL;
-        th_quantize_weights_imat(j->dst_type, row, j->dst + (uint64_t)r * j->dst_row_bytes, j->ne0, qw);
+        uint8_t *out = j->dst + (uint64_t)r * j->dst_row_bytes;
+        if (j->qn_plain && th_is_qn(j->dst_type)) th_qn_quantize_plain((int)(j->dst_type - TH_Q2) + 2, row, out, j->ne0);
+        else th_quantize_weights_imat(j->dst_type, row, out, j->ne0, qw);
     }
 }
 
@@ -363,6 +381,7 @@ typedef struct qctx {
     int n_threads;
     int64_t max_ne0;       /* longest row converted */
     uint64_t max_out;      /* largest converted tensor, bytes */
+    bool qn_plain;         /* th_quantize_params.qn_plain_rounding */
 } qctx;
 
 /* The input bytes an output is made from (one expert's slice, or the whole tensor). */
@@ -381,7 +400,8 @@ static th_status convert_tensor(qctx *c, const qout *o, uint8_t *dst) {
     const gguf_tensor *gt = &c->f->tensors[o->src];
     uint64_t rows;
     convert_job j = { .src = source_bytes(c, o, &rows), .src_type = gt->type, .dst_type = o->type,
-                      .ne0 = (int64_t)gt->ne[0], .dst = dst, .scratch = c->scratch, .bad_row = c->bad_row };
+                      .ne0 = (int64_t)gt->ne[0], .dst = dst, .scratch = c->scratch, .bad_row = c->bad_row,
+                      .qn_plain = c->qn_plain };
     j.n_rows = (int64_t)rows;   /* the reader checked the element count */
     if (c->qw && c->qw[o->src]) {   /* sizes checked by th_qimatrix_match: ne0 * ne2 values */
         j.qw = c->qw[o->src] + (o->expert >= 0 ? (uint64_t)o->expert * gt->ne[0] : 0);
@@ -531,7 +551,7 @@ static void copy_metadata(gguf_writer *w, const gguf_file *f, int64_t ftype, con
     for (uint64_t i = 0; i < f->n_kv; i++) {
         const gguf_kv *kv = &f->kv[i];
         if (key_is(kv, "general.file_type") || key_is(kv, "general.quantization_version") || key_is(kv, "split.no") ||
-            key_is(kv, "split.count") || key_is(kv, "split.tensors.count"))
+            key_is(kv, "split.count") || key_is(kv, "split.tensors.count") || key_is(kv, "quantize.qn.rounding"))
             continue;
         bool replaced = false;
         for (size_t k = 0; im && k < sizeof imatrix_keys / sizeof imatrix_keys[0]; k++) replaced |= key_is(kv, imatrix_keys[k]);
@@ -559,6 +579,7 @@ static th_status write_layout(qctx *c, const char *path, int64_t ftype, const ch
     if (!w) s = th_set_error(TH_ERR_NOMEM, "quantize: out of memory");
     else {
         copy_metadata(w, c->f, ftype, c->im, imatrix_path);
+        if (c->qn_plain) gguf_w_str(w, "quantize.qn.rounding", "plain");
         for (uint64_t k = 0; k < c->n_out; k++) {
             const qout *o = &c->out[k];
             uint64_t rows;
@@ -698,7 +719,7 @@ th_status th_quantize_file(const char *in_path, const char *out_path, const th_q
     const th_qmix *mix = p->type ? th_qmix_find(p->type) : NULL;
     if (p->type && !mix)
         return th_set_error(TH_ERR_ARG, "unknown quantization type '%s' (valid: %s)", p->type, th_quantize_type_names());
-    qctx c = { 0 };
+    qctx c = { .qn_plain = p->qn_plain_rounding };
     th_status s = prepare(&c, in_path, p, mix);
     /* a config makes a mix llama.cpp has no file type for */
     if (!s) s = write_output(&c, out_path, p->config || !mix ? -1 : (int64_t)mix->ftype, p);

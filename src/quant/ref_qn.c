@@ -142,6 +142,12 @@ void th_qn_quantize(int n, const float *src, void *dst, int64_t count) {
     for (int64_t g = 0; g < count / TH_QN_BLOCK; g++) th_qn_encode_group(n, src + g * TH_QN_BLOCK, out + g * th_qn_group_bytes(n));
 }
 
+void th_qn_quantize_plain(int n, const float *src, void *dst, int64_t count) {
+    uint8_t *out = dst;
+    for (int64_t g = 0; g < count / TH_QN_BLOCK; g++)
+        th_qn_encode_group_plain(n, src + g * TH_QN_BLOCK, out + g * th_qn_group_bytes(n));
+}
+
 void th_qn_dequantize(int n, const void *src, float *dst, int64_t count) {
     const uint8_t *g = src;
     uint8_t codes[TH_QN_BLOCK];

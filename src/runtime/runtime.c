@@ -5,6 +5,7 @@
  * and the optional driver thread. The threading model is in theseus.h. */
 #include "runtime/runtime.h"
 #include "runtime/spec.h"
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -376,15 +377,36 @@ th_status th_runtime_step(th_runtime *rt, bool *did_work) {
     return s;
 }
 
+/* How often an idle driver calls the between-steps hook (so that, e.g., a live precision
+ * file is seen without a request), in ms. */
+#define IDLE_HOOK_MS 250
+
+/* Waits for work; false when the wait timed out with a hook to call (and no work). */
+static bool wait_for_work(th_runtime *rt) {
+    while (!rt->stopping && rt->q_n == 0 && atomic_load(&rt->st_active) == 0) {
+        if (!rt->p.between_steps) { pthread_cond_wait(&rt->cv, &rt->mu); continue; }
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += IDLE_HOOK_MS * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+        if (pthread_cond_timedwait(&rt->cv, &rt->mu, &ts) == ETIMEDOUT && !rt->stopping && rt->q_n == 0 &&
+            atomic_load(&rt->st_active) == 0)
+            return false;
+    }
+    return true;
+}
+
 static void *driver_main(void *arg) {
     th_runtime *rt = arg;
     for (;;) {
         pthread_mutex_lock(&rt->mu);
-        while (!rt->stopping && rt->q_n == 0 && atomic_load(&rt->st_active) == 0) pthread_cond_wait(&rt->cv, &rt->mu);
+        bool work = wait_for_work(rt);
         bool stop = rt->stopping;
         pthread_mutex_unlock(&rt->mu);
         if (stop) break;
-        rt_step(rt, NULL);
+        /* idle: the hook alone (no forward pass runs, this is the only thread that steps) */
+        if (!work) rt->p.between_steps(rt->p.between_user);
+        else rt_step(rt, NULL);
     }
     return NULL;
 }

@@ -3,7 +3,8 @@ the tiny model: a server started with --precision-file keeps 16 streaming client
 streaming while the file changes three times; no request fails; after each change
 GET /precision and /metrics report the new assignment (swap count, hash); a bad file is
 ignored; the greedy text after the last swap equals that of a fresh server started with
-the same assignment at load (--precision)."""
+the same assignment at load (--precision); an idle server (no request) sees a change
+and swaps it in."""
 import json
 import os
 import socket
@@ -24,6 +25,7 @@ CONFIGS = [
     "blk.0-1.ffn_*.weight Q8_0\n",
     "blk.*.attn_q.weight F16\nblk.3.ffn_down.weight Q5_0\noutput.weight Q8_0\n",
 ]
+IDLE_CONFIG = "blk.*.attn_v.weight Q8_0\n"
 
 
 def free_port():
@@ -151,6 +153,18 @@ def main():
         write(cfg, CONFIGS[-1])   # back to the last good one (same text: no swap)
         time.sleep(1.5)
         live_text = greedy(port)
+        # an idle server sees a change without a request (the driver calls the hook on a timer):
+        # only /precision is asked, which does not step the runtime
+        time.sleep(1.2)
+        write(cfg, IDLE_CONFIG)
+        t0 = time.time()
+        while time.time() - t0 < 10 and precision(port)["swaps"] != len(CONFIGS) + 1:
+            time.sleep(0.1)
+        pi = precision(port)
+        if pi["swaps"] != len(CONFIGS) + 1 or "blk.*.attn_v.weight Q8_0" not in pi["assignment"]:
+            failures.append(f"idle server: no swap within 10 s of the change ({pi['swaps']} swaps)")
+        else:
+            print(f"  idle server: swapped {time.time() - t0:.1f} s after the change, no request")
         print(f"  16 streaming clients ({alive} alive at the 3rd swap), streams completed: {out}; greedy after swaps: {live_text!r}")
     finally:
         p.terminate()

@@ -3,7 +3,8 @@
  * generic level (cpu/kernels.c calls it only when HWCAP says ASIMDDP), and builds each
  * gemm entry from this level's own vec_dot (a batch of one activation row) and batch
  * gemm (TH_GEMM_ENTRY); the float types have no batch kernel, their gemm is the NEON
- * vec_dot per row (TH_GEMM_BY_DOT). No packed gemm: weights are not repacked here. */
+ * vec_dot per row (TH_GEMM_BY_DOT). The only packed gemm is qN's (qn.c): weights of
+ * other types are not repacked here. */
 #include "cpu/neon/util.h"
 
 TH_GEMM_BY_DOT(gemm_f32, th_neon_dot_f32)
