@@ -4,6 +4,7 @@
  * at a time, the clamp as max/min). */
 #include "cpu/avx2/util.h"
 #include "cpu/ops.h"
+#include "cpu/dn_chunk.h"
 
 void th_avx2_swiglu(float *a, const float *gate, const float *up, int64_t n) {
     const __m256 one = _mm256_set1_ps(1.0f), zero = _mm256_setzero_ps();
@@ -49,4 +50,10 @@ void th_avx2_dn_step(int32_t dk, float *S, const float *q, const float *k, const
             Si[j] = x < -1e6f ? -1e6f : x > 1e6f ? 1e6f : x;
         }
     }
+}
+
+/* The chunked delta rule (cpu/dn_chunk.h), compiled at this file's level. */
+void th_avx2_dn_chunk(int32_t dk, int32_t L, float *S, const float *q, const float *k, const float *v, int64_t xs,
+                      const float *beta, const float *lg, int64_t gs, float scale, float *out, int64_t os, float *work) {
+    th_dn_chunk_body(dk, L, S, q, k, v, xs, beta, lg, gs, scale, out, os, work);
 }
