@@ -18,9 +18,10 @@
  *     S  = clamp(decay·S + k ⊗ n, ±1e6)
  *   ATT[t][h] = rmsnorm(out)·ssm_norm · silu(z[h])
  * Decode (and a snapshotted position) runs the recurrence token by token, the
- * kernel table's dn_step; a run of at least DN_CHUNK_MIN tokens of one sequence
+ * kernel table's dn_step; a run of at least dn_chunk_min tokens of one sequence
  * goes through the chunked form in chunks of TH_DN_CHUNK (dn_chunk, cpu/dn_chunk.h:
- * the same rule as matrix products). Heads are split over the
+ * the same rule as matrix products) at the levels where that is faster (generic;
+ * at AVX2 the step's matrix-vector products win, so the kernel table says never). Heads are split over the
  * thread pool; each head walks the batch in order, so a ragged batch of several
  * sequences works as long as each sequence's tokens come in position order. */
 #include "context.h"
@@ -29,7 +30,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-/* The prefill form applies to runs of at least this many tokens of one sequence. */
+/* Batches shorter than this never take the chunked form (no scratch for it). */
 enum { DN_CHUNK_MIN = 8 };
 
 typedef struct dn_dims { int64_t dk, nk, nv, kd, vd, cd, C, ratio; } dn_dims;
@@ -181,8 +182,8 @@ static void dn_rule_worker(void *arg, int ith, int nth) {
             int32_t seq = k->st->seq[t], e = t + 1;
             while (e < k->st->n && k->st->seq[e] == seq) e++;
             float *S = th_rs_ssm(rs, seq, k->r) + h * dk * dk;
-            int32_t nc = c->dn_work ? dn_chunkable(k, t, e) : 0;
-            for (; nc >= DN_CHUNK_MIN; ) {
+            int32_t cmin = c->k->dn_chunk_min, nc = c->dn_work && cmin > 0 ? dn_chunkable(k, t, e) : 0;
+            for (; nc >= TH_MAX(cmin, DN_CHUNK_MIN); ) {
                 int32_t L = TH_MIN(nc, (int32_t)TH_DN_CHUNK);
                 const float *u = c->dn_u + (int64_t)t * d->cd;
                 c->k->dn_chunk((int32_t)dk, L, S, u + kh * dk, u + d->kd + kh * dk, u + 2 * d->kd + h * dk, d->cd,

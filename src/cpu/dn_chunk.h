@@ -17,7 +17,8 @@
  * Products: K·S0, Q·S0 (L × dk × dk), K·Kᵀ, Q·Kᵀ (L × L × dk), P·N (L × L × dk),
  * Kᵀ·N (dk × L × dk) — matrix-matrix, where the recurrence is L matrix-vector steps.
  * q, k, v: row t at t·xs (dk floats each); beta, lg: token t at t·gs; out: row t at
- * t·os; work: th_dn_chunk_work(dk, L) floats. */
+ * t·os; work: th_dn_chunk_work(dk, L) floats. A level with its own product kernel
+ * defines DNC_GEMM (dnc_gemm's arguments) before including this file. */
 #ifndef TH_DN_CHUNK_H
 #define TH_DN_CHUNK_H
 
@@ -60,6 +61,10 @@ static inline void dnc_gemm(int32_t m, int32_t n, int32_t kk, const float *A, in
         }
 }
 
+#ifndef DNC_GEMM
+#define DNC_GEMM dnc_gemm
+#endif
+
 static inline void th_dn_chunk_body(int32_t dk, int32_t L, float *S, const float *q, const float *k, const float *v,
                                     int64_t xs, const float *beta, const float *lg, int64_t gs, float scale, float *out,
                                     int64_t os, float *work) {
@@ -73,35 +78,35 @@ static inline void th_dn_chunk_body(int32_t dk, int32_t L, float *S, const float
     for (int32_t t = 0; t < L; t++) cum[t] = c += lg[t * gs];
     for (int32_t t = 0; t < L; t++)
         for (int32_t a = 0; a < dk; a++) kt[(int64_t)a * L + t] = k[t * xs + a];
-    dnc_gemm(L, dk, dk, k, xs, S, dk, nn, dk, 0);       /* S0ᵀ k_t */
-    dnc_gemm(L, dk, dk, q, xs, S, dk, out, os, 0);      /* S0ᵀ q_t */
-    dnc_gemm(L, L, dk, k, xs, kt, L, akk, L, 0);
-    dnc_gemm(L, L, dk, q, xs, kt, L, pqk, L, 0);
+    DNC_GEMM(L, dk, dk, k, xs, S, dk, nn, dk, 0);       /* S0ᵀ k_t */
+    DNC_GEMM(L, dk, dk, q, xs, S, dk, out, os, 0);      /* S0ᵀ q_t */
+    DNC_GEMM(L, L, dk, k, xs, kt, L, akk, L, 0);
+    DNC_GEMM(L, L, dk, q, xs, kt, L, pqk, L, 0);
     for (int32_t t = 0; t < L; t++) {
         float b = beta[t * gs], gam = (float)exp(cum[t]);
         float *n = nn + (int64_t)t * dk;
         const float *vt = v + t * xs;
         for (int32_t j = 0; j < dk; j++) n[j] = b * (vt[j] - gam * n[j]);
         for (int32_t i = 0; i < t; i++) {
-            float w = b * (float)exp(cum[t] - cum[i]) * akk[(int64_t)t * L + i];
+            float w = b * expf((float)(cum[t] - cum[i])) * akk[(int64_t)t * L + i];
             const float *ni = nn + (int64_t)i * dk;
             for (int32_t j = 0; j < dk; j++) n[j] -= w * ni[j];
         }
         float *o = out + t * os;
         for (int32_t j = 0; j < dk; j++) o[j] *= gam;
         for (int32_t i = 0; i < L; i++)
-            pqk[(int64_t)t * L + i] = i <= t ? pqk[(int64_t)t * L + i] * (float)exp(cum[t] - cum[i]) : 0.0f;
+            pqk[(int64_t)t * L + i] = i <= t ? pqk[(int64_t)t * L + i] * expf((float)(cum[t] - cum[i])) : 0.0f;
     }
-    dnc_gemm(L, dk, L, pqk, L, nn, dk, out, os, 1);
+    DNC_GEMM(L, dk, L, pqk, L, nn, dk, out, os, 1);
     for (int32_t t = 0; t < L; t++)
         for (int32_t j = 0; j < dk; j++) out[t * os + j] *= scale;
     float gl = (float)exp(cum[L - 1]);
     for (int32_t i = 0; i < L; i++) {
-        float r = (float)exp(cum[L - 1] - cum[i]);
+        float r = expf((float)(cum[L - 1] - cum[i]));
         for (int32_t a = 0; a < dk; a++) kt[(int64_t)a * L + i] *= r;
     }
     for (int64_t x = 0; x < (int64_t)dk * dk; x++) S[x] *= gl;
-    dnc_gemm(dk, dk, L, kt, L, nn, dk, S, dk, 1);
+    DNC_GEMM(dk, dk, L, kt, L, nn, dk, S, dk, 1);
     for (int64_t x = 0; x < (int64_t)dk * dk; x++) S[x] = S[x] < -1e6f ? -1e6f : S[x] > 1e6f ? 1e6f : S[x];
 }
 

@@ -54,6 +54,7 @@ void th_kernels_fill_generic(th_kernels *k) {
     k->swiglu = th_op_swiglu;
     k->dn_step = th_op_dn_step;
     k->dn_chunk = th_op_dn_chunk;
+    k->dn_chunk_min = 8;
 }
 
 /* ---------------------------------------------------------------- detection */

@@ -70,6 +70,9 @@ typedef struct th_kernels {
     th_glu_fn swiglu;                        /* the FFN activation of most models */
     th_dn_step_fn dn_step;                   /* one head's gated delta-rule step (th_op_dn_step) */
     th_dn_chunk_fn dn_chunk;                 /* the same over a chunk of tokens (th_op_dn_chunk), prefill */
+    int32_t dn_chunk_min;                    /* prefill runs of at least this many tokens of one sequence use
+                                              * dn_chunk; 0: never (at this level the step is faster:
+                                              * bench/bench_dn_chunk, docs/hybrid.md) */
 } th_kernels;
 
 /* The process-wide table (built once, thread-safe). */
