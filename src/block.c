@@ -90,10 +90,12 @@ static th_status run_ops(th_context *c, const th_step *st) {
     if (s) return s;
     for (int32_t il = 0; il < c->model->hp.n_layer; il++) {
         if (c->run_layer && !c->run_layer[il]) continue;   /* a layer-skip draft (context.c) */
+        if (c->be->layer && (s = c->be->layer(c, st, il))) return s;   /* mixed placement (place.c) */
         s = c->model->layers[il].recurrent ? recurrent(c, st, il) : attention(c, st, il);
         if (!s) s = feed_forward(c, st, il);
         if (s) return s;
     }
+    if (c->be->layer && (s = c->be->layer(c, st, c->model->hp.n_layer))) return s;
     return c->be->logits(c, st);
 }
 

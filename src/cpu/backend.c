@@ -238,6 +238,17 @@ static th_status op_begin(th_context *ctx, const th_step *s, bool *replay) {
 
 static th_status op_end(th_context *ctx, const th_step *s, th_status status) { return status; }
 
+/* The residual rows to / from the host (a mixed placement's hand-over, place.c). */
+static th_status op_get_x(th_context *ctx, const th_step *s, float *host) {
+    memcpy(host, cpu(ctx)->x, (size_t)s->n * (size_t)ctx->model->hp.n_embd * sizeof(float));
+    return TH_OK;
+}
+
+static th_status op_put_x(th_context *ctx, const th_step *s, const float *host) {
+    memcpy(cpu(ctx)->x, host, (size_t)s->n * (size_t)ctx->model->hp.n_embd * sizeof(float));
+    return TH_OK;
+}
+
 /* ------------------------------------------------------------------ set-up */
 
 /* The widest FFN row any layer needs (dense, fused, routed or shared experts). */
@@ -355,4 +366,5 @@ const th_backend th_backend_cpu = {
     .attention = op_attention, .matmul = op_matmul, .add = op_add, .ffn = op_ffn, .moe = op_moe,
     .logits = op_logits, .set_observer = cpu_set_observer, .copy_block = NULL,
     .recurrent = th_dn_recurrent, .att_gate = th_dn_att_gate, .shexp_gated = th_dn_shexp_gated,
+    .get_x = op_get_x, .put_x = op_put_x,
 };

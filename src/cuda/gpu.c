@@ -171,6 +171,7 @@ static th_status shapes(th_gpu *g) {
     g->V = hp->n_vocab;
     for (int i = 0; i < hp->n_layer; i++) {
         const th_layer *L = &m->layers[i];
+        if (g->c->layer_on && !g->c->layer_on[i]) continue;   /* another backend's layer (place.c) */
         int64_t qkv = L->wqkv.data ? L->wqkv.ne1 : L->wq.ne1 + L->wk.ne1 + L->wv.ne1;
         if (!L->wkv_a_mqa.data && qkv != g->qkv_w)
             return th_set_error(TH_ERR_FORMAT, "layer %d: Q/K/V weights give %lld outputs, expected %lld", i,
@@ -205,7 +206,7 @@ static th_status gpu_init(th_context *c) {
     cublasHandle_t h;
     if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) return th_set_error(TH_ERR_INTERNAL, "cuBLAS could not be initialised");
     g->cublas = h;
-    if ((s = th_cu_weights_upload(c->model, false)) || (s = shapes(g))) return s;
+    if ((s = th_cu_weights_upload_layers(c->model, false, c->layer_on)) || (s = shapes(g))) return s;
     g->rope_freqs = vec(th_model_rope_factors(c->model, c->p.n_ctx));
     g->n_batch = c->p.n_batch;
     g->tune.gemm_min = TH_MAX(1, g->tune.gemm_min);
@@ -213,6 +214,7 @@ static th_status gpu_init(th_context *c) {
     th_cu_set_pdl(g->tune.pdl);
     g->graph_max = TH_MIN(TH_MIN(g->tune.gemm_min - 1, (int)g->n_batch), 64);
     if (g->graph_max < 1) g->tune.graphs = false;
+    if (c->layer_on) g->tune.graphs = false;   /* a mixed placement interleaves the CPU's ops */
     g->block = c->kv.block;
     g->n_blocks = (int32_t)c->kv.n_blocks;
     g->n_seq = (int32_t)c->p.n_seq_max;
@@ -637,12 +639,28 @@ static th_status gpu_end(th_context *c, const th_step *s, th_status status) {
     return TH_OK;
 }
 
+/* The residual rows to / from the host (a mixed placement's hand-over, place.c). */
+static th_status op_get_x(th_context *c, const th_step *s, float *host) {
+    th_gpu *g = gpu(c);
+    cudaError_t e = cudaMemcpyAsync(host, g->x, (size_t)s->n * g->E * 4, cudaMemcpyDeviceToHost, g->st);
+    if (!e) e = cudaStreamSynchronize(g->st);
+    return e ? th_cu_fail(e, "hidden state download") : TH_OK;
+}
+
+static th_status op_put_x(th_context *c, const th_step *s, const float *host) {
+    th_gpu *g = gpu(c);
+    wrote(g, TH_BUF_X);
+    cudaError_t e = cudaMemcpyAsync(g->x, host, (size_t)s->n * g->E * 4, cudaMemcpyHostToDevice, g->st);
+    return e ? th_cu_fail(e, "hidden state upload") : TH_OK;
+}
+
 static const th_backend cuda_backend = {
     .name = "cuda", .kv_on_host = false, .device_argmax = true,
     .probe = gpu_probe, .init = gpu_init, .free = gpu_free, .begin = gpu_begin, .end = gpu_end,
     .embed = op_embed, .norm = op_norm, .qkv = op_qkv, .mla_qkv = op_mla_qkv, .rope_kv = op_rope_kv,
     .attention = op_attention, .matmul = op_matmul, .add = op_add, .ffn = op_ffn, .moe = op_moe,
     .logits = op_logits, .copy_block = gpu_copy_block,
+    .get_x = op_get_x, .put_x = op_put_x,
 };
 
 const th_backend *th_backend_cuda(void) { return &cuda_backend; }
