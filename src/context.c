@@ -228,7 +228,7 @@ th_status th_context_new_placed(th_model *m, const th_context_params *params, co
         n_dev[dev[il]]++;
     }
     if (n_dev[TH_DEV_GPU] > 0 && !devs[TH_DEV_GPU])
-        return th_set_error(TH_ERR_UNSUPPORTED, "gpu layers: %d of %d layers placed on the GPU, but this build has no GPU backend (build with `make CUDA=1`)",
+        return th_set_error(TH_ERR_UNSUPPORTED, "gpu_layers (--gpu-layers): %d of %d layers placed on the GPU, but this build has no GPU backend (build with `make CUDA=1`)",
                             n_dev[TH_DEV_GPU], m->hp.n_layer);
     if (n_dev[TH_DEV_GPU] == 0) return context_create(m, &p, devs[TH_DEV_CPU], NULL, NULL, out);
     if (n_dev[TH_DEV_CPU] == 0) return context_create(m, &p, devs[TH_DEV_GPU], NULL, NULL, out);

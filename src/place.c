@@ -24,7 +24,7 @@ static bool parse_num(const char **p, int32_t *out) {
 }
 
 th_status th_parse_gpu_layers(const char *spec, int32_t n_layer, int8_t *dev) {
-    if (!spec || !dev || n_layer < 1) return th_set_error(TH_ERR_ARG, "gpu layers: nothing to parse");
+    if (!spec || !dev || n_layer < 1) return th_set_error(TH_ERR_ARG, "gpu_layers (--gpu-layers): nothing to parse");
     memset(dev, TH_DEV_CPU, (size_t)n_layer);
     const char *p = spec;
     int32_t n;
@@ -39,7 +39,7 @@ th_status th_parse_gpu_layers(const char *spec, int32_t n_layer, int8_t *dev) {
         const char *item = p;
         int32_t a, b;
         if (!parse_num(&p, &a)) {
-            s = th_set_error(TH_ERR_ARG, "gpu layers '%.64s': expected a layer count or a layer index at offset %d (syntax: N, or A-B:cpu,C-D:gpu)",
+            s = th_set_error(TH_ERR_ARG, "gpu_layers (--gpu-layers) '%.64s': expected a layer count or a layer index at offset %d (syntax: N, or A-B:cpu,C-D:gpu)",
                              spec, (int)(item - spec));
             break;
         }
@@ -47,7 +47,7 @@ th_status th_parse_gpu_layers(const char *spec, int32_t n_layer, int8_t *dev) {
         if (*p == '-') {
             p++;
             if (!parse_num(&p, &b)) {
-                s = th_set_error(TH_ERR_ARG, "gpu layers '%.64s': expected the end of the range at offset %d", spec, (int)(p - spec));
+                s = th_set_error(TH_ERR_ARG, "gpu_layers (--gpu-layers) '%.64s': expected the end of the range at offset %d", spec, (int)(p - spec));
                 break;
             }
         }
@@ -55,20 +55,20 @@ th_status th_parse_gpu_layers(const char *spec, int32_t n_layer, int8_t *dev) {
         if (!strncmp(p, ":cpu", 4)) d = TH_DEV_CPU;
         else if (!strncmp(p, ":gpu", 4)) d = TH_DEV_GPU;
         else {
-            s = th_set_error(TH_ERR_ARG, "gpu layers '%.64s': expected ':cpu' or ':gpu' at offset %d", spec, (int)(p - spec));
+            s = th_set_error(TH_ERR_ARG, "gpu_layers (--gpu-layers) '%.64s': expected ':cpu' or ':gpu' at offset %d", spec, (int)(p - spec));
             break;
         }
         p += 4;
-        if (a > b) s = th_set_error(TH_ERR_ARG, "gpu layers '%.64s': range %d-%d is reversed", spec, a, b);
+        if (a > b) s = th_set_error(TH_ERR_ARG, "gpu_layers (--gpu-layers) '%.64s': range %d-%d is reversed", spec, a, b);
         else if (b >= n_layer)
-            s = th_set_error(TH_ERR_ARG, "gpu layers '%.64s': layer %d is outside the model's %d layers [0, %d)", spec, b, n_layer, n_layer);
+            s = th_set_error(TH_ERR_ARG, "gpu_layers (--gpu-layers) '%.64s': layer %d is outside the model's %d layers [0, %d)", spec, b, n_layer, n_layer);
         for (int32_t i = a; !s && i <= b; i++) {
-            if (named[i]) s = th_set_error(TH_ERR_ARG, "gpu layers '%.64s': layer %d is placed twice", spec, i);
+            if (named[i]) s = th_set_error(TH_ERR_ARG, "gpu_layers (--gpu-layers) '%.64s': layer %d is placed twice", spec, i);
             named[i] = true;
             dev[i] = d;
         }
         if (s || *p == 0) break;
-        if (*p != ',') s = th_set_error(TH_ERR_ARG, "gpu layers '%.64s': unexpected character at offset %d", spec, (int)(p - spec));
+        if (*p != ',') s = th_set_error(TH_ERR_ARG, "gpu_layers (--gpu-layers) '%.64s': unexpected character at offset %d", spec, (int)(p - spec));
         p++;
     }
     free(named);
@@ -211,12 +211,12 @@ static th_status check_layers(const th_context *c, const th_place *P) {
                          : L->gate_inp_shexp.data && !be->shexp_gated ? "a layer with gated shared experts"
                          : L->wkv_a_mqa.data && !be->mla_qkv ? "a latent-attention layer" : NULL;
         if (what)
-            return th_set_error(TH_ERR_UNSUPPORTED, "gpu layers: layer %d is %s, which the %s backend does not run yet; place it on the %s",
+            return th_set_error(TH_ERR_UNSUPPORTED, "gpu_layers (--gpu-layers): layer %d is %s, which the %s backend does not run yet; place it on the %s",
                                 il, what, be->name, P->be[1 - c->layer_dev[il]]->name);
     }
     for (int32_t d = 0; d < 2; d++)
         if (!P->be[d]->get_x || !P->be[d]->put_x)
-            return th_set_error(TH_ERR_UNSUPPORTED, "gpu layers: the %s backend cannot hand the hidden state over", P->be[d]->name);
+            return th_set_error(TH_ERR_UNSUPPORTED, "gpu_layers (--gpu-layers): the %s backend cannot hand the hidden state over", P->be[d]->name);
     return TH_OK;
 }
 

@@ -40,7 +40,7 @@ static bool parses(const char *spec, int32_t n, const char *want) {
 
 static bool refused(const char *spec, int32_t n) {
     int8_t dev[64];
-    return th_parse_gpu_layers(spec, n, dev) == TH_ERR_ARG && strstr(th_last_error(), "gpu layers");
+    return th_parse_gpu_layers(spec, n, dev) == TH_ERR_ARG && strstr(th_last_error(), "gpu_layers");
 }
 
 static void test_spec_parse(void) {
@@ -70,7 +70,7 @@ static void test_context_refusals(void) {
     cp.n_ctx = 32; cp.n_threads = 1;
     th_context *c = NULL;
     cp.gpu_layers = "0-1:gpu,x";
-    CHECK(th_context_new(m, &cp, &c) == TH_ERR_ARG && !c && strstr(th_last_error(), "gpu layers"), "%s", th_last_error());
+    CHECK(th_context_new(m, &cp, &c) == TH_ERR_ARG && !c && strstr(th_last_error(), "gpu_layers"), "%s", th_last_error());
     cp.gpu_layers = "0";
     CHECK(th_context_new(m, &cp, &c) == TH_OK && c, "'0' is all on the CPU: %s", th_last_error());
     if (c) CHECK(!strcmp(c->be->name, "cpu"));
@@ -82,7 +82,7 @@ static void test_context_refusals(void) {
         printf("  without a GPU: %s\n", th_last_error());
         CHECK(s != TH_OK && !c, "GPU layers without a GPU must fail");
         CHECK(strstr(th_last_error(), "GPU") || strstr(th_last_error(), "CUDA"), "%s", th_last_error());
-        if (!th_backend_cuda()) CHECK(s == TH_ERR_UNSUPPORTED && strstr(th_last_error(), "gpu layers"), "%s", th_last_error());
+        if (!th_backend_cuda()) CHECK(s == TH_ERR_UNSUPPORTED && strstr(th_last_error(), "gpu_layers"), "%s", th_last_error());
     }
     th_model_free(m);
 }
