@@ -75,6 +75,9 @@ typedef struct th_backend {
                         th_buf src, bool acc);
     /* dst += src */
     th_status (*add)(th_context *c, const th_step *s, th_buf dst, th_buf src);
+    /* dst (+)= down(rmsnorm(silu(H·gate) ⊙ H·up)·ffn_sub_norm) of layer il (bitnet: its
+     * attention's sub-norm is a norm op on ATT); NULL: such models are refused */
+    th_status (*ffn_sub)(th_context *c, const th_step *s, int32_t il, th_buf dst, bool acc);
     /* dst (+)= down(act(H·gate) ⊙ H·up); gate NULL: up is fused [gate; up] */
     th_status (*ffn)(th_context *c, const th_step *s, const th_weight *gate, const th_weight *up,
                      const th_weight *down, th_buf dst, bool acc);

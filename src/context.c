@@ -194,6 +194,9 @@ static th_status context_create(th_model *m, const th_context_params *p, const t
             for (int32_t il = 0, k = 0; il < hp->n_layer; il++) c->kv.layer_slot[il] = kv_host_layer(c, il) ? k++ : -1;
     }
     if (!s && hp->n_recurrent > 0) s = rs_init(c);
+    if (!s && m->layers[0].ffn_sub_norm.data && !be->ffn_sub)
+        s = th_set_error(TH_ERR_UNSUPPORTED, "%s: the %s backend does not run its sub-norm layers yet; use a CPU context",
+                         m->arch->name, be->name);
     if (!s && be->copy_block) {
         c->kv.copy_block = kv_copy_block;
         c->kv.copy_ud = c;

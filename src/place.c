@@ -164,6 +164,9 @@ static th_status pl_ffn(th_context *c, const th_step *s, const th_weight *gate, 
 }
 static th_status pl_recurrent(th_context *c, const th_step *s, int32_t il) { CUR(recurrent(c, s, il)); }
 static th_status pl_att_gate(th_context *c, const th_step *s, int32_t il) { CUR(att_gate(c, s, il)); }
+static th_status pl_ffn_sub(th_context *c, const th_step *s, int32_t il, th_buf dst, bool acc) {
+    CUR(ffn_sub(c, s, il, dst, acc));
+}
 static th_status pl_moe(th_context *c, const th_step *s, int32_t il) { CUR(moe(c, s, il)); }
 static th_status pl_shexp_gated(th_context *c, const th_step *s, int32_t il) { CUR(shexp_gated(c, s, il)); }
 static th_status pl_logits(th_context *c, const th_step *s) { CUR(logits(c, s)); }
@@ -209,7 +212,8 @@ static th_status check_layers(const th_context *c, const th_place *P) {
         const char *what = L->recurrent && !be->recurrent ? "a recurrent (DeltaNet) layer"
                          : L->q_gated && !be->att_gate ? "a gated attention layer"
                          : L->gate_inp_shexp.data && !be->shexp_gated ? "a layer with gated shared experts"
-                         : L->wkv_a_mqa.data && !be->mla_qkv ? "a latent-attention layer" : NULL;
+                         : L->wkv_a_mqa.data && !be->mla_qkv ? "a latent-attention layer"
+                         : L->ffn_sub_norm.data && !be->ffn_sub ? "a layer with sub-norms (bitnet)" : NULL;
         if (what)
             return th_set_error(TH_ERR_UNSUPPORTED, "gpu_layers (--gpu-layers): layer %d is %s, which the %s backend does not run yet; place it on the %s",
                                 il, what, be->name, P->be[1 - c->layer_dev[il]]->name);
@@ -263,5 +267,5 @@ const th_backend th_backend_place = {
     .attention = pl_attention, .matmul = pl_matmul, .add = pl_add, .ffn = pl_ffn, .moe = pl_moe,
     .logits = pl_logits, .set_observer = NULL, .copy_block = pl_copy_block,
     .recurrent = pl_recurrent, .att_gate = pl_att_gate, .shexp_gated = pl_shexp_gated,
-    .layer = pl_layer,
+    .layer = pl_layer, .ffn_sub = pl_ffn_sub,
 };
