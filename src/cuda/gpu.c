@@ -220,7 +220,13 @@ static th_status gpu_init(th_context *c) {
     g->n_seq = (int32_t)c->p.n_seq_max;
     g->invariant = c->p.batch_invariant;
     g->kv_f16 = c->kv.f16;
-    g->block_bytes = (size_t)hp->n_layer * (size_t)g->block * (size_t)(g->k_w + g->v_w) * (g->kv_f16 ? 2 : 4);
+    int32_t n_kv = hp->n_layer;
+    if (c->layer_on) {   /* a mixed placement: KV room only for this backend's layers (place.c) */
+        if (!(g->kv_slot = malloc((size_t)hp->n_layer * sizeof(int32_t)))) return th_set_error(TH_ERR_NOMEM, "out of memory");
+        n_kv = 0;
+        for (int32_t il = 0; il < hp->n_layer; il++) g->kv_slot[il] = c->layer_on[il] ? n_kv++ : -1;
+    }
+    g->block_bytes = (size_t)n_kv * (size_t)g->block * (size_t)(g->k_w + g->v_w) * (g->kv_f16 ? 2 : 4);
     g->meta_count = 4 * (size_t)g->n_batch + (size_t)g->n_seq * g->n_blocks;
     g->q8_of = -1;
     if ((s = th_cu_alloc(&g->mem, &g->kv_pool, g->block_bytes * g->n_blocks, "the KV cache")) || (s = alloc_scratch(g)))
@@ -240,6 +246,7 @@ static void gpu_free(th_context *c) {
     if (g->h_argmax) cudaFreeHost(g->h_argmax);
     if (g->h_moe) cudaFreeHost(g->h_moe);
     if (g->cublas) cublasDestroy((cublasHandle_t)g->cublas);
+    free(g->kv_slot);
     if (g->st) cudaStreamDestroy(g->st);
     cudaGetLastError();
     free(g);
@@ -404,7 +411,7 @@ static th_status op_rope_kv(th_context *c, const th_step *s, int32_t il) {
         th_cu_rmsnorm(g->qkv + g->q_w, g->qkv_w, NULL, r.k_norm, hp->norm_eps, n, g->k_w, g->qkv + g->q_w, g->qkv_w, NULL, g->st);
         r.q_norm = r.k_norm = NULL;
     }
-    th_cu_rope_store(g->qkv, g->qkv_w, n, g->f.pos, g->f.seq, &r, &g->f.kv, il, g->st);
+    th_cu_rope_store(g->qkv, g->qkv_w, n, g->f.pos, g->f.seq, &r, &g->f.kv, g->kv_slot ? g->kv_slot[il] : il, g->st);
     return TH_OK;
 }
 
@@ -416,7 +423,7 @@ static th_status op_attention(th_context *c, const th_step *s, int32_t il, const
     g->f.at.sinks = vec(&L->attn_sinks);
     bool q8 = next && next->dev && wants_q8(g, mat(next));
     wrote(g, TH_BUF_ATT);
-    th_cu_attention(g->qkv, g->qkv_w, n, g->f.pos, g->f.seq, &g->f.at, &g->f.kv, il, g->att, g->att_w,
+    th_cu_attention(g->qkv, g->qkv_w, n, g->f.pos, g->f.seq, &g->f.at, &g->f.kv, g->kv_slot ? g->kv_slot[il] : il, g->att, g->att_w,
                     q8 ? &g->q8 : NULL, g->st);
     if (q8 && g->m->hp.head_dim_v % 32) th_cu_quantize_q8(g->att, g->att_w, n, g->att_w, &g->q8, g->st);
     if (q8) g->q8_of = TH_BUF_ATT;

@@ -102,6 +102,8 @@ struct th_gpu {
     /* KV cache */
     void *kv_pool;
     size_t block_bytes;
+    int32_t *kv_slot;           /* mixed placement: [n_layer] model layer → its KV layer in the pool, -1
+                                 * for another backend's layer (host, owned); NULL: every layer, in order */
     int32_t block, n_blocks, n_seq;
     bool kv_f16;
     /* scratch (device) */
