@@ -70,7 +70,7 @@ char *cli_read_stdin(size_t *len) { return read_stream(stdin, len); }
 static bool no_mmap;
 
 static const char *precision_path, *source_path, *hf_type;
-static const char *gpu_layers;
+static const char *gpu_layers, *gpu_layers_flag = "--gpu-layers";
 
 /* Does a --gpu-layers spec put any layer on the GPU? (a count > 0, or a ":gpu" range) */
 static bool spec_wants_gpu(const char *spec) {
@@ -102,6 +102,7 @@ void cli_common_options(int *argc, char **argv) {
         if (load_type && !strcmp(argv[i], "--type") && i + 1 < *argc) { hf_type = argv[++i]; continue; }
         if (*argc >= 2 && places_layers(argv[1]) && (!strcmp(argv[i], "--gpu-layers") || !strcmp(argv[i], "-ngl")) &&
             i + 1 < *argc) {
+            gpu_layers_flag = argv[i];
             gpu_layers = argv[++i];
             continue;
         }
@@ -111,7 +112,7 @@ void cli_common_options(int *argc, char **argv) {
     *argc = k;
     char desc[256];
     if (gpu_layers && spec_wants_gpu(gpu_layers) && th_gpu_available(desc, sizeof desc)) {
-        fprintf(stderr, "theseus %s: --gpu-layers %s puts layers on the GPU: %s\n", argv[1], gpu_layers, th_last_error());
+        fprintf(stderr, "theseus %s: %s %s puts layers on the GPU: %s\n", argv[1], gpu_layers_flag, gpu_layers, th_last_error());
         exit(2);
     }
 }
