@@ -178,6 +178,15 @@ typedef struct th_context_params {
                             * th_kv_seq_truncate can go back that far (speculative rollback);
                             * costs rs_snapshots x the state per sequence. Truncating further
                             * back (except to 0) is TH_ERR_UNSUPPORTED. */
+    const char *gpu_layers; /* NULL or "": placement by `gpu`; else which layers run on the GPU
+                             * (it overrides `gpu`): "N" the last N layers (-ngl N; 0 none, N >=
+                             * the layer count all), or "A-B:cpu,C-D:gpu" (inclusive ranges or
+                             * single layers, each named at most once, the rest on the CPU). A
+                             * mixed placement hands the hidden state over between the two per
+                             * step; the embedding runs where layer 0 does, the output head
+                             * where the last layer does (docs/hybrid.md, "Placement"). Parsed
+                             * at creation (not kept): a bad spec is TH_ERR_ARG; GPU layers in
+                             * a build without the GPU backend TH_ERR_UNSUPPORTED. */
 } th_context_params;
 
 enum { TH_KV_F16 = 0, TH_KV_F32 = 1 };

@@ -75,6 +75,9 @@ typedef struct th_backend {
                         th_buf src, bool acc);
     /* dst += src */
     th_status (*add)(th_context *c, const th_step *s, th_buf dst, th_buf src);
+    /* dst (+)= down(rmsnorm(silu(H·gate) ⊙ H·up)·ffn_sub_norm) of layer il (bitnet: its
+     * attention's sub-norm is a norm op on ATT); NULL: such models are refused */
+    th_status (*ffn_sub)(th_context *c, const th_step *s, int32_t il, th_buf dst, bool acc);
     /* dst (+)= down(act(H·gate) ⊙ H·up); gate NULL: up is fused [gate; up] */
     th_status (*ffn)(th_context *c, const th_step *s, const th_weight *gate, const th_weight *up,
                      const th_weight *down, th_buf dst, bool acc);
@@ -98,6 +101,13 @@ typedef struct th_backend {
     th_status (*set_observer)(th_context *c, const th_observer *obs);
     /* copy-on-write of one KV block's data (backends whose KV is not on the host) */
     void (*copy_block)(th_context *c, int32_t dst, int32_t src);
+    /* mixed placement (place.h): the residual stream X of the step's n tokens to / from
+     * host rows (n × n_embd floats); NULL: the backend cannot share a step with another */
+    th_status (*get_x)(th_context *c, const th_step *s, float *host);
+    th_status (*put_x)(th_context *c, const th_step *s, const float *host);
+    /* layer il begins (il = n_layer: the output head); NULL: nothing to do. The
+     * placement backend switches to the layer's backend there, handing X over */
+    th_status (*layer)(th_context *c, const th_step *s, int32_t il);
 } th_backend;
 
 extern const th_backend th_backend_cpu;

@@ -8,10 +8,10 @@
  *     H = norm(X)                                   attn_norm
  *     Q, K, V = H·Wq, H·Wk, H·Wv (+ biases)         or fused Wqkv, or latent attention (MLA)
  *     q/k norms, rope(Q, K), K and V into the cache
- *     ATT = softmax(Q·Kᵀ·scale [softcap, window, sinks]) · V  [· sigmoid(gate)]
+ *     ATT = softmax(Q·Kᵀ·scale [softcap, window, sinks]) · V  [· sigmoid(gate)] [sub-norm]
  *     X += [post_attn_norm](ATT·Wo + bo)
  *     H = norm(X)                                   ffn_norm
- *     X += [post_ffn_norm](FFN(H))                  FFN = down(act(H·Wgate) ⊙ H·Wup),
+ *     X += [post_ffn_norm](FFN(H))                  FFN = down([sub-norm] act(H·Wgate) ⊙ H·Wup),
  *                                                   or routed experts (+ shared experts
  *                                                   [· sigmoid(H·w)])
  *   logits = norm(X)·Wout [final softcap], only for the tokens that asked
@@ -39,8 +39,9 @@ static th_status attention(th_context *c, const th_step *st, int32_t il) {
     if (L->wkv_a_mqa.data) OP(mla_qkv, il);
     else OP(qkv, il);
     OP(rope_kv, il);
-    OP(attention, il, L->q_gated ? NULL : &L->wo);
+    OP(attention, il, L->q_gated || L->attn_sub_norm.data ? NULL : &L->wo);
     if (L->q_gated) OP(att_gate, il);
+    if (L->attn_sub_norm.data) OP(norm, TH_BUF_ATT, TH_BUF_ATT, &L->attn_sub_norm, &L->wo);   /* bitnet */
     if (!L->post_attn_norm.data) {
         OP(matmul, TH_BUF_X, &L->wo, &L->bo, TH_BUF_ATT, true);
         return TH_OK;
@@ -69,6 +70,10 @@ static th_status feed_forward(th_context *c, const th_step *st, int32_t il) {
     const th_weight *gate = moe ? &L->gate_shexp : L->w_gate.data ? &L->w_gate : NULL;
     const th_weight *up = moe ? &L->up_shexp : &L->w_up, *down = moe ? &L->down_shexp : &L->w_down;
     OP(norm, TH_BUF_H, TH_BUF_X, &L->ffn_norm, moe ? (shared ? gate : NULL) : gate ? gate : up);
+    if (L->ffn_sub_norm.data) {   /* bitnet: a norm between the GLU and down */
+        OP(ffn_sub, il, TH_BUF_X, true);
+        return TH_OK;
+    }
     if (!moe && !L->post_ffn_norm.data) {
         OP(ffn, gate, up, down, TH_BUF_X, true);
         return TH_OK;
@@ -90,10 +95,12 @@ static th_status run_ops(th_context *c, const th_step *st) {
     if (s) return s;
     for (int32_t il = 0; il < c->model->hp.n_layer; il++) {
         if (c->run_layer && !c->run_layer[il]) continue;   /* a layer-skip draft (context.c) */
+        if (c->be->layer && (s = c->be->layer(c, st, il))) return s;   /* mixed placement (place.c) */
         s = c->model->layers[il].recurrent ? recurrent(c, st, il) : attention(c, st, il);
         if (!s) s = feed_forward(c, st, il);
         if (s) return s;
     }
+    if (c->be->layer && (s = c->be->layer(c, st, c->model->hp.n_layer))) return s;
     return c->be->logits(c, st);
 }
 

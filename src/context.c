@@ -6,6 +6,7 @@
 #include "core/threadpool.h"
 #include "sample/greedy.h"
 #include "arch/arch.h"
+#include "place.h"
 #include <stdlib.h>
 
 /* ------------------------------------------------------------------ batch checks */
@@ -148,6 +149,95 @@ static th_status rs_init(th_context *c) {
 
 #define ALLOC(ptr, count) do { if (!((ptr) = malloc((size_t)(count) * sizeof *(ptr) + 1))) ok = false; } while (0)
 
+/* Does layer il keep its K/V in the host cache? (attention layers on a host-KV backend) */
+static bool kv_host_layer(const th_context *c, int32_t il) {
+    if (c->model->layers[il].recurrent) return false;
+    return !c->layer_dev || c->place_be[c->layer_dev[il]]->kv_on_host;
+}
+
+/* A context on backend be; dev/devs: a mixed placement (be is th_backend_place). */
+static th_status context_create(th_model *m, const th_context_params *p, const th_backend *be, const int8_t *dev,
+                                const th_backend *const devs[2], th_context **out) {
+    th_context *c = calloc(1, sizeof *c);
+    if (!c) return th_set_error(TH_ERR_NOMEM, "out of memory");
+    c->model = m;
+    c->p = *p;
+    c->be = be;
+    const th_hparams *hp = &m->hp;
+    size_t B = p->n_batch;
+    bool ok = true;
+    ALLOC(c->out_row, B); ALLOC(c->pos_buf, B); ALLOC(c->seq_buf, B); ALLOC(c->argmax, B);
+    ALLOC(c->new_len, p->n_seq_max); ALLOC(c->want_buf, B);
+    if (dev) {
+        ALLOC(c->layer_dev, hp->n_layer);
+        if (c->layer_dev) memcpy(c->layer_dev, dev, (size_t)hp->n_layer);
+        c->place_be[0] = devs[0];
+        c->place_be[1] = devs[1];
+    }
+    th_status s = ok ? TH_OK : th_set_error(TH_ERR_NOMEM, "out of memory for the context's batch buffers (batch %zu)", B);
+    /* a hybrid model (or a mixed placement) on a host-KV backend keeps host K/V only for
+     * its attention layers (on a host backend) */
+    bool kv_slots = be->kv_on_host && (hp->n_recurrent > 0 || dev);
+    int32_t n_kv_layer = hp->n_layer;
+    if (!s && kv_slots) {
+        n_kv_layer = 0;
+        for (int32_t il = 0; il < hp->n_layer; il++) n_kv_layer += kv_host_layer(c, il);
+        n_kv_layer = TH_MAX(n_kv_layer, 1);
+    }
+    if (!s) s = th_kv_init(&c->kv, n_kv_layer, (int64_t)hp->n_head_kv * hp->head_dim,
+                           (int64_t)hp->n_head_kv * hp->head_dim_v, p->n_ctx, (int32_t)p->kv_block,
+                           (int32_t)p->n_seq_max, p->kv_type == TH_KV_F16, be->kv_on_host);
+    if (!s && kv_slots) {
+        if (!(c->kv.layer_slot = malloc((size_t)hp->n_layer * sizeof(int32_t))))
+            s = th_set_error(TH_ERR_NOMEM, "out of memory");
+        else
+            for (int32_t il = 0, k = 0; il < hp->n_layer; il++) c->kv.layer_slot[il] = kv_host_layer(c, il) ? k++ : -1;
+    }
+    if (!s && hp->n_recurrent > 0) s = rs_init(c);
+    if (!s && m->layers[0].ffn_sub_norm.data && !be->ffn_sub)
+        s = th_set_error(TH_ERR_UNSUPPORTED, "%s: the %s backend does not run its sub-norm layers yet; use a CPU context",
+                         m->arch->name, be->name);
+    if (!s && be->copy_block) {
+        c->kv.copy_block = kv_copy_block;
+        c->kv.copy_ud = c;
+    }
+    if (!s && p->layers && *p->layers) {
+        if (!(c->run_layer = calloc((size_t)hp->n_layer, sizeof *c->run_layer)))
+            s = th_set_error(TH_ERR_NOMEM, "out of memory");
+        else s = th_parse_layer_list(p->layers, hp->n_layer, c->run_layer);
+    }
+    c->p.layers = NULL;       /* the caller's strings are not kept */
+    c->p.gpu_layers = NULL;
+    if (!s) s = be->init(c);
+    if (s) { th_context_free(c); return s; }
+    *out = c;
+    return TH_OK;
+}
+
+th_status th_context_new_placed(th_model *m, const th_context_params *params, const int8_t *dev,
+                                const th_backend *const devs[2], th_context **out) {
+    *out = NULL;
+    if (!m) return th_set_error(TH_ERR_ARG, "th_context_new: no model");
+    if (!m->layers) return th_set_error(TH_ERR_ARG, "th_context_new: the model was loaded vocabulary-only");
+    th_context_params p;
+    th_status s = check_params(m, params, &p);
+    if (s) return s;
+    const th_backend *def[2] = { &th_backend_cpu, th_backend_cuda() };
+    if (!devs) devs = def;
+    int32_t n_dev[2] = { 0, 0 };
+    for (int32_t il = 0; il < m->hp.n_layer; il++) {
+        if (dev[il] != TH_DEV_CPU && dev[il] != TH_DEV_GPU)
+            return th_set_error(TH_ERR_ARG, "th_context_new: layer %d placed on device %d", il, dev[il]);
+        n_dev[dev[il]]++;
+    }
+    if (n_dev[TH_DEV_GPU] > 0 && !devs[TH_DEV_GPU])
+        return th_set_error(TH_ERR_UNSUPPORTED, "gpu_layers (--gpu-layers): %d of %d layers placed on the GPU, but this build has no GPU backend (build with `make CUDA=1`)",
+                            n_dev[TH_DEV_GPU], m->hp.n_layer);
+    if (n_dev[TH_DEV_GPU] == 0) return context_create(m, &p, devs[TH_DEV_CPU], NULL, NULL, out);
+    if (n_dev[TH_DEV_CPU] == 0) return context_create(m, &p, devs[TH_DEV_GPU], NULL, NULL, out);
+    return context_create(m, &p, &th_backend_place, dev, devs, out);
+}
+
 th_status th_context_new(th_model *m, const th_context_params *params, th_context **out) {
     *out = NULL;
     if (!m) return th_set_error(TH_ERR_ARG, "th_context_new: no model");
@@ -155,46 +245,17 @@ th_status th_context_new(th_model *m, const th_context_params *params, th_contex
     th_context_params p;
     th_status s = check_params(m, params, &p);
     if (s) return s;
+    if (p.gpu_layers && *p.gpu_layers) {
+        int8_t *dev = malloc((size_t)m->hp.n_layer);
+        if (!dev) return th_set_error(TH_ERR_NOMEM, "out of memory");
+        s = th_parse_gpu_layers(p.gpu_layers, m->hp.n_layer, dev);
+        if (!s) s = th_context_new_placed(m, &p, dev, NULL, out);
+        free(dev);
+        return s;
+    }
     const th_backend *be = p.gpu ? th_backend_cuda() : &th_backend_cpu;
     if (!be) return th_set_error(TH_ERR_UNSUPPORTED, "this build has no GPU backend (build with `make CUDA=1`)");
-    th_context *c = calloc(1, sizeof *c);
-    if (!c) return th_set_error(TH_ERR_NOMEM, "out of memory");
-    c->model = m;
-    c->p = p;
-    c->be = be;
-    const th_hparams *hp = &m->hp;
-    size_t B = p.n_batch;
-    bool ok = true;
-    ALLOC(c->out_row, B); ALLOC(c->pos_buf, B); ALLOC(c->seq_buf, B); ALLOC(c->argmax, B);
-    ALLOC(c->new_len, p.n_seq_max); ALLOC(c->want_buf, B);
-    s = ok ? TH_OK : th_set_error(TH_ERR_NOMEM, "out of memory for the context's batch buffers (batch %zu)", B);
-    /* a hybrid model on a host-KV backend keeps K/V only for its attention layers */
-    bool kv_attn_only = hp->n_recurrent > 0 && be->kv_on_host;
-    int32_t n_kv_layer = kv_attn_only ? TH_MAX(hp->n_layer - hp->n_recurrent, 1) : hp->n_layer;
-    if (!s) s = th_kv_init(&c->kv, n_kv_layer, (int64_t)hp->n_head_kv * hp->head_dim,
-                           (int64_t)hp->n_head_kv * hp->head_dim_v, p.n_ctx, (int32_t)p.kv_block,
-                           (int32_t)p.n_seq_max, p.kv_type == TH_KV_F16, be->kv_on_host);
-    if (!s && kv_attn_only) {
-        if (!(c->kv.layer_slot = malloc((size_t)hp->n_layer * sizeof(int32_t))))
-            s = th_set_error(TH_ERR_NOMEM, "out of memory");
-        else
-            for (int32_t il = 0, k = 0; il < hp->n_layer; il++) c->kv.layer_slot[il] = m->layers[il].recurrent ? -1 : k++;
-    }
-    if (!s && hp->n_recurrent > 0) s = rs_init(c);
-    if (!s && !be->kv_on_host) {
-        c->kv.copy_block = kv_copy_block;
-        c->kv.copy_ud = c;
-    }
-    if (!s && p.layers && *p.layers) {
-        if (!(c->run_layer = calloc((size_t)hp->n_layer, sizeof *c->run_layer)))
-            s = th_set_error(TH_ERR_NOMEM, "out of memory");
-        else s = th_parse_layer_list(p.layers, hp->n_layer, c->run_layer);
-    }
-    c->p.layers = NULL;   /* the caller's string is not kept */
-    if (!s) s = be->init(c);
-    if (s) { th_context_free(c); return s; }
-    *out = c;
-    return TH_OK;
+    return context_create(m, &p, be, NULL, NULL, out);
 }
 #undef ALLOC
 
@@ -205,6 +266,7 @@ void th_context_free(th_context *c) {
     th_rs_free(&c->rs);
     free(c->logits);
     free(c->run_layer);
+    free(c->layer_dev);
     free(c->out_row); free(c->pos_buf); free(c->seq_buf); free(c->new_len); free(c->want_buf); free(c->argmax);
     free(c);
 }

@@ -26,6 +26,10 @@ struct th_context {
     int8_t *want_buf;           /* default logits flags */
     th_observer obs;            /* th_context_set_observer's copy (its callbacks NULL: none) */
     bool *run_layer;            /* [n_layer] th_context_params.layers parsed; NULL: every layer */
+    int8_t *layer_dev;          /* mixed placement (place.h): [n_layer] each layer's device, owned; NULL: none */
+    const th_backend *place_be[2];   /* mixed placement: the backends of TH_DEV_CPU and TH_DEV_GPU */
+    const bool *layer_on;       /* only while a backend of a mixed placement initialises: [n_layer] the
+                                 * layers it runs (it may leave the others' weights alone); NULL: all */
 };
 
 /* Parses a layer list ("0-14", "0-9,12,20-29": indices and inclusive ranges, comma

@@ -82,7 +82,7 @@ th_status th_kv_reserve(th_kv *kv, const int32_t *need_len) {
             int32_t old = q->table[q->n_table - 1], nb = take_block(kv);
             if (kv->data)
                 memcpy(kv->data + (size_t)nb * kv->block_bytes, kv->data + (size_t)old * kv->block_bytes, kv->block_bytes);
-            else
+            if (kv->copy_block)   /* blocks elsewhere too (a GPU; both in a mixed placement) */
                 kv->copy_block(kv->copy_ud, nb, old);
             drop_block(kv, old);
             q->table[q->n_table - 1] = nb;

@@ -27,7 +27,7 @@ typedef struct th_kv {
     uint32_t n_free;
     int32_t n_seq;
     th_kv_seq *seqs;
-    /* data == NULL: the blocks live elsewhere (a GPU); copy-on-write calls this */
+    /* blocks (also) elsewhere (a GPU): copy-on-write calls this, NULL: none */
     void (*copy_block)(void *ud, int32_t dst, int32_t src);
     void *copy_ud;
     /* hybrid models: model layer → KV layer (only attention layers have one; the

@@ -101,6 +101,9 @@ typedef struct th_layer {
     th_weight ssm_norm;                      /* [Dk] RMSNorm of each value head's output */
     th_weight ssm_out;                       /* [Vd, E] */
     th_weight gate_inp_shexp;                /* [E] sigmoid gate of the shared experts (qwen3next) */
+    /* bitnet (BitNet b1.58, llama.cpp / ik_llama.cpp "bitnet"): RMSNorms inside the sub-layers */
+    th_weight attn_sub_norm;                 /* [H·Dv] of the attention output before wo */
+    th_weight ffn_sub_norm;                  /* [F] of silu(gate) ⊙ up before down */
     bool recurrent;                          /* a DeltaNet layer (no attention, no KV) */
     bool q_gated;                            /* wq is [E, H·2D], per head [q; gate]: ATT ·= sigmoid(gate) */
     /* per-layer options */

@@ -90,3 +90,24 @@ else
     done <"$G/cases.txt"
     [ "$good" = "$total" ] && ok "run_chat_golden ($good/$total cases byte-identical to the pre-runtime loop)"
 fi
+
+# --gpu-layers (mixed placement, docs/hybrid.md): "0" runs on the CPU; a bad spec fails naming
+# the flag; GPU layers where no GPU can run fail naming the flag (CPU-only build or no device)
+TINY="$S/fixtures/tiny/tiny-F32.gguf"
+if $T logits -m "$TINY" --tokens 1,450,439 --gpu-layers 0 --out "$tmp/g0.logits" 2>"$tmp/err" &&
+   $T logits -m "$TINY" --tokens 1,450,439 --out "$tmp/g.logits" 2>>"$tmp/err" && cmp -s "$tmp/g0.logits" "$tmp/g.logits"; then
+    ok "gpu_layers_zero (identical to no flag)"
+else bad gpu_layers_zero "$(cat "$tmp/err")"; fi
+if ! $T logits -m "$TINY" --tokens 1,450,439 --gpu-layers 0-1:cpu,1:cpu --out "$tmp/gb.logits" 2>"$tmp/err" &&
+   grep -q -- "--gpu-layers" "$tmp/err" && grep -q "placed twice" "$tmp/err"; then
+    ok "gpu_layers_bad_spec ($(head -1 "$tmp/err"))"
+else bad gpu_layers_bad_spec "$(cat "$tmp/err")"; fi
+if ! $T logits -m "$TINY" --tokens 1,450,439 --gpu-layers 0-x --out "$tmp/gb.logits" 2>"$tmp/err" &&
+   grep -q -- "--gpu-layers" "$tmp/err"; then
+    ok "gpu_layers_junk ($(head -1 "$tmp/err"))"
+else bad gpu_layers_junk "$(cat "$tmp/err")"; fi
+if $T bench -m "$TINY" --gpu -p 1 -n 0 -r 1 --bw-mib 0 >/dev/null 2>&1; then
+    echo "SKIP gpu_layers_no_gpu (a GPU is present)"
+elif ! $T run -m "$TINY" -p hi -n 1 --gpu-layers 2 >/dev/null 2>"$tmp/err" && grep -q -- "--gpu-layers 2" "$tmp/err"; then
+    ok "gpu_layers_no_gpu ($(head -1 "$tmp/err"))"
+else bad gpu_layers_no_gpu "$(cat "$tmp/err")"; fi

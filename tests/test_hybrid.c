@@ -10,6 +10,7 @@
 #include "context.h"
 #include "cpu/kernels.h"
 #include "cpu/ops.h"
+#include "cpu/dn_chunk.h"
 #include <stdint.h>
 #include <unistd.h>
 
@@ -413,6 +414,55 @@ static void test_dn_step_levels(void) {
     if (!tested) SKIP("no SIMD level on this CPU");
 }
 
+/* The chunked delta rule (dn_chunk, chunks of TH_DN_CHUNK) of every level against
+ * the token-by-token reference (th_op_dn_step) from the same start state, at awkward
+ * lengths (1, 63, 64, 65, 200 tokens) and head widths, inputs as the model makes them
+ * (q, k L2-normalised, beta in (0, 1), log decays in [-3, 0] and some at -40). */
+static void test_dn_chunk_levels(void) {
+    const int32_t dks[] = { 5, 16, 64, 128 }, lens[] = { 1, 63, 64, 65, 200 };
+    uint32_t r = 777;
+#define RND() ((r = r * 1664525u + 1013904223u), ((float)(r >> 8) / 16777216.0f) * 2.0f - 1.0f)
+    for (int lv = 0; lv < TH_LEVEL_COUNT; lv++) {
+        if (!th_cpu_has_level(lv)) continue;
+        th_kernels k;
+        if (!th_kernels_fill(&k, lv) || !k.dn_chunk) continue;
+        for (size_t di = 0; di < sizeof dks / sizeof dks[0]; di++)
+            for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+                int32_t dk = dks[di], n = lens[li];
+                size_t ns = (size_t)dk * dk;
+                float *S0 = malloc(ns * 4), *S1 = malloc(ns * 4), *x = malloc((size_t)n * 3 * dk * 4);
+                float *bg = malloc((size_t)n * 2 * 4), *o0 = malloc((size_t)n * dk * 4), *o1 = malloc((size_t)n * dk * 4);
+                float *work = malloc((size_t)th_dn_chunk_work(dk, TH_DN_CHUNK) * 4);
+                for (size_t i = 0; i < ns; i++) S0[i] = S1[i] = 0.5f * RND();
+                for (int32_t t = 0; t < n; t++) {
+                    for (int part = 0; part < 3; part++) {
+                        float *y = x + ((size_t)t * 3 + part) * dk, ss = 0;
+                        for (int32_t i = 0; i < dk; i++) { y[i] = RND(); ss += y[i] * y[i]; }
+                        if (part < 2) for (int32_t i = 0; i < dk; i++) y[i] /= sqrtf(ss);
+                    }
+                    bg[2 * t] = 0.5f + 0.45f * RND();
+                    bg[2 * t + 1] = t % 29 == 5 ? -40.0f : -1.5f + 1.5f * RND();
+                }
+                float sc = 1.0f / sqrtf((float)dk);
+                for (int32_t t = 0; t < n; t++) {
+                    const float *q = x + (size_t)t * 3 * dk;
+                    th_op_dn_step(dk, S0, q, q + dk, q + 2 * dk, bg[2 * t], expf(bg[2 * t + 1]), sc, o0 + (size_t)t * dk);
+                }
+                for (int32_t t = 0; t < n; t += TH_DN_CHUNK) {
+                    int32_t L = n - t < TH_DN_CHUNK ? n - t : TH_DN_CHUNK;
+                    const float *q = x + (size_t)t * 3 * dk;
+                    k.dn_chunk(dk, L, S1, q, q + dk, q + 2 * dk, 3 * dk, bg + 2 * t, bg + 2 * t + 1, 2, sc,
+                               o1 + (size_t)t * dk, dk, work);
+                }
+                double eo = rel_l2(o1, o0, (size_t)n * dk), es = rel_l2(S1, S0, ns);
+                CHECK(eo <= 2e-5 && es <= 2e-5, "%s dk %d, %d tokens: out %.3g, state %.3g", th_level_name(lv), dk, n, eo, es);
+                if (dk == 128 && n == 200) printf("  %s dk 128, 200 tokens: out %.3g, state %.3g rel L2\n", th_level_name(lv), eo, es);
+                free(S0); free(S1); free(x); free(bg); free(o0); free(o1); free(work);
+            }
+    }
+#undef RND
+}
+
 int main(void) {
     RUN(test_qwen35_golden);
     RUN(test_qwen3next_golden);
@@ -428,5 +478,6 @@ int main(void) {
     RUN(test_qwen35_bad_metadata);
     RUN(test_gpu_refused);
     RUN(test_dn_step_levels);
+    RUN(test_dn_chunk_levels);
     return CHECK_DONE();
 }

@@ -70,6 +70,7 @@ th_status bench_batched(th_model *m, const bench_batched_opts *o) {
     cp.n_seq_max = (uint32_t)o->n_par;
     cp.n_threads = (int32_t)o->threads;
     cp.gpu = o->gpu;
+    cp.gpu_layers = cli_gpu_layers();
     cp.logits_argmax_only = o->argmax_only;
     th_context *c = NULL;
     th_status s = th_context_new(m, &cp, &c);

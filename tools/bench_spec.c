@@ -62,6 +62,7 @@ static th_status new_runtime(th_model *m, const bench_spec_opts *o, const th_spe
     th_runtime_params rp = th_runtime_default_params();
     rp.context.n_threads = (int32_t)o->threads;
     rp.context.gpu = o->gpu;
+    rp.context.gpu_layers = cli_gpu_layers();
     rp.context.logits_argmax_only = o->argmax_only;
     rp.slot_ctx = slot_ctx;
     rp.batch_invariant = true;

@@ -44,6 +44,11 @@ char *cli_read_stdin(size_t *len);
  * quantize, convert) sets th_model_params.hf_type: a Hugging Face directory
  * quantized at load to T (docs/hf.md). */
 void cli_common_options(int *argc, char **argv);
+/* --gpu-layers SPEC (or -ngl N, the same as --gpu-layers N) on run, chat, serve, bench,
+ * logits and perplexity: th_context_params.gpu_layers (docs/hybrid.md, "Placement"),
+ * or NULL. A spec that puts layers on the GPU where there is none (a build without
+ * CUDA, no device) ends the process with a message naming the flag. */
+const char *cli_gpu_layers(void);
 /* th_model_default_params() with the common options applied. */
 th_model_params cli_model_params(void);
 /* th_tokenize into a malloc'd buffer sized from the tokenizer's answer (asks

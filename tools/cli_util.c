@@ -70,6 +70,24 @@ char *cli_read_stdin(size_t *len) { return read_stream(stdin, len); }
 static bool no_mmap;
 
 static const char *precision_path, *source_path, *hf_type;
+static const char *gpu_layers, *gpu_layers_flag = "--gpu-layers";
+
+/* Does a --gpu-layers spec put any layer on the GPU? (a count > 0, or a ":gpu" range) */
+static bool spec_wants_gpu(const char *spec) {
+    bool digits = *spec != 0;
+    for (const char *p = spec; *p; p++) digits &= *p >= '0' && *p <= '9';
+    return digits ? strspn(spec, "0") != strlen(spec) : strstr(spec, "gpu") != NULL;
+}
+
+/* run, chat, serve, bench, logits and perplexity place layers (--gpu-layers, -ngl). */
+static bool places_layers(const char *cmd) {
+    const char *cmds[] = { "run", "chat", "serve", "bench", "logits", "perplexity" };
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
+        if (!strcmp(cmd, cmds[i])) return true;
+    return false;
+}
+
+const char *cli_gpu_layers(void) { return gpu_layers; }
 
 void cli_common_options(int *argc, char **argv) {
     int k = 1;
@@ -82,10 +100,21 @@ void cli_common_options(int *argc, char **argv) {
         if (overrides && !strcmp(argv[i], "--precision") && i + 1 < *argc) { precision_path = argv[++i]; continue; }
         if (overrides && !strcmp(argv[i], "--source") && i + 1 < *argc) { source_path = argv[++i]; continue; }
         if (load_type && !strcmp(argv[i], "--type") && i + 1 < *argc) { hf_type = argv[++i]; continue; }
+        if (*argc >= 2 && places_layers(argv[1]) && (!strcmp(argv[i], "--gpu-layers") || !strcmp(argv[i], "-ngl")) &&
+            i + 1 < *argc) {
+            gpu_layers_flag = argv[i];
+            gpu_layers = argv[++i];
+            continue;
+        }
         argv[k++] = argv[i];
     }
     argv[k] = NULL;
     *argc = k;
+    char desc[256];
+    if (gpu_layers && spec_wants_gpu(gpu_layers) && th_gpu_available(desc, sizeof desc)) {
+        fprintf(stderr, "theseus %s: %s %s puts layers on the GPU: %s\n", argv[1], gpu_layers_flag, gpu_layers, th_last_error());
+        exit(2);
+    }
 }
 
 th_model_params cli_model_params(void) {

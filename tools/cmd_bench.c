@@ -69,6 +69,8 @@ static void usage(FILE *f) {
                "  -t, --threads N     threads (default: all cores)\n"
                "  -r, --reps N        timed repetitions per test (default 5); median ± sd is shown\n"
                "  --gpu               run the model on the GPU (CUDA build); tg takes its argmax on the device\n"
+               "  --gpu-layers SPEC   some layers on the GPU, the rest on the CPU: N (the last N, = -ngl N) or\n"
+               "                      ranges 0-11:cpu,12-23:gpu (docs/hybrid.md)\n"
                "  --full-logits       with --gpu: copy every logits row to the host instead (as a non-greedy sampler needs)\n"
                "  --bw-mib N          buffer of the read-bandwidth pass in MiB (default 1024; 0 = skip)\n"
                "  -v, --verbose       print load information\n"
@@ -371,6 +373,7 @@ static th_status open_run(const bench_opts *o, bench_run *R) {
     cp.n_batch = (uint32_t)(o->pp > PROMPT_TG ? o->pp : PROMPT_TG);
     cp.n_threads = (int32_t)o->threads;
     cp.gpu = o->gpu;
+    cp.gpu_layers = cli_gpu_layers();
     cp.logits_argmax_only = o->gpu && !o->full_logits;
     if ((s = th_context_new(R->m, &cp, &R->ctx))) return s;
     R->tok = malloc((size_t)need * sizeof *R->tok);
@@ -402,6 +405,7 @@ int cmd_bench(int argc, char **argv) {
         fmt_params(T.params, sizeof T.params, th_model_n_params(R.m));
         snprintf(T.backend, sizeof T.backend, "%s", o.gpu ? "CUDA" : th_cpu_level());
         if (!o.gpu) snprintf(T.backend, sizeof T.backend, "CPU %s", th_cpu_level());
+        if (cli_gpu_layers()) snprintf(T.backend, sizeof T.backend, "ngl %.18s", cli_gpu_layers());   /* --gpu-layers */
         double bpt = weight_bytes_per_token(R.m, o.model);
         print_header(&T);
         if (o.pp) s = bench_test(&R, &T, &o, true, bpt, NULL, &seen);

@@ -17,7 +17,9 @@ static void usage(FILE *f) {
                "  -t, --threads N      threads (default: all cores)\n"
                "  --batch N            tokens per forward pass (default: the whole prompt)\n"
                "  --kv-type f16|f32    KV cache precision (default f32: exact logits)\n"
-               "  --gpu, -ngl N        run the whole model on the GPU (CUDA build)\n");
+               "  --gpu                run the whole model on the GPU (CUDA build)\n"
+               "  --gpu-layers SPEC    some layers on the GPU: N (the last N; -ngl N the same) or\n"
+               "                       ranges 0-11:cpu,12-23:gpu (docs/hybrid.md)\n");
 }
 
 static bool parse_tokens(const char *s, th_token **out, size_t *n) {
@@ -110,6 +112,7 @@ int cmd_logits(int argc, char **argv) {
     cp.n_threads = (int32_t)threads;
     cp.kv_type = kv_type;
     cp.gpu = gpu;
+    cp.gpu_layers = cli_gpu_layers();
     th_context *ctx = NULL;
     uint32_t nv = (uint32_t)th_model_n_vocab(m);
     float *all = malloc(n * nv * sizeof(float));

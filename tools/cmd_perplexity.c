@@ -25,7 +25,9 @@ static void usage(FILE *f) {
                "  --router-base FILE        MoE router agreement: write each layer's expert choices (reference run)\n"
                "                            or, with --kl-divergence, compare with them (flips per layer)\n"
                "  --kv-type f16|f32         KV cache precision (default f16, as llama.cpp)\n"
-               "  --gpu, -ngl N             run the model on the GPU (CUDA build)\n");
+               "  --gpu                     run the model on the GPU (CUDA build)\n"
+               "  --gpu-layers SPEC         some layers on the GPU: N (the last N; -ngl N the same) or\n"
+               "                            ranges 0-11:cpu,12-23:gpu (docs/hybrid.md)\n");
 }
 
 typedef struct opts {
@@ -203,6 +205,7 @@ static int evaluate(const opts *o, th_model *m, th_kld_base *base, const th_toke
     cp.n_threads = (int32_t)o->threads;
     cp.kv_type = o->kv_type;
     cp.gpu = o->gpu;
+    cp.gpu_layers = cli_gpu_layers();
     th_context *ctx;
     th_status s = th_context_new(m, &cp, &ctx);
     if (s) return cli_fail("perplexity", s);

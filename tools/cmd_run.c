@@ -44,7 +44,9 @@ static void usage(FILE *f, const char *cmd) {
                "  --grammar FILE         constrain the output to a GBNF grammar (docs/grammar.md)\n"
                "  --json-schema FILE     constrain the output to JSON valid under a JSON schema\n"
                "  --json                 constrain the output to one JSON value\n"
-               "  --gpu, -ngl N          run the whole model on the GPU (CUDA build)\n"
+               "  --gpu                  run the whole model on the GPU (CUDA build)\n"
+               "  --gpu-layers SPEC      some layers on the GPU: N (the last N; -ngl N the same) or\n"
+               "                         ranges 0-11:cpu,12-23:gpu (docs/hybrid.md)\n"
                "  -v, --verbose          print load information\n");
     cli_spec_usage(f);
     fprintf(f, "  --batch-invariant      pad one-token steps to two rows, as speculative decoding does\n"
@@ -141,6 +143,7 @@ static int open_session(const char *cmd, const run_opts *o, bool keep_prefix, se
         th_runtime_params rp = th_runtime_default_params();
         rp.context.n_threads = (int32_t)o->threads;
         rp.context.gpu = o->gpu;
+        rp.context.gpu_layers = cli_gpu_layers();
         /* greedy on the GPU: only each step's argmax comes back (the runtime takes th_get_argmax) */
         rp.context.logits_argmax_only = o->gpu && greedy && !S->grammar;   /* a grammar masks the logits */
         rp.slot_ctx = (int32_t)o->ctx;

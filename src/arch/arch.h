@@ -53,5 +53,6 @@ void th_describe_common(const th_model *m, char *buf, size_t cap);
 extern const th_arch th_arch_llama, th_arch_qwen2, th_arch_qwen3, th_arch_qwen3moe, th_arch_gemma2,
     th_arch_gemma3, th_arch_phi3, th_arch_olmoe, th_arch_deepseek2, th_arch_gpt_oss;
 extern const th_arch th_arch_qwen35, th_arch_qwen35moe, th_arch_qwen3next;
+extern const th_arch th_arch_bitnet;
 
 #endif

@@ -16,6 +16,7 @@ static const th_arch *const archs[] = {
     &th_arch_qwen35,
     &th_arch_qwen35moe,
     &th_arch_qwen3next,
+    &th_arch_bitnet,
 };
 
 const th_arch *th_arch_find(const char *name) {

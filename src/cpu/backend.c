@@ -206,6 +206,27 @@ static th_status op_ffn(th_context *ctx, const th_step *s, const th_weight *gate
     return TH_OK;
 }
 
+/* dst (+)= down(rmsnorm(silu(H·gate) ⊙ H·up)·ffn_sub_norm): bitnet's FFN, the sub-norm
+ * between the GLU and the down projection. */
+static th_status op_ffn_sub(th_context *ctx, const th_step *s, int32_t il, th_buf dst, bool acc) {
+    th_cpu *c = cpu(ctx);
+    const th_layer *L = &c->model->layers[il];
+    int64_t E = c->model->hp.n_embd, F = L->w_down.ne0;
+    const th_weight *ws[2] = { &L->w_gate, &L->w_up };
+    float *const ys[2] = { c->ff_g, c->ff_u };
+    const int64_t st[2] = { c->ff_w, c->ff_w };
+    th_fwd_matmul_multi(c, ws, ys, st, 2, c->h, E, s->n);
+    for (int32_t t = 0; t < s->n; t++) {
+        float *g = c->ff_g + (int64_t)t * c->ff_w;
+        c->k->swiglu(g, g, c->ff_u + (int64_t)t * c->ff_w, F);
+        th_op_rmsnorm(g, g, L->ffn_sub_norm.data, F, c->model->hp.norm_eps);
+    }
+    float *y = acc ? c->tmp2 : buf(c, dst);
+    th_fwd_matmul(c, &L->w_down, 0, c->ff_g, c->ff_w, s->n, y, E);
+    if (acc) rows_run(c, buf(c, dst), y, NULL, E, s->n, false);
+    return TH_OK;
+}
+
 static th_status op_moe(th_context *ctx, const th_step *s, int32_t il) {
     th_cpu *c = cpu(ctx);
     th_moe_ffn(c, &c->model->layers[il], c->h, s->n, c->tmp);
@@ -237,6 +258,17 @@ static th_status op_begin(th_context *ctx, const th_step *s, bool *replay) {
 }
 
 static th_status op_end(th_context *ctx, const th_step *s, th_status status) { return status; }
+
+/* The residual rows to / from the host (a mixed placement's hand-over, place.c). */
+static th_status op_get_x(th_context *ctx, const th_step *s, float *host) {
+    memcpy(host, cpu(ctx)->x, (size_t)s->n * (size_t)ctx->model->hp.n_embd * sizeof(float));
+    return TH_OK;
+}
+
+static th_status op_put_x(th_context *ctx, const th_step *s, const float *host) {
+    memcpy(cpu(ctx)->x, host, (size_t)s->n * (size_t)ctx->model->hp.n_embd * sizeof(float));
+    return TH_OK;
+}
 
 /* ------------------------------------------------------------------ set-up */
 
@@ -355,4 +387,5 @@ const th_backend th_backend_cpu = {
     .attention = op_attention, .matmul = op_matmul, .add = op_add, .ffn = op_ffn, .moe = op_moe,
     .logits = op_logits, .set_observer = cpu_set_observer, .copy_block = NULL,
     .recurrent = th_dn_recurrent, .att_gate = th_dn_att_gate, .shexp_gated = th_dn_shexp_gated,
+    .get_x = op_get_x, .put_x = op_put_x, .ffn_sub = op_ffn_sub,
 };

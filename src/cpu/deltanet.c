@@ -17,15 +17,21 @@
  *     out = decay·o/√Dk + n·(k·q)/√Dk
  *     S  = clamp(decay·S + k ⊗ n, ±1e6)
  *   ATT[t][h] = rmsnorm(out)·ssm_norm · silu(z[h])
- * The recurrence runs token by token (the decode form) for prefill too: the
- * chunked form is not written yet (docs/hybrid.md). One head's step is the kernel
- * table's dn_step (cpu/ops.c reference, an AVX2 form). Heads are split over the
+ * Decode (and a snapshotted position) runs the recurrence token by token, the
+ * kernel table's dn_step; a run of at least dn_chunk_min tokens of one sequence
+ * goes through the chunked form in chunks of TH_DN_CHUNK (dn_chunk, cpu/dn_chunk.h:
+ * the same rule as matrix products) at the levels where that is faster (generic;
+ * at AVX2 the step's matrix-vector products win, so the kernel table says never). Heads are split over the
  * thread pool; each head walks the batch in order, so a ragged batch of several
  * sequences works as long as each sequence's tokens come in position order. */
 #include "context.h"
 #include "cpu/forward.h"
+#include "cpu/dn_chunk.h"
 #include <math.h>
 #include <stdlib.h>
+
+/* Batches shorter than this never take the chunked form (no scratch for it). */
+enum { DN_CHUNK_MIN = 8 };
 
 typedef struct dn_dims { int64_t dk, nk, nv, kd, vd, cd, C, ratio; } dn_dims;
 
@@ -56,12 +62,16 @@ th_status th_dn_alloc(th_cpu *c) {
         if (!(c->dn_u = malloc(B * (size_t)d.cd * sizeof(float)))) ok = false;
         if (!(c->dn_z = malloc(B * (size_t)d.vd * sizeof(float)))) ok = false;
         if (!(c->dn_ba = malloc(B * 4 * (size_t)d.nv * sizeof(float)))) ok = false;
+        /* the chunked form's scratch, one per pool thread (none for batches of one) */
+        c->dn_work_n = (size_t)th_dn_chunk_work((int32_t)d.dk, TH_DN_CHUNK);
+        if (B >= DN_CHUNK_MIN && !(c->dn_work = malloc((size_t)th_pool_size(c->pool) * c->dn_work_n * sizeof(float))))
+            ok = false;
     }
     return ok ? TH_OK : th_set_error(TH_ERR_NOMEM, "out of memory for the DeltaNet scratch (batch %zu)", B);
 }
 
 void th_dn_free(th_cpu *c) {
-    free(c->dn_shx); free(c->qgate); free(c->dn_slot); free(c->dn_in); free(c->dn_u); free(c->dn_z); free(c->dn_ba);
+    free(c->dn_shx); free(c->qgate); free(c->dn_slot); free(c->dn_in); free(c->dn_u); free(c->dn_z); free(c->dn_ba); free(c->dn_work);
 }
 
 static float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
@@ -139,34 +149,58 @@ static void dn_conv_gates(th_context *ctx, th_cpu *c, const th_step *st, const t
         for (int64_t h = 0; h < nv; h++) {
             b[(size_t)t * nv + h] = sigmoidf(b[(size_t)t * nv + h]);
             float g = softplusf(a[(size_t)t * nv + h] + dt[h]) * A[h];
-            a[(size_t)t * nv + h] = expf(fminf(g, 50.0f));
+            a[(size_t)t * nv + h] = fminf(g, 50.0f);   /* the log of the decay */
         }
     }
 }
 
 typedef struct { th_context *ctx; th_cpu *c; const th_step *st; const th_layer *L; dn_dims d; int32_t r; } dn_task;
 
-/* The delta rule for the heads of this thread, every token in batch order. */
+/* Tokens t0.. of one run (same sequence, batch order) that the chunked form may take:
+ * up to the first one whose state is snapshotted (the chunk form keeps only the last). */
+static int32_t dn_chunkable(const dn_task *k, int32_t t0, int32_t t1) {
+    int32_t t = t0;
+    while (t < t1 && !want_snap(k->ctx, k->st->seq[t], k->st->pos[t])) t++;
+    return t - t0;
+}
+
+/* The delta rule for the heads of this thread, every token in batch order: each run of
+ * one sequence's tokens in chunks of TH_DN_CHUNK (dn_chunk) where it is long enough,
+ * the rest (decode, snapshotted positions) token by token (dn_step). */
 static void dn_rule_worker(void *arg, int ith, int nth) {
     dn_task *k = arg;
     th_cpu *c = k->c;
     const dn_dims *d = &k->d;
     th_rstate *rs = &k->ctx->rs;
-    int64_t dk = d->dk;
+    int64_t dk = d->dk, nv = d->nv;
     float scale = 1.0f / sqrtf((float)dk);
-    const float *beta = c->dn_ba, *decay = c->dn_ba + (size_t)k->st->n * d->nv;
-    for (int64_t h = d->nv * ith / nth; h < d->nv * (ith + 1) / nth; h++) {
+    const float *beta = c->dn_ba, *lg = c->dn_ba + (size_t)k->st->n * nv;
+    float *work = c->dn_work + (size_t)ith * (size_t)c->dn_work_n;
+    for (int64_t h = nv * ith / nth; h < nv * (ith + 1) / nth; h++) {
         int64_t kh = c->model->hp.ssm_repeat == 0 ? h / d->ratio : h % d->nk;
-        for (int32_t t = 0; t < k->st->n; t++) {
-            int32_t seq = k->st->seq[t];
+        for (int32_t t = 0; t < k->st->n;) {
+            int32_t seq = k->st->seq[t], e = t + 1;
+            while (e < k->st->n && k->st->seq[e] == seq) e++;
             float *S = th_rs_ssm(rs, seq, k->r) + h * dk * dk;
-            const float *u = c->dn_u + (int64_t)t * d->cd;
-            const float *q = u + kh * dk, *kk = u + d->kd + kh * dk, *v = u + 2 * d->kd + h * dk;
-            float *out = c->att + (int64_t)t * c->att_w + h * dk;
-            c->k->dn_step((int32_t)dk, S, q, kk, v, beta[(size_t)t * d->nv + h], decay[(size_t)t * d->nv + h], scale, out);
-            if (want_snap(k->ctx, seq, k->st->pos[t]))
-                memcpy(th_rs_snap_conv(rs, seq, k->st->pos[t] + 1, k->r) + rs->conv_n + h * dk * dk, S,
-                       (size_t)(dk * dk) * sizeof(float));
+            int32_t cmin = c->k->dn_chunk_min, nc = c->dn_work && cmin > 0 ? dn_chunkable(k, t, e) : 0;
+            for (; nc >= TH_MAX(cmin, DN_CHUNK_MIN); ) {
+                int32_t L = TH_MIN(nc, (int32_t)TH_DN_CHUNK);
+                const float *u = c->dn_u + (int64_t)t * d->cd;
+                c->k->dn_chunk((int32_t)dk, L, S, u + kh * dk, u + d->kd + kh * dk, u + 2 * d->kd + h * dk, d->cd,
+                               beta + (size_t)t * nv + h, lg + (size_t)t * nv + h, nv, scale,
+                               c->att + (int64_t)t * c->att_w + h * dk, c->att_w, work);
+                t += L;
+                nc -= L;
+            }
+            for (; t < e; t++) {
+                const float *u = c->dn_u + (int64_t)t * d->cd;
+                const float *q = u + kh * dk, *kk = u + d->kd + kh * dk, *v = u + 2 * d->kd + h * dk;
+                float *out = c->att + (int64_t)t * c->att_w + h * dk;
+                c->k->dn_step((int32_t)dk, S, q, kk, v, beta[(size_t)t * nv + h], expf(lg[(size_t)t * nv + h]), scale, out);
+                if (want_snap(k->ctx, seq, k->st->pos[t]))
+                    memcpy(th_rs_snap_conv(rs, seq, k->st->pos[t] + 1, k->r) + rs->conv_n + h * dk * dk, S,
+                           (size_t)(dk * dk) * sizeof(float));
+            }
         }
     }
 }

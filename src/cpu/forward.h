@@ -47,6 +47,8 @@ typedef struct th_cpu {
     int32_t *dn_slot;                       /* [n_layer] recurrent-state slot of each layer, -1 none */
     float *dn_in, *dn_u, *dn_z, *dn_ba;     /* fused projections, conv input/output, z, beta|decay */
     int64_t dn_in_w;
+    float *dn_work;                         /* the chunked delta rule's scratch: pool threads × dn_work_n */
+    size_t dn_work_n;
 } th_cpu;
 
 /* ---- matmul.c ---- */

@@ -53,6 +53,8 @@ void th_kernels_fill_generic(th_kernels *k) {
     k->attn_chunk = th_attn_chunk_generic;
     k->swiglu = th_op_swiglu;
     k->dn_step = th_op_dn_step;
+    k->dn_chunk = th_op_dn_chunk;
+    k->dn_chunk_min = 8;
 }
 
 /* ---------------------------------------------------------------- detection */

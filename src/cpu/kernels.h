@@ -36,6 +36,13 @@ enum { TH_ATTN_TK = 64 };
 typedef void (*th_glu_fn)(float *a, const float *gate, const float *up, int64_t n);
 typedef void (*th_dn_step_fn)(int32_t dk, float *S, const float *q, const float *k, const float *v, float beta,
                               float decay, float scale, float *out);
+/* The delta rule over a chunk of L <= TH_DN_CHUNK tokens of one head (cpu/dn_chunk.h):
+ * q, k, v rows at a stride of xs, beta and log-decay at gs, out rows at os; work holds
+ * th_dn_chunk_work(dk, L) floats. Equal to L dn_steps (exp(lg) the decay) within float
+ * rounding while the state stays inside the ±1e6 clamp. */
+typedef void (*th_dn_chunk_fn)(int32_t dk, int32_t L, float *S, const float *q, const float *k, const float *v,
+                               int64_t xs, const float *beta, const float *lg, int64_t gs, float scale, float *out,
+                               int64_t os, float *work);
 typedef struct th_attn_chunk {
     int32_t m, d, dv, dv_stride;
     const float *q, *kt, *v;
@@ -62,6 +69,10 @@ typedef struct th_kernels {
     th_attn_chunk_fn attn_chunk;             /* prefill and decode attention (attention.c drives it) */
     th_glu_fn swiglu;                        /* the FFN activation of most models */
     th_dn_step_fn dn_step;                   /* one head's gated delta-rule step (th_op_dn_step) */
+    th_dn_chunk_fn dn_chunk;                 /* the same over a chunk of tokens (th_op_dn_chunk), prefill */
+    int32_t dn_chunk_min;                    /* prefill runs of at least this many tokens of one sequence use
+                                              * dn_chunk; 0: never (at this level the step is faster:
+                                              * bench/bench_dn_chunk, docs/hybrid.md) */
 } th_kernels;
 
 /* The process-wide table (built once, thread-safe). */

@@ -1,5 +1,6 @@
 /* ops.c — plain-C element-wise and row ops (see ops.h). */
 #include "cpu/ops.h"
+#include "cpu/dn_chunk.h"
 #include <math.h>
 
 void th_op_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps) {
@@ -172,4 +173,10 @@ void th_op_dn_step(int32_t dk, float *S, const float *q, const float *k, const f
             Si[j] = x < -1e6f ? -1e6f : x > 1e6f ? 1e6f : x;
         }
     }
+}
+
+/* The chunked delta rule (cpu/dn_chunk.h), compiled at this file's level. */
+void th_op_dn_chunk(int32_t dk, int32_t L, float *S, const float *q, const float *k, const float *v, int64_t xs,
+                    const float *beta, const float *lg, int64_t gs, float scale, float *out, int64_t os, float *work) {
+    th_dn_chunk_body(dk, L, S, q, k, v, xs, beta, lg, gs, scale, out, os, work);
 }

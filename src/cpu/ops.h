@@ -46,6 +46,9 @@ void th_op_softmax_sink(float *x, int64_t n, float sink);
  * S = clamp(decay·S + k ⊗ n, ±1e6) — ik_llama.cpp's fused delta-net order. */
 void th_op_dn_step(int32_t dk, float *S, const float *q, const float *k, const float *v, float beta, float decay,
                    float scale, float *out);
+/* The same rule over a chunk of tokens (cpu/dn_chunk.h; the kernel table's dn_chunk). */
+void th_op_dn_chunk(int32_t dk, int32_t L, float *S, const float *q, const float *k, const float *v, int64_t xs,
+                    const float *beta, const float *lg, int64_t gs, float scale, float *out, int64_t os, float *work);
 /* a = act(gate) * up */
 void th_op_swiglu(float *a, const float *gate, const float *up, int64_t n);
 void th_op_geglu(float *a, const float *gate, const float *up, int64_t n);

@@ -175,6 +175,7 @@ static th_status shapes(th_gpu *g) {
     g->V = hp->n_vocab;
     for (int i = 0; i < hp->n_layer; i++) {
         const th_layer *L = &m->layers[i];
+        if (g->c->layer_on && !g->c->layer_on[i]) continue;   /* another backend's layer (place.c) */
         int64_t qkv = L->wqkv.data ? L->wqkv.ne1 : L->wq.ne1 + L->wk.ne1 + L->wv.ne1;
         if (!L->wkv_a_mqa.data && qkv != g->qkv_w)
             return th_set_error(TH_ERR_FORMAT, "layer %d: Q/K/V weights give %lld outputs, expected %lld", i,
@@ -209,7 +210,7 @@ static th_status gpu_init(th_context *c) {
     cublasHandle_t h;
     if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) return th_set_error(TH_ERR_INTERNAL, "cuBLAS could not be initialised");
     g->cublas = h;
-    if ((s = th_cu_weights_upload(c->model, false)) || (s = shapes(g))) return s;
+    if ((s = th_cu_weights_upload_layers(c->model, false, c->layer_on)) || (s = shapes(g))) return s;
     g->rope_freqs = vec(th_model_rope_factors(c->model, c->p.n_ctx));
     g->n_batch = c->p.n_batch;
     g->tune.gemm_min = TH_MAX(1, g->tune.gemm_min);
@@ -217,12 +218,19 @@ static th_status gpu_init(th_context *c) {
     th_cu_set_pdl(g->tune.pdl);
     g->graph_max = TH_MIN(TH_MIN(g->tune.gemm_min - 1, (int)g->n_batch), 64);
     if (g->graph_max < 1) g->tune.graphs = false;
+    if (c->layer_on) g->tune.graphs = false;   /* a mixed placement interleaves the CPU's ops */
     g->block = c->kv.block;
     g->n_blocks = (int32_t)c->kv.n_blocks;
     g->n_seq = (int32_t)c->p.n_seq_max;
     g->invariant = c->p.batch_invariant;
     g->kv_f16 = c->kv.f16;
-    g->block_bytes = (size_t)hp->n_layer * (size_t)g->block * (size_t)(g->k_w + g->v_w) * (g->kv_f16 ? 2 : 4);
+    int32_t n_kv = hp->n_layer;
+    if (c->layer_on) {   /* a mixed placement: KV room only for this backend's layers (place.c) */
+        if (!(g->kv_slot = malloc((size_t)hp->n_layer * sizeof(int32_t)))) return th_set_error(TH_ERR_NOMEM, "out of memory");
+        n_kv = 0;
+        for (int32_t il = 0; il < hp->n_layer; il++) g->kv_slot[il] = c->layer_on[il] ? n_kv++ : -1;
+    }
+    g->block_bytes = (size_t)n_kv * (size_t)g->block * (size_t)(g->k_w + g->v_w) * (g->kv_f16 ? 2 : 4);
     g->meta_count = 4 * (size_t)g->n_batch + (size_t)g->n_seq * g->n_blocks;
     g->q8_of = -1;
     if ((s = th_cu_alloc(&g->mem, &g->kv_pool, g->block_bytes * g->n_blocks, "the KV cache")) || (s = alloc_scratch(g)))
@@ -242,6 +250,7 @@ static void gpu_free(th_context *c) {
     if (g->h_argmax) cudaFreeHost(g->h_argmax);
     if (g->h_moe) cudaFreeHost(g->h_moe);
     if (g->cublas) cublasDestroy((cublasHandle_t)g->cublas);
+    free(g->kv_slot);
     if (g->st) cudaStreamDestroy(g->st);
     cudaGetLastError();
     free(g);
@@ -420,7 +429,7 @@ static th_status op_rope_kv(th_context *c, const th_step *s, int32_t il) {
         th_cu_rmsnorm(g->qkv + g->q_w, g->qkv_w, NULL, r.k_norm, hp->norm_eps, n, g->k_w, g->qkv + g->q_w, g->qkv_w, NULL, g->st);
         r.q_norm = r.k_norm = NULL;
     }
-    th_cu_rope_store(g->qkv, g->qkv_w, n, g->f.pos, g->f.seq, &r, &g->f.kv, il, g->st);
+    th_cu_rope_store(g->qkv, g->qkv_w, n, g->f.pos, g->f.seq, &r, &g->f.kv, g->kv_slot ? g->kv_slot[il] : il, g->st);
     return TH_OK;
 }
 
@@ -432,7 +441,7 @@ static th_status op_attention(th_context *c, const th_step *s, int32_t il, const
     g->f.at.sinks = vec(&L->attn_sinks);
     bool q8 = next && next->dev && wants_q8(g, mat(next));
     wrote(g, TH_BUF_ATT);
-    th_cu_attention(g->qkv, g->qkv_w, n, g->f.pos, g->f.seq, &g->f.at, &g->f.kv, il, g->att, g->att_w,
+    th_cu_attention(g->qkv, g->qkv_w, n, g->f.pos, g->f.seq, &g->f.at, &g->f.kv, g->kv_slot ? g->kv_slot[il] : il, g->att, g->att_w,
                     q8 ? &g->q8 : NULL, g->st);
     if (q8 && g->m->hp.head_dim_v % 32) th_cu_quantize_q8(g->att, g->att_w, n, g->att_w, &g->q8, g->st);
     if (q8) g->q8_of = TH_BUF_ATT;
@@ -655,12 +664,28 @@ static th_status gpu_end(th_context *c, const th_step *s, th_status status) {
     return TH_OK;
 }
 
+/* The residual rows to / from the host (a mixed placement's hand-over, place.c). */
+static th_status op_get_x(th_context *c, const th_step *s, float *host) {
+    th_gpu *g = gpu(c);
+    cudaError_t e = cudaMemcpyAsync(host, g->x, (size_t)s->n * g->E * 4, cudaMemcpyDeviceToHost, g->st);
+    if (!e) e = cudaStreamSynchronize(g->st);
+    return e ? th_cu_fail(e, "hidden state download") : TH_OK;
+}
+
+static th_status op_put_x(th_context *c, const th_step *s, const float *host) {
+    th_gpu *g = gpu(c);
+    wrote(g, TH_BUF_X);
+    cudaError_t e = cudaMemcpyAsync(g->x, host, (size_t)s->n * g->E * 4, cudaMemcpyHostToDevice, g->st);
+    return e ? th_cu_fail(e, "hidden state upload") : TH_OK;
+}
+
 static const th_backend cuda_backend = {
     .name = "cuda", .kv_on_host = false, .device_argmax = true,
     .probe = gpu_probe, .init = gpu_init, .free = gpu_free, .begin = gpu_begin, .end = gpu_end,
     .embed = op_embed, .norm = op_norm, .qkv = op_qkv, .mla_qkv = op_mla_qkv, .rope_kv = op_rope_kv,
     .attention = op_attention, .matmul = op_matmul, .add = op_add, .ffn = op_ffn, .moe = op_moe,
     .logits = op_logits, .copy_block = gpu_copy_block,
+    .get_x = op_get_x, .put_x = op_put_x,
 };
 
 const th_backend *th_backend_cuda(void) { return &cuda_backend; }

@@ -64,6 +64,8 @@ typedef struct th_cu_store {
     bool verbose;
     size_t total, done;
     int pct;
+    bool *layer_done;           /* [n_layer] the layers uploaded (a mixed placement uploads only its own) */
+    bool embd_done, head_done;  /* the token embedding, the output head */
 } th_cu_store;
 
 static inline const th_cu_weight *th_cu_w(const th_weight *w) { return (const th_cu_weight *)w->dev; }
@@ -100,6 +102,8 @@ struct th_gpu {
     /* KV cache */
     void *kv_pool;
     size_t block_bytes;
+    int32_t *kv_slot;           /* mixed placement: [n_layer] model layer → its KV layer in the pool, -1
+                                 * for another backend's layer (host, owned); NULL: every layer, in order */
     int32_t block, n_blocks, n_seq;
     bool kv_f16;
     /* scratch (device) */
@@ -159,6 +163,10 @@ th_status th_cu_mm(th_gpu *g, bool gemm, const th_cu_mat *w, const float *x, int
 /* gpu_upload.c: the model's device weights, uploaded by the first GPU context
  * (under the model's lock) and freed with the model. */
 th_status th_cu_weights_upload(th_model *m, bool verbose);
+/* The same for the layers with layers[il] set (NULL: all), the embedding when layer 0
+ * is one of them, the head when the last is (place.c's GPU half); a later call uploads
+ * what an earlier one left out. */
+th_status th_cu_weights_upload_layers(th_model *m, bool verbose, const bool *layers);
 /* gpu_moe.c: scratch for the MoE layers (nothing when there are none); the
  * routed-expert part of layer il's MoE FFN: out[t] (n rows of E, stride E) = the
  * weighted sum of the selected experts applied to h[t] (stride E). gemm: the

@@ -381,6 +381,7 @@ static void store_release(th_cu_store *S) {
     free(S->parts);
     if (prev >= 0 && prev != S->device) cudaSetDevice(prev);
     free(S->recs);
+    free(S->layer_done);
     free(S);
 }
 
@@ -408,27 +409,51 @@ static void store_free(th_model *m) {
     m->dev_refresh = NULL;
 }
 
-static th_status upload_all(th_cu_store *S, th_model *m) {
+/* What of m the store still lacks for layers (NULL: all): the embedding if layer 0 is
+ * one of them, the head if the last is, then the layers. The first call sizes the
+ * records for the whole model. */
+static th_status upload_all(th_cu_store *S, th_model *m, const bool *layers) {
     th_weight *top[] = { &m->tok_embd, &m->output_norm, &m->output, &m->rope_freqs, &m->rope_long, &m->rope_short };
-    size_t n = sizeof top / sizeof top[0];
-    for (size_t k = 0; k < n; k++) S->total += wbytes(top[k]);
-    if (m->output.data == m->tok_embd.data) S->total -= wbytes(&m->output);
-    for (int32_t il = 0; il < m->hp.n_layer; il++) {
+    int32_t nl = m->hp.n_layer;
+    bool first = !S->recs, tied = m->output.data == m->tok_embd.data;
+    bool embd = !layers || layers[0], head = !layers || layers[nl - 1];
+    if (first) {
+        size_t n = sizeof top / sizeof top[0];
+        for (int32_t il = 0; il < nl; il++) {
+            th_layer *L = &m->layers[il];
+            th_weight *all[] = LAYER_WEIGHTS(L);
+            n += sizeof all / sizeof all[0];
+        }
+        if (!(S->recs = calloc(n, sizeof *S->recs)) || !(S->layer_done = calloc((size_t)nl, sizeof(bool))))
+            return th_set_error(TH_ERR_NOMEM, "out of memory");
+        for (size_t k = 1; k < sizeof top / sizeof top[0]; k++) S->total += k == 2 ? 0 : wbytes(top[k]);
+    }
+    if ((embd || (tied && head)) && !m->tok_embd.dev) S->total += wbytes(&m->tok_embd);
+    if (head && !S->head_done && !tied) S->total += wbytes(&m->output);
+    for (int32_t il = 0; il < nl; il++) {
+        if ((layers && !layers[il]) || S->layer_done[il]) continue;
         th_layer *L = &m->layers[il];
         th_weight *all[] = LAYER_WEIGHTS(L);
-        n += sizeof all / sizeof all[0];
         for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) S->total += wbytes(all[k]);
     }
-    if (!(S->recs = calloc(n, sizeof *S->recs))) return th_set_error(TH_ERR_NOMEM, "out of memory");
     th_status s;
-    if ((s = upload_mat(S, &m->tok_embd))) return s;
-    if (m->output.data == m->tok_embd.data) m->output.dev = m->tok_embd.dev;   /* tied: the same copy */
-    else if ((s = upload_mat(S, &m->output))) return s;
-    for (size_t k = 3; k < sizeof top / sizeof top[0]; k++)
-        if ((s = upload_vec(S, top[k]))) return s;
-    if ((s = upload_vec(S, &m->output_norm))) return s;
-    for (int32_t il = 0; il < m->hp.n_layer; il++)
+    if ((embd || (tied && head)) && !m->tok_embd.dev && (s = upload_mat(S, &m->tok_embd))) return s;
+    S->embd_done |= embd;
+    if (head && !S->head_done) {
+        if (tied) m->output.dev = m->tok_embd.dev;   /* tied: the same copy */
+        else if ((s = upload_mat(S, &m->output))) return s;
+        S->head_done = true;
+    }
+    if (first) {
+        for (size_t k = 3; k < sizeof top / sizeof top[0]; k++)
+            if ((s = upload_vec(S, top[k]))) return s;
+        if ((s = upload_vec(S, &m->output_norm))) return s;
+    }
+    for (int32_t il = 0; il < nl; il++) {
+        if ((layers && !layers[il]) || S->layer_done[il]) continue;
         if ((s = upload_layer(S, m, il))) return s;
+        S->layer_done[il] = true;
+    }
     if (S->verbose && S->pct != 100) fputc('\n', stderr);
     return TH_OK;
 }
@@ -469,7 +494,7 @@ static th_status weights_refresh(th_model *m) {
         for (size_t k = 0; k < n; k++) { keep[k] = w[k]->dev; w[k]->dev = NULL; }
         if (cudaGetDevice(&prev) == cudaSuccess && prev != old->device) cudaSetDevice(old->device);
         cudaError_t e = cudaDeviceSynchronize();   /* nothing in flight reads the old copies when they go */
-        s = e ? th_cu_fail(e, "GPU weight refresh") : upload_all(S, m);
+        s = e ? th_cu_fail(e, "GPU weight refresh") : upload_all(S, m, old->layer_done);
         if (s) {
             for (size_t k = 0; k < n; k++) w[k]->dev = keep[k];
         } else {
@@ -486,7 +511,7 @@ static th_status weights_refresh(th_model *m) {
     return s;
 }
 
-th_status th_cu_weights_upload(th_model *m, bool verbose) {
+th_status th_cu_weights_upload_layers(th_model *m, bool verbose, const bool *layers) {
     pthread_mutex_lock(&upload_lock);
     th_status s = TH_OK;
     if (!m->dev_store) {
@@ -498,9 +523,13 @@ th_status th_cu_weights_upload(th_model *m, bool verbose) {
             m->dev_store = S;
             m->dev_free = store_free;
             m->dev_refresh = weights_refresh;
-            if ((s = upload_all(S, m))) store_free(m);   /* nothing half-uploaded stays */
+            if ((s = upload_all(S, m, layers))) store_free(m);   /* nothing half-uploaded stays */
         }
+    } else {   /* an earlier (mixed) placement may have left layers out */
+        s = upload_all(m->dev_store, m, layers);
     }
     pthread_mutex_unlock(&upload_lock);
     return s;
 }
+
+th_status th_cu_weights_upload(th_model *m, bool verbose) { return th_cu_weights_upload_layers(m, verbose, NULL); }

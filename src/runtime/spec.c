@@ -230,6 +230,9 @@ static th_status dm_open(rt_spec *sp, th_runtime *rt) {
     d->cap_hist = rp->slot_ctx + sp->p.draft_max + 1;
     th_context_params cp = rp->context;
     cp.gpu = rp->context.gpu && !sp->p.draft_cpu;
+    /* a layer-skip draft keeps the target's placement; another model's draft (its own
+     * layer count) follows `gpu` */
+    cp.gpu_layers = sp->p.draft_cpu || sp->p.kind == TH_SPEC_DRAFT ? NULL : rp->context.gpu_layers;
     cp.logits_argmax_only = false;
     cp.n_seq_max = (uint32_t)n + 1;   /* and the pad sequence (dm_decode) */
     cp.n_batch = (uint32_t)d->n_batch;

@@ -130,6 +130,10 @@ put("fuzz_toolcall", "tools", b'\x04[{"type": "function", "function": {"name": "
 os.makedirs(os.path.join(out, "fuzz_layers"), exist_ok=True)   # layer count byte (value + 1), then the list
 for name, b in [("half", b"\x1d0-14"), ("list", b"\x1d0-9,12,20-29"), ("one", b"\x033"), ("bad", b"\x1d5-2,x")]:
     put("fuzz_layers", name, b)
+os.makedirs(os.path.join(out, "fuzz_gpu_layers"), exist_ok=True)   # layer count byte (value + 1), then the spec
+for name, b in [("count", b"\x1712"), ("ranges", b"\x170-11:cpu,12-23:gpu"), ("one", b"\x033:gpu"),
+                ("twice", b"\x070:gpu,0:cpu"), ("bad", b"\x175-2:gpu,x")]:
+    put("fuzz_gpu_layers", name, b)
 PY
 python3 - "$OUT" "$here/../fixtures/hf" <<'PY'
 import json, os, struct, sys

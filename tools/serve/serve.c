@@ -22,6 +22,8 @@ static void usage(FILE *f) {
                "                         are fed in chunks so running streams keep going\n"
                "  -t, --threads N        threads (default: all cores)\n"
                "  --gpu                  run the model on the GPU (CUDA build)\n"
+               "  --gpu-layers SPEC      some layers on the GPU: N (the last N; -ngl N the same) or\n"
+               "                         ranges 0-11:cpu,12-23:gpu (docs/hybrid.md)\n"
                "  --queue N              requests that may wait for a slot (default 64); more get 503\n"
                "  --api-key KEY          require Authorization: Bearer KEY (all but /health)\n"
                "  --api-key-file FILE    the same, the key read from FILE's first line\n"

@@ -210,6 +210,7 @@ th_status sched_start(th_model *m, const srv_config *cfg, srv_sched **out) {
     rp.context.kv_block = blk;
     rp.context.n_threads = cfg->threads;
     rp.context.gpu = cfg->gpu;
+    rp.context.gpu_layers = cli_gpu_layers();
     rp.n_slots = cfg->parallel;
     rp.slot_ctx = slot_ctx;
     rp.n_batch = cfg->batch > cfg->parallel + 1 ? cfg->batch : cfg->parallel + 2;

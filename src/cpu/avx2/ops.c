@@ -5,6 +5,40 @@
 #include "cpu/avx2/util.h"
 #include "cpu/ops.h"
 
+/* The chunked delta rule's products (dn_chunk.h's dnc_gemm): 4 × 16 tiles of C in
+ * eight registers, a broadcast of A and two loads of B per step of kk. */
+static void avx2_dnc_gemm(int32_t m, int32_t n, int32_t kk, const float *A, int64_t lda, const float *B, int64_t ldb,
+                          float *C, int64_t ldc, int acc);
+#define DNC_GEMM avx2_dnc_gemm
+#include "cpu/dn_chunk.h"
+
+static void avx2_dnc_gemm(int32_t m, int32_t n, int32_t kk, const float *A, int64_t lda, const float *B, int64_t ldb,
+                          float *C, int64_t ldc, int acc) {
+    int32_t m4 = m & ~3, n16 = n & ~15;
+    for (int32_t i = 0; i < m4; i += 4)
+        for (int32_t j = 0; j < n16; j += 16) {
+            __m256 c[4][2];
+            for (int r = 0; r < 4; r++)
+                for (int h = 0; h < 2; h++)
+                    c[r][h] = acc ? _mm256_loadu_ps(C + (i + r) * ldc + j + 8 * h) : _mm256_setzero_ps();
+            const float *a = A + i * lda;
+            for (int32_t p = 0; p < kk; p++) {
+                __m256 b0 = _mm256_loadu_ps(B + p * ldb + j), b1 = _mm256_loadu_ps(B + p * ldb + j + 8);
+                for (int r = 0; r < 4; r++) {
+                    __m256 x = _mm256_broadcast_ss(a + r * lda + p);
+                    c[r][0] = _mm256_fmadd_ps(x, b0, c[r][0]);
+                    c[r][1] = _mm256_fmadd_ps(x, b1, c[r][1]);
+                }
+            }
+            for (int r = 0; r < 4; r++)
+                for (int h = 0; h < 2; h++) _mm256_storeu_ps(C + (i + r) * ldc + j + 8 * h, c[r][h]);
+        }
+    if (m4 < m || n16 < n) {   /* the edges through the plain form */
+        if (n16 < n) dnc_gemm(m4, n - n16, kk, A, lda, B + n16, ldb, C + n16, ldc, acc);
+        if (m4 < m) dnc_gemm(m - m4, n, kk, A + m4 * lda, lda, B, ldb, C + m4 * ldc, ldc, acc);
+    }
+}
+
 void th_avx2_swiglu(float *a, const float *gate, const float *up, int64_t n) {
     const __m256 one = _mm256_set1_ps(1.0f), zero = _mm256_setzero_ps();
     int64_t i = 0;
@@ -49,4 +83,10 @@ void th_avx2_dn_step(int32_t dk, float *S, const float *q, const float *k, const
             Si[j] = x < -1e6f ? -1e6f : x > 1e6f ? 1e6f : x;
         }
     }
+}
+
+/* The chunked delta rule (cpu/dn_chunk.h), compiled at this file's level. */
+void th_avx2_dn_chunk(int32_t dk, int32_t L, float *S, const float *q, const float *k, const float *v, int64_t xs,
+                      const float *beta, const float *lg, int64_t gs, float scale, float *out, int64_t os, float *work) {
+    th_dn_chunk_body(dk, L, S, q, k, v, xs, beta, lg, gs, scale, out, os, work);
 }

@@ -243,6 +243,8 @@ th_gemm_kernel th_avx2_packed_q6_K;
 void th_avx2_swiglu(float *a, const float *gate, const float *up, int64_t n);
 void th_avx2_dn_step(int32_t dk, float *S, const float *q, const float *k, const float *v, float beta, float decay,
                      float scale, float *out);
+void th_avx2_dn_chunk(int32_t dk, int32_t L, float *S, const float *q, const float *k, const float *v, int64_t xs,
+                      const float *beta, const float *lg, int64_t gs, float scale, float *out, int64_t os, float *work);
 
 /* attn.c: attention's chunk kernel; F16 rows to f32 (F16C). */
 void th_avx2_attn_chunk(const th_attn_chunk *a);
