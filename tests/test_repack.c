@@ -137,6 +137,21 @@ static void test_packed_gemm_equals_reference(void) {
     if (!tested) SKIP("no level of this CPU packs a type");
 }
 
+/* The avx512 level's two BF16 kernels (vdpbf16ps where the CPU has AVX512-BF16, and the
+ * FMA one), whichever the vendor rule picks by default: TH_BF16_DOT forces each. */
+static void test_bf16_both_kernels(void) {
+    static th_kernels gen, k;
+    th_kernels_fill(&gen, TH_LEVEL_GENERIC);
+    if (!th_kernels_fill(&k, TH_LEVEL_AVX512)) { SKIP("no avx512 level"); return; }
+    const char *modes[] = { "dp", "fma" };
+    for (int i = 0; i < 2; i++) {
+        setenv("TH_BF16_DOT", modes[i], 1);
+        th_kernels_fill(&k, TH_LEVEL_AVX512);
+        check_float(&gen, &k, TH_BF16);
+    }
+    unsetenv("TH_BF16_DOT");
+}
+
 /* Packing rule: only whole groups of 8 rows, only types with a packed kernel. */
 static void test_repack_supported(void) {
     const th_kernels *k = th_cpu_kernels();
@@ -184,5 +199,6 @@ int main(void) {
     RUN(test_repack_supported);
     RUN(test_q4_0_layout);
     RUN(test_packed_gemm_equals_reference);
+    RUN(test_bf16_both_kernels);
     return CHECK_DONE();
 }

@@ -27,6 +27,7 @@
  * converted to f32, 4 ymm accumulators, the weights prefetched TH_PREFETCH_AHEAD ahead. */
 #include "cpu/avx512/util.h"
 #include <stdlib.h>
+#include <string.h>
 
 enum { KC = 256, NR = 12, XC = 512, XC_STACK = 48, MR = 32, KD = 2048 };
 
@@ -173,6 +174,106 @@ AVX512_INLINE void fpack(const int bf, int64_t n, int64_t r0, int64_t r1, const 
                 for (int64_t j0 = 0; j0 < ncb; j0 += NR) {
                     const int nc = (int)TH_MIN(NR, ncb - j0);
                     micros[mv - 1][nc - 1](kc, pan, xb + j0 * KC, y + (c0 + j0) * ys + r, ys, m0, m1, k0 > 0);
+                }
+            }
+        }
+    }
+    if (xb != xb_stack) free(xb);
+}
+
+/* ---- BF16 with vdpbf16ps (th_avx512_fpack_bf16_dp) ---- */
+
+/* pan[p * 2 MR + 2 (8q + i) + e] = row 8q + i of the panel at element k0 + 2p + e (bf16
+ * pairs; a missing last element of an odd kc is 0), q < ng, zero rows for an odd ng. */
+AVX512_INLINE void pair_panel(const uint16_t *w, int64_t n, int ng, int pf_ng, int64_t k0, int64_t kc, uint16_t *pan) {
+    const int64_t np = (kc + 1) / 2;
+    for (int q = 0; q < ng; q++) {
+        const uint16_t *g = w + (size_t)q * 8 * (size_t)n + 8 * k0;
+        const uint16_t *pf = q < pf_ng ? g + (size_t)MR * (size_t)n : NULL;
+        for (int64_t p = 0; p < np; p++) {
+            if (pf && !(p & 1)) __builtin_prefetch(pf + 16 * p, 0, 2);
+            const __m128i a = _mm_loadu_si128((const __m128i *)(g + 16 * p));     /* k = 2p, rows 0..7 */
+            const __m128i b = 2 * p + 1 < kc ? _mm_loadu_si128((const __m128i *)(g + 16 * p + 8)) : _mm_setzero_si128();
+            _mm_store_si128((__m128i *)(pan + p * 2 * MR + 16 * q), _mm_unpacklo_epi16(a, b));
+            _mm_store_si128((__m128i *)(pan + p * 2 * MR + 16 * q + 8), _mm_unpackhi_epi16(a, b));
+        }
+    }
+    if (ng & 1)
+        for (int64_t p = 0; p < np; p++) _mm256_store_si256((__m256i *)(pan + p * 2 * MR + 16 * ng), _mm256_setzero_si256());
+}
+
+/* As micro, on bf16 pairs: xb[j * KC + 2p + e] the activations' bf16 (a zero after an odd
+ * kc), one vdpbf16ps per pair of k, 16 rows and activation row. */
+AVX512_INLINE void micro_dp(const int MV, const int NC, int64_t kc, const uint16_t *pan, const uint16_t *xb, float *y,
+                            int64_t ys, __mmask16 m0, __mmask16 m1, bool add) {
+    __m512 c0[NR], c1[NR];
+    _Pragma("GCC unroll 12") for (int j = 0; j < NC; j++) c0[j] = c1[j] = _mm512_setzero_ps();
+    const int64_t np = (kc + 1) / 2;
+    for (int64_t p = 0; p < np; p++) {
+        const __m512bh w0 = (__m512bh)_mm512_load_si512(pan + p * 2 * MR);
+        const __m512bh w1 = MV == 2 ? (__m512bh)_mm512_load_si512(pan + p * 2 * MR + 32) : w0;
+        _Pragma("GCC unroll 12") for (int j = 0; j < NC; j++) {
+            uint32_t pair;
+            memcpy(&pair, xb + j * KC + 2 * p, 4);
+            const __m512bh b = (__m512bh)_mm512_set1_epi32((int)pair);
+            c0[j] = _mm512_dpbf16_ps(c0[j], w0, b);
+            if (MV == 2) c1[j] = _mm512_dpbf16_ps(c1[j], w1, b);
+        }
+    }
+    _Pragma("GCC unroll 12") for (int j = 0; j < NC; j++) {
+        float *yp = y + j * ys;
+        if (add) c0[j] = _mm512_add_ps(c0[j], _mm512_maskz_loadu_ps(m0, yp));
+        _mm512_mask_storeu_ps(yp, m0, c0[j]);
+        if (MV == 2) {
+            if (add) c1[j] = _mm512_add_ps(c1[j], _mm512_maskz_loadu_ps(m1, yp + 16));
+            _mm512_mask_storeu_ps(yp + 16, m1, c1[j]);
+        }
+    }
+}
+
+typedef void (*micro_dp_fn)(int64_t kc, const uint16_t *pan, const uint16_t *xb, float *y, int64_t ys, __mmask16 m0,
+                            __mmask16 m1, bool add);
+#define MICRO_DP(MV, NC)                                                                                   \
+    static void micro_dp_##MV##_##NC(int64_t kc, const uint16_t *pan, const uint16_t *xb, float *y, int64_t ys, \
+                                     __mmask16 m0, __mmask16 m1, bool add) {                               \
+        micro_dp(MV, NC, kc, pan, xb, y, ys, m0, m1, add);                                                 \
+    }
+#define MICRO_DP_MV(MV) MICRO_DP(MV, 1) MICRO_DP(MV, 2) MICRO_DP(MV, 3) MICRO_DP(MV, 4) MICRO_DP(MV, 5) \
+    MICRO_DP(MV, 6) MICRO_DP(MV, 7) MICRO_DP(MV, 8) MICRO_DP(MV, 9) MICRO_DP(MV, 10) MICRO_DP(MV, 11) MICRO_DP(MV, 12)
+MICRO_DP_MV(1)
+MICRO_DP_MV(2)
+static const micro_dp_fn micros_dp[2][NR] = {
+    { micro_dp_1_1, micro_dp_1_2, micro_dp_1_3, micro_dp_1_4, micro_dp_1_5, micro_dp_1_6, micro_dp_1_7, micro_dp_1_8,
+      micro_dp_1_9, micro_dp_1_10, micro_dp_1_11, micro_dp_1_12 },
+    { micro_dp_2_1, micro_dp_2_2, micro_dp_2_3, micro_dp_2_4, micro_dp_2_5, micro_dp_2_6, micro_dp_2_7, micro_dp_2_8,
+      micro_dp_2_9, micro_dp_2_10, micro_dp_2_11, micro_dp_2_12 },
+};
+
+void th_avx512_fpack_bf16_dp(int64_t n, int64_t r0, int64_t r1, const void *w, size_t ws, int64_t nb, const void *x,
+                             size_t xs, float *y, int64_t ys) {
+    if (nb == 1) { matvec(1, n, r0, r1, w, ws, x, y); return; }
+    uint16_t pan[KC * MR] __attribute__((aligned(64)));
+    uint16_t xb_stack[XC_STACK * KC] __attribute__((aligned(64)));
+    int64_t xc = TH_MIN(nb, XC);
+    uint16_t *xb = xc > XC_STACK ? aligned_alloc(64, sizeof(uint16_t) * (size_t)(xc * KC)) : NULL;
+    if (!xb) { xb = xb_stack; xc = TH_MIN(xc, XC_STACK); }
+    for (int64_t c0 = 0; c0 < nb; c0 += xc) {
+        const int64_t ncb = TH_MIN(xc, nb - c0);
+        for (int64_t k0 = 0; k0 < n; k0 += KC) {
+            const int64_t kc = TH_MIN(KC, n - k0);
+            for (int64_t j = 0; j < ncb; j++) {
+                memcpy(xb + j * KC, (const uint16_t *)(const void *)((const char *)x + (size_t)(c0 + j) * xs) + k0, 2 * (size_t)kc);
+                if (kc & 1) xb[j * KC + kc] = 0;
+            }
+            for (int64_t r = r0; r < r1; r += MR) {
+                const int pr = (int)TH_MIN(MR, r1 - r);
+                const int mv = pr > 16 ? 2 : 1;
+                const __mmask16 m0 = mask16(pr), m1 = mask16(pr - 16 > 0 ? pr - 16 : 0);
+                const int pf_ng = (int)((TH_MIN(MR, TH_MAX(0, r1 - r - MR)) + 7) / 8);
+                pair_panel((const uint16_t *)(const void *)((const char *)w + (size_t)r * ws), n, (pr + 7) / 8, pf_ng, k0, kc, pan);
+                for (int64_t j0 = 0; j0 < ncb; j0 += NR) {
+                    const int nc = (int)TH_MIN(NR, ncb - j0);
+                    micros_dp[mv - 1][nc - 1](kc, pan, xb + j0 * KC, y + (c0 + j0) * ys + r, ys, m0, m1, k0 > 0);
                 }
             }
         }
