@@ -10,7 +10,9 @@
  * printing GFLOP/s (2 flops per multiply-add) and the share of the roof of the level's
  * instruction (FMA; BF16 at avx512: the faster of FMA and vdpbf16ps). Thread CPU
  * time (other processes on shared cores do not count). Not library code.
- * Usage: bench_float_gemm [seconds per measurement, default 0.3] */
+ * Usage: bench_float_gemm [seconds per measurement, default 0.3] [level: avx2|avx512]
+ * BENCH_UNPACKED=1: the level's gemm entry on the original row-major layout instead (the
+ * path of weights that are not repacked; F16/BF16 before the packed gemm), for A/B. */
 #include "cpu/kernels.h"
 #include "cpu/repack.h"
 #include <immintrin.h>
@@ -146,8 +148,10 @@ static double bench_gemm(const th_kernels *k, uint32_t type, int64_t rows, int64
     for (int64_t i = 0; i < rows * n; i++) w[i] = type == TH_F16 ? th_f32_to_f16(rndf()) : th_f32_to_bf16(rndf());
     for (int64_t i = 0; i < nb * n; i++) x[i] = type == TH_F16 ? th_f32_to_f16(rndf()) : th_f32_to_bf16(rndf());
     /* the packed layout where the level has a packed gemm (as the model load does) */
-    th_gemm_fn gemm = k->gemm_packed[type] ? k->gemm_packed[type] : k->gemm[type];
-    if (k->gemm_packed[type]) {
+    const char *up = getenv("BENCH_UNPACKED");
+    const bool packed = k->gemm_packed[type] && !(up && !strcmp(up, "1"));
+    th_gemm_fn gemm = packed ? k->gemm_packed[type] : k->gemm[type];
+    if (packed) {
         uint16_t *wp = malloc(ws * (size_t)rows);
         if (!wp) { free(w); free(x); free(y); return 0; }
         th_repack_rows(type, w, wp, rows, ws);
@@ -190,7 +194,7 @@ int main(int argc, char **argv) {
     printf("\n%-8s %-5s %-11s %5s %9s %7s\n", "level", "type", "rows x n", "N", "GFLOP/s", "% roof");
     for (int level = TH_LEVEL_AVX2; level <= TH_LEVEL_AVX512; level++) {
         th_kernels k;
-        if (!th_kernels_fill(&k, level)) continue;
+        if (!th_kernels_fill(&k, level) || (argc > 2 && strcmp(argv[2], k.level))) continue;
         for (int ti = 0; ti < 2; ti++) {
             const uint32_t type = ti ? TH_BF16 : TH_F16;
             /* the roof of the instruction the level's kernel is built on; BF16 at avx512:
