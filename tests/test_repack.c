@@ -11,6 +11,9 @@
 #include <stddef.h>
 #include "cpu/kernels.h"
 #include "cpu/repack.h"
+#if defined(__x86_64__)
+bool th_avx512_amx_bf16_usable(void);   /* avx512/gemm_amx.c */
+#endif
 
 static uint32_t rng = 12345;
 static float frand(void) { rng = rng * 1664525u + 1013904223u; return (float)(rng >> 8) / (float)(1 << 24) * 2.0f - 1.0f; }
@@ -150,6 +153,18 @@ static void test_bf16_both_kernels(void) {
         check_float(&gen, &k, TH_BF16);
     }
     unsetenv("TH_BF16_DOT");
+#if defined(__x86_64__)
+    /* AMX (TH_AMX=1, gemm_amx.c) where the CPU and OS offer it */
+    if (th_avx512_amx_bf16_usable()) {
+        setenv("TH_AMX", "1", 1);
+        th_kernels_fill(&k, TH_LEVEL_AVX512);
+        check_float(&gen, &k, TH_BF16);
+        unsetenv("TH_AMX");
+        printf("  avx512: BF16 with AMX checked\n");
+    } else {
+        printf("  (no AMX-BF16 here: the AMX kernel not run)\n");
+    }
+#endif
 }
 
 /* Packing rule: only whole groups of 8 rows, only types with a packed kernel. */
