@@ -104,6 +104,61 @@ AVX512_INLINE void micro(const int MV, const int NC, int64_t kc, const float *pa
     }
 }
 
+/* Small batches (nb <= NR: one microkernel per panel) would spend more time converting
+ * the panel than using it, so this form converts in the loop instead: per k, the 16 rows of
+ * two groups (2 x 16 bytes, one insert) through one vcvtph2ps (BF16: a widening shift).
+ * g[q]: group q's run at element k0 (the last valid group repeated for missing ones,
+ * their rows masked off at the store). */
+AVX512_INLINE __m512 cvt_pair(const int bf, const uint16_t *a, const uint16_t *b) {
+    const __m256i h = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)a)),
+                                              _mm_loadu_si128((const __m128i *)b), 1);
+    if (bf) return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    return _mm512_cvtph_ps(h);
+}
+AVX512_INLINE void micro_direct(const int bf, const int MV, const int NC, int64_t kc, const uint16_t *const g[4],
+                                const float *xb, float *y, int64_t ys, __mmask16 m0, __mmask16 m1, bool add) {
+    __m512 c0[NR], c1[NR];
+    _Pragma("GCC unroll 12") for (int j = 0; j < NC; j++) c0[j] = c1[j] = _mm512_setzero_ps();
+    const uint16_t *g0 = g[0], *g1 = g[1], *g2 = g[2], *g3 = g[3];
+    for (int64_t k = 0; k < kc; k++) {
+        const __m512 w0 = cvt_pair(bf, g0 + 8 * k, g1 + 8 * k);
+        const __m512 w1 = MV == 2 ? cvt_pair(bf, g2 + 8 * k, g3 + 8 * k) : w0;
+        _Pragma("GCC unroll 12") for (int j = 0; j < NC; j++) {
+            const __m512 b = _mm512_set1_ps(xb[j * KC + k]);
+            c0[j] = _mm512_fmadd_ps(w0, b, c0[j]);
+            if (MV == 2) c1[j] = _mm512_fmadd_ps(w1, b, c1[j]);
+        }
+    }
+    _Pragma("GCC unroll 12") for (int j = 0; j < NC; j++) {
+        float *yp = y + j * ys;
+        if (add) c0[j] = _mm512_add_ps(c0[j], _mm512_maskz_loadu_ps(m0, yp));
+        _mm512_mask_storeu_ps(yp, m0, c0[j]);
+        if (MV == 2) {
+            if (add) c1[j] = _mm512_add_ps(c1[j], _mm512_maskz_loadu_ps(m1, yp + 16));
+            _mm512_mask_storeu_ps(yp + 16, m1, c1[j]);
+        }
+    }
+}
+typedef void (*direct_fn)(int64_t kc, const uint16_t *const g[4], const float *xb, float *y, int64_t ys, __mmask16 m0,
+                          __mmask16 m1, bool add);
+#define DIRECT(BF, MV, NC)                                                                                     \
+    static void direct_##BF##_##MV##_##NC(int64_t kc, const uint16_t *const g[4], const float *xb, float *y,   \
+                                          int64_t ys, __mmask16 m0, __mmask16 m1, bool add) {                  \
+        micro_direct(BF, MV, NC, kc, g, xb, y, ys, m0, m1, add);                                               \
+    }
+#define DIRECT_MV(BF, MV) DIRECT(BF, MV, 1) DIRECT(BF, MV, 2) DIRECT(BF, MV, 3) DIRECT(BF, MV, 4) DIRECT(BF, MV, 5) \
+    DIRECT(BF, MV, 6) DIRECT(BF, MV, 7) DIRECT(BF, MV, 8) DIRECT(BF, MV, 9) DIRECT(BF, MV, 10) DIRECT(BF, MV, 11) \
+    DIRECT(BF, MV, 12)
+#define DIRECT_ROW(BF, MV) { direct_##BF##_##MV##_1, direct_##BF##_##MV##_2, direct_##BF##_##MV##_3, \
+    direct_##BF##_##MV##_4, direct_##BF##_##MV##_5, direct_##BF##_##MV##_6, direct_##BF##_##MV##_7, \
+    direct_##BF##_##MV##_8, direct_##BF##_##MV##_9, direct_##BF##_##MV##_10, direct_##BF##_##MV##_11, \
+    direct_##BF##_##MV##_12 }
+DIRECT_MV(0, 1)
+DIRECT_MV(0, 2)
+DIRECT_MV(1, 1)
+DIRECT_MV(1, 2)
+static const direct_fn directs[2][2][NR] = { { DIRECT_ROW(0, 1), DIRECT_ROW(0, 2) }, { DIRECT_ROW(1, 1), DIRECT_ROW(1, 2) } };
+
 typedef void (*micro_fn)(int64_t kc, const float *pan, const float *xb, float *y, int64_t ys, __mmask16 m0,
                          __mmask16 m1, bool add);
 #define MICRO(MV, NC)                                                                                   \
@@ -169,8 +224,15 @@ AVX512_INLINE void fpack(const int bf, int64_t n, int64_t r0, int64_t r1, const 
                 const int mv = pr > 16 ? 2 : 1;
                 const __mmask16 m0 = mask16(pr), m1 = mask16(pr - 16 > 0 ? pr - 16 : 0);
                 const int pf_ng = (int)((TH_MIN(MR, TH_MAX(0, r1 - r - MR)) + 7) / 8);   /* groups of the next panel */
-                convert_panel(bf, (const uint16_t *)(const void *)((const char *)w + (size_t)r * ws), n, (pr + 7) / 8, pf_ng,
-                              k0, kc, pan);
+                const uint16_t *wr = (const uint16_t *)(const void *)((const char *)w + (size_t)r * ws);
+                if (ncb <= NR) {                       /* one microkernel per panel: convert in its loop */
+                    const int ng = (pr + 7) / 8;
+                    const uint16_t *g[4];
+                    for (int q = 0; q < 4; q++) g[q] = wr + (size_t)TH_MIN(q, ng - 1) * 8 * (size_t)n + 8 * k0;
+                    directs[bf][mv - 1][ncb - 1](kc, g, xb, y + c0 * ys + r, ys, m0, m1, k0 > 0);
+                    continue;
+                }
+                convert_panel(bf, wr, n, (pr + 7) / 8, pf_ng, k0, kc, pan);
                 for (int64_t j0 = 0; j0 < ncb; j0 += NR) {
                     const int nc = (int)TH_MIN(NR, ncb - j0);
                     micros[mv - 1][nc - 1](kc, pan, xb + j0 * KC, y + (c0 + j0) * ys + r, ys, m0, m1, k0 > 0);
