@@ -70,6 +70,50 @@ static inline __attribute__((always_inline)) void micro(const int MV, const int 
     }
 }
 
+/* Small batches (nb <= 2 NR): the weights converted in the loop (one vcvtph2ps per group
+ * and k) instead of a panel pass, which would cost more than it saves. g0, g1: the two
+ * groups' runs at element k0 (g1 = g0 for a one-group panel, MV 1). */
+static inline __attribute__((always_inline)) void micro_direct(const int bf, const int MV, const int NC, int64_t kc,
+                                                               const uint16_t *g0, const uint16_t *g1, const float *xb,
+                                                               float *y, int64_t ys, bool add) {
+    __m256 c0[NR], c1[NR];
+    _Pragma("GCC unroll 6") for (int j = 0; j < NC; j++) c0[j] = c1[j] = _mm256_setzero_ps();
+    for (int64_t k = 0; k < kc; k++) {
+        const __m256 w0 = cvt8(bf, g0 + 8 * k);
+        const __m256 w1 = MV == 2 ? cvt8(bf, g1 + 8 * k) : w0;
+        _Pragma("GCC unroll 6") for (int j = 0; j < NC; j++) {
+            const __m256 b = _mm256_broadcast_ss(xb + j * KC + k);
+            c0[j] = _mm256_fmadd_ps(w0, b, c0[j]);
+            if (MV == 2) c1[j] = _mm256_fmadd_ps(w1, b, c1[j]);
+        }
+    }
+    _Pragma("GCC unroll 6") for (int j = 0; j < NC; j++) {
+        float *yp = y + j * ys;
+        if (add) c0[j] = _mm256_add_ps(c0[j], _mm256_loadu_ps(yp));
+        _mm256_storeu_ps(yp, c0[j]);
+        if (MV == 2) {
+            if (add) c1[j] = _mm256_add_ps(c1[j], _mm256_loadu_ps(yp + 8));
+            _mm256_storeu_ps(yp + 8, c1[j]);
+        }
+    }
+}
+typedef void (*direct_fn)(int64_t kc, const uint16_t *g0, const uint16_t *g1, const float *xb, float *y, int64_t ys,
+                          bool add);
+#define DIRECT(BF, MV, NC)                                                                                  \
+    static void direct_##BF##_##MV##_##NC(int64_t kc, const uint16_t *g0, const uint16_t *g1, const float *xb, \
+                                          float *y, int64_t ys, bool add) {                                 \
+        micro_direct(BF, MV, NC, kc, g0, g1, xb, y, ys, add);                                               \
+    }
+#define DIRECT_MV(BF, MV) DIRECT(BF, MV, 1) DIRECT(BF, MV, 2) DIRECT(BF, MV, 3) DIRECT(BF, MV, 4) DIRECT(BF, MV, 5) \
+    DIRECT(BF, MV, 6)
+#define DIRECT_ROW(BF, MV) { direct_##BF##_##MV##_1, direct_##BF##_##MV##_2, direct_##BF##_##MV##_3, \
+    direct_##BF##_##MV##_4, direct_##BF##_##MV##_5, direct_##BF##_##MV##_6 }
+DIRECT_MV(0, 1)
+DIRECT_MV(0, 2)
+DIRECT_MV(1, 1)
+DIRECT_MV(1, 2)
+static const direct_fn directs[2][2][NR] = { { DIRECT_ROW(0, 1), DIRECT_ROW(0, 2) }, { DIRECT_ROW(1, 1), DIRECT_ROW(1, 2) } };
+
 typedef void (*micro_fn)(int64_t kc, const float *pan, const float *xb, float *y, int64_t ys, bool add);
 #define MICRO(MV, NC)                                                                                       \
     static void micro_##MV##_##NC(int64_t kc, const float *pan, const float *xb, float *y, int64_t ys, bool add) { \
@@ -127,7 +171,15 @@ static inline __attribute__((always_inline)) void fpack(const int bf, int64_t n,
             for (int64_t r = r0; r < r1; r += MR) {
                 const int pr = (int)TH_MIN(MR, r1 - r), mv = pr > 8 ? 2 : 1;
                 const int pf_ng = (int)((TH_MIN(MR, TH_MAX(0, r1 - r - MR)) + 7) / 8);
-                convert_panel(bf, (const uint16_t *)(const void *)((const char *)w + (size_t)r * ws), n, mv, pf_ng, k0, kc, pan);
+                const uint16_t *wr = (const uint16_t *)(const void *)((const char *)w + (size_t)r * ws);
+                if (ncb <= 2 * NR) {                   /* see micro_direct */
+                    const uint16_t *g0 = wr + 8 * k0, *g1 = mv == 2 ? g0 + 8 * (size_t)n : g0;
+                    for (int64_t j0 = 0; j0 < ncb; j0 += NR)
+                        directs[bf][mv - 1][TH_MIN(NR, ncb - j0) - 1](kc, g0, g1, xb + j0 * KC, y + (c0 + j0) * ys + r, ys,
+                                                                     k0 > 0);
+                    continue;
+                }
+                convert_panel(bf, wr, n, mv, pf_ng, k0, kc, pan);
                 for (int64_t j0 = 0; j0 < ncb; j0 += NR) {
                     const int nc = (int)TH_MIN(NR, ncb - j0);
                     micros[mv - 1][nc - 1](kc, pan, xb + j0 * KC, y + (c0 + j0) * ys + r, ys, k0 > 0);
