@@ -3,7 +3,8 @@
  * (EDX bits 22 AMX-BF16, 24 AMX-TILE), XCR0 bits 17/18 (tile state enabled by the OS), and
  * the Linux permission for the tile data (arch_prctl ARCH_REQ_XCOMP_PERM, once per
  * process). Opt-in with TH_AMX=1 (avx512/kernels.c): it was written on a VM without AMX
- * and checked only on the GPU machine's host CPU (tests/test_repack.c runs it there).
+ * (indexing checked against a C emulation of the tile ops); tests/test_repack.c checks it
+ * against the reference where AMX is usable and TH_AMX=1 is set.
  *
  * Per call: the activation rows copied into a zero-padded bf16 block (width rounded up to
  * 32, rows to 32), and per panel of 32 weight rows the weights as bf16 pairs over the whole
@@ -81,12 +82,16 @@ __attribute__((target("amx-tile,amx-bf16"))) static void amx_block(const uint16_
     _tile_stored(3, cbuf + 768, 64);
 }
 
+/* ldtilecfg through our own asm with the whole 64-byte struct as its operand: GCC 12's
+ * _tile_loadconfig declares only 8 bytes read ("m" (*(const void **)p)), so the compiler
+ * dropped the stores of rows and colsb as dead (seen in the object code: a config of
+ * empty tiles, and the first run on an AMX host died in its first test). */
 __attribute__((target("amx-tile,amx-bf16"))) static void amx_config(void) {
     tile_cfg cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.palette = 1;
     for (int t = 0; t < 8; t++) { cfg.rows[t] = 16; cfg.colsb[t] = 64; }
-    _tile_loadconfig(&cfg);
+    __asm__ volatile("ldtilecfg %0" : : "m"(cfg));
 }
 __attribute__((target("amx-tile"))) static void amx_release(void) { _tile_release(); }
 
