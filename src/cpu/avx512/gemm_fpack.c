@@ -19,9 +19,9 @@
  * vdpbf16ps (AVX512-BF16: bf16 pairs multiplied exactly, added in f32) is a second BF16
  * kernel, th_avx512_fpack_bf16_dp: panels of bf16 pairs (pan[p][row][2], p = k / 2) and
  * the activations' bf16 pairs broadcast as 32-bit words, 32 multiply-adds per
- * instruction. avx512/kernels.c uses it only where it is the faster one (AMD cores:
- * one vdpbf16ps zmm per cycle against one FMA zmm; on the Intel Xeon of the development
- * VM vdpbf16ps ran at ~0.4 per cycle against 2 FMAs, so the FMA kernel wins there).
+ * instruction. avx512/kernels.c uses it on AMD cores (by the published instruction
+ * tables one vdpbf16ps zmm per FMA zmm on Zen 4; not measured here); on the Intel Xeon of
+ * the development VM vdpbf16ps ran at ~0.4 per cycle against 2 FMAs, so FMA wins there.
  *
  * Decode (nb == 1): each 8-row group's stream in k blocks of KD against the activation
  * converted to f32, 4 ymm accumulators, the weights prefetched TH_PREFETCH_AHEAD ahead. */

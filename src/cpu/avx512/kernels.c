@@ -38,11 +38,13 @@ static bool cpu_has_avx512_bf16(void) {
 }
 
 /* The packed BF16 gemm: vdpbf16ps (32 multiply-adds per instruction) or conversion to
- * f32 and FMA (16)? It depends on the core: on AMD's (Zen 4/5) vdpbf16ps zmm issues like
- * an FMA, so it does twice the work; on the development VM's Intel Xeon it ran at ~0.5
- * per cycle against 2 FMAs per cycle (bench/bench_float_gemm), so FMA does twice the
- * work. So vdpbf16ps on AMD CPUs with AVX512-BF16, FMA elsewhere; TH_BF16_DOT=dp or fma
- * forces one (the tests check both). */
+ * f32 and FMA (16)? It depends on the core: on the development VM's Intel Xeon (and the
+ * GPU machine's) vdpbf16ps ran at ~0.5 per cycle against 2 FMAs per cycle
+ * (bench/bench_float_gemm), so FMA does twice the work; on AMD's Zen 4 the published
+ * instruction tables give vdpbf16ps zmm the FMA's issue rate, i.e. twice the work (not
+ * measured here; Zen 5 neither: bench_float_gemm prints both roofs). So vdpbf16ps on AMD
+ * CPUs with AVX512-BF16, FMA elsewhere; TH_BF16_DOT=dp or fma forces one (the tests check
+ * both). */
 static bool bf16_dot_wins(void) {
     if (!cpu_has_avx512_bf16()) return false;
     const char *e = getenv("TH_BF16_DOT");
