@@ -78,6 +78,6 @@ void th_kernels_fill_avx512(th_kernels *k) {
     k->gemm_packed[TH_Q6_K] = th_avx512_packed_q6_K;
     k->gemm_packed[TH_F16] = th_avx512_fpack_f16;     /* gemm_fpack.c */
     k->gemm_packed[TH_BF16] = bf16_dot_wins() ? th_avx512_fpack_bf16_dp : th_avx512_fpack_bf16;
-    const char *amx = getenv("TH_AMX");                /* opt-in (gemm_amx.c) */
-    if (amx && !strcmp(amx, "1") && th_avx512_amx_bf16_usable()) k->gemm_packed[TH_BF16] = th_avx512_amx_bf16;
+    const char *amx = getenv("TH_AMX");                /* gemm_amx.c where usable; TH_AMX=0: off */
+    if (!(amx && !strcmp(amx, "0")) && th_avx512_amx_bf16_usable()) k->gemm_packed[TH_BF16] = th_avx512_amx_bf16;
 }
