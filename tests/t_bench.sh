@@ -145,3 +145,30 @@ else bad bench_parallel "$(cat "$tmp/e")"; fi
 if ! $T bench -m "$TINY" --bw-mib 0 --parallel 0 >"$tmp/o" 2>"$tmp/e" && grep -q -- '--parallel' "$tmp/e"; then
     ok bench_parallel_bad
 else bad bench_parallel_bad "$(cat "$tmp/e")"; fi
+
+# bench/compare-peers.sh against a stand-in peer (a script that prints llama-bench's CSV
+# header and one row per call, with a quoted field holding commas as ik_llama.cpp's "ser"
+# does, and a fixed 50 t/s; it logs its arguments): the table must show the peer's 50.00
+# and ours / 50 as the ratio, the peer's extra arguments must reach it, and every
+# repetition must run (2 reps x 2 tests = 4 calls).
+CP=${COMPARE_PEERS:-bench/compare-peers.sh}
+if [ -f "$TINY" ] && [ -x "$CP" ]; then
+    cat >"$tmp/peer" <<'PEER'
+#!/bin/sh
+echo "$*" >>"$(dirname "$0")/peer.args"
+p=0; n=0
+while [ $# -gt 0 ]; do case $1 in -p) p=$2; shift ;; -n) n=$2; shift ;; esac; shift; done
+echo 'build_commit,ser,n_prompt,n_gen,avg_ts,stddev_ts,test'
+echo "\"x\",\"-1,0\",\"$p\",\"$n\",\"50.000000\",\"0.0\",\"t\""
+PEER
+    chmod +x "$tmp/peer"
+    "$CP" -b "$T" -m "$TINY" -P "fake=$tmp/peer -rtr 1" -t 1 -p 8 -n 2 -r 2 >"$tmp/cp" 2>"$tmp/cpe"
+    row=$(grep '| tiny-Q8_0 | 1 | pp8 |' "$tmp/cp")
+    calls=$(wc -l <"$tmp/peer.args" 2>/dev/null || echo 0)
+    if echo "$row" | awk -F'|' '{ o = $5 + 0; v = $6 + 0; r = $7 + 0;
+           exit !(o > 0 && v == 50 && (r - o / 50) < 0.006 && (o / 50 - r) < 0.006) }' &&
+       grep -q '| tiny-Q8_0 | 1 | tg2 | [0-9.]* | 50.00 |' "$tmp/cp" && [ "$calls" = 4 ] &&
+       grep -q -- '-rtr 1' "$tmp/peer.args"; then
+        ok compare_peers
+    else bad compare_peers "calls $calls" "$(cat "$tmp/cp" "$tmp/cpe")"; fi
+else echo "SKIP compare_peers (no tiny fixture or $CP)"; fi

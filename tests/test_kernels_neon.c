@@ -264,6 +264,50 @@ static void test_gemm_neon(void) {
     }
 }
 
+/* F16 / BF16 packed gemm (neon/gemm_fpack.c, on the th_repack8_16bit layout) against
+ * the generic gemm (exact products summed in double) on the original layout: widths
+ * around the k blocks (1, 17, 257, 2100), row ranges of 16 and 32 rows from row 8 and a
+ * single group, batches of 1 (decode) and 2..33 (every microkernel width); f32
+ * accumulation within 1e-5 x (|y| + n / 100). */
+static void test_packed_float_neon(void) {
+    NEED_NEON();
+    static const int64_t ns[] = { 1, 17, 257, 2100 }, rowss[] = { 8, 24, 40 }, nbs[] = { 1, 2, 7, 13, 33 };
+    uint64_t seed = 0x9e3779b97f4a7c15ULL;
+    for (uint32_t type = TH_F16; type <= TH_BF16; type += TH_BF16 - TH_F16) {
+        CHECK(K->gemm_packed[type] != NULL, "neon has no packed %s gemm", th_type_name(type));
+        if (!K->gemm_packed[type]) continue;
+        for (size_t ni = 0; ni < sizeof ns / sizeof *ns; ni++)
+            for (size_t ri = 0; ri < sizeof rowss / sizeof *rowss; ri++) {
+                const int64_t n = ns[ni], rows = rowss[ri];
+                const size_t rb = (size_t)n * 2;
+                uint16_t *w = malloc(rb * (size_t)rows), *wp = malloc(rb * (size_t)rows), *x = malloc(rb * 33);
+                float *y0 = calloc((size_t)(33 * rows), 4), *y1 = calloc((size_t)(33 * rows), 4);
+                for (int64_t i = 0; i < n * (rows + 33); i++) {
+                    seed ^= seed << 13; seed ^= seed >> 7; seed ^= seed << 17;
+                    const float f = (float)(int32_t)(seed >> 32) / 2147483648.0f;
+                    const uint16_t h = type == TH_F16 ? th_f32_to_f16(f) : th_f32_to_bf16(f);
+                    if (i < n * rows) w[i] = h; else x[i - n * rows] = h;
+                }
+                th_repack_rows(type, w, wp, rows, rb);
+                for (size_t bi = 0; bi < sizeof nbs / sizeof *nbs; bi++) {
+                    const int64_t nb = nbs[bi], r0 = rows > 8 ? 8 : 0;
+                    memset(y1, 0, (size_t)(33 * rows) * 4);
+                    generic_k.gemm[type](n, r0, rows, w, rb, nb, x, rb, y0, rows);
+                    K->gemm_packed[type](n, r0, rows, wp, rb, nb, x, rb, y1, rows);
+                    int bad = 0;
+                    for (int64_t b = 0; b < nb; b++)
+                        for (int64_t r = 0; r < rows; r++) {
+                            const float a = y0[b * rows + r], c = y1[b * rows + r];
+                            if (r < r0 ? c != 0.0f : !(fabsf(a - c) <= 1e-5f * (fabsf(a) + (float)n * 0.01f))) bad++;
+                        }
+                    CHECK(bad == 0, "neon packed %s n %lld rows %lld nb %lld: %d outputs differ", th_type_name(type),
+                          (long long)n, (long long)rows, (long long)nb, bad);
+                }
+                free(w); free(wp); free(x); free(y0); free(y1);
+            }
+    }
+}
+
 /* Largest codes times +-127 activations everywhere: any 16-bit saturation shows. */
 static void test_extremes_neon(void) {
     NEED_NEON();
@@ -412,6 +456,7 @@ int main(int argc, char **argv) {
     RUN(test_mxfp4_exponent_edges_neon);
     RUN(test_tolerance_catches_one_bad_element);
     RUN(test_gemm_neon);
+    RUN(test_packed_float_neon);
     RUN(test_extremes_neon);
     RUN(test_packed_neon);
     RUN(test_fixture_weights_neon);

@@ -5,11 +5,15 @@
  * starting at 0, odd and even counts of 8-row groups, batches of 1..33 rows, widths of
  * 1..64 blocks). The integer block sums are exact in both, so the only difference is the
  * order of the f32 additions: relative tolerance 1e-5. The type table's packed layouts
- * are checked against the types the levels pack. */
+ * are checked against the types the levels pack. F16 and BF16 (check_float) at widths,
+ * row ranges and batches around their kernels' blocks, and their layout by hand. */
 #include "check.h"
 #include <stddef.h>
 #include "cpu/kernels.h"
 #include "cpu/repack.h"
+#if defined(__x86_64__)
+bool th_avx512_amx_bf16_usable(void);   /* avx512/gemm_amx.c */
+#endif
 
 static uint32_t rng = 12345;
 static float frand(void) { rng = rng * 1664525u + 1013904223u; return (float)(rng >> 8) / (float)(1 << 24) * 2.0f - 1.0f; }
@@ -74,6 +78,47 @@ static void check_type(const th_kernels *gen, const th_kernels *k, uint32_t type
         }
 }
 
+/* F16 / BF16 (one element per block): the packed gemm (k-blocked at 256, decode in k
+ * blocks of 2048, panels of 32 rows, microkernels of up to 12 activation rows, activation
+ * blocks of up to 512 rows) against the generic gemm, which sums exact products in
+ * double: widths around and across those blocks (1, 3, 17, 255..257, 600, 2100), row
+ * ranges of 1..4 groups and 7 groups from row 8 (16, 32, 56 rows: 16-row and 32-row
+ * panels, a padded last panel), batches of 1 (decode) and 2..100 (every microkernel
+ * width, several per row block), and 530 rows (two activation blocks). Values in
+ * [-1, 1); the f32 accumulation's rounding is within 1e-5 x (|y| + n / 100). */
+static void check_float(const th_kernels *gen, const th_kernels *k, uint32_t type) {
+    const int64_t ns[] = { 1, 3, 17, 255, 256, 257, 600, 2100 }, rowss[] = { 8, 24, 40, 64 };
+    const int64_t nbs[] = { 1, 2, 3, 5, 8, 11, 12, 13, 25, 33, 100, 530 };
+    for (size_t ni = 0; ni < sizeof ns / sizeof *ns; ni++)
+        for (size_t ri = 0; ri < sizeof rowss / sizeof *rowss; ri++) {
+            const int64_t n = ns[ni], rows = rowss[ri], nbmax = n <= 600 ? 530 : 100;
+            const size_t rb = (size_t)n * 2;
+            uint16_t *w = malloc(rb * (size_t)rows), *wp = malloc(rb * (size_t)rows), *x = malloc(rb * (size_t)nbmax);
+            float *y0 = calloc((size_t)(nbmax * rows), 4), *y1 = calloc((size_t)(nbmax * rows), 4);
+            for (int64_t i = 0; i < n * rows; i++) w[i] = type == TH_F16 ? th_f32_to_f16(frand()) : th_f32_to_bf16(frand());
+            for (int64_t i = 0; i < n * nbmax; i++) x[i] = type == TH_F16 ? th_f32_to_f16(frand()) : th_f32_to_bf16(frand());
+            th_repack_rows(type, w, wp, rows, rb);
+            for (size_t bi = 0; bi < sizeof nbs / sizeof *nbs; bi++) {
+                const int64_t nb = nbs[bi], r0 = rows > 8 ? 8 : 0;
+                if (nb > nbmax || (nb == 530 && rows != 40)) continue;
+                memset(y1, 0, (size_t)(nbmax * rows) * 4);
+                gen->gemm[type](n, r0, rows, w, rb, nb, x, rb, y0, rows);
+                k->gemm_packed[type](n, r0, rows, wp, rb, nb, x, rb, y1, rows);
+                int bad = 0;
+                for (int64_t b = 0; b < nb; b++)
+                    for (int64_t r = r0; r < rows; r++) {
+                        float a = y0[b * rows + r], c = y1[b * rows + r];
+                        if (!(fabsf(a - c) <= 1e-5f * (fabsf(a) + (float)n * 0.01f))) bad++;
+                    }
+                CHECK(bad == 0, "%s %s n %lld rows %lld nb %lld: %d outputs differ", k->level, th_type_name(type),
+                      (long long)n, (long long)rows, (long long)nb, bad);
+                for (int64_t b = 0; b < nb; b++)
+                    for (int64_t r = 0; r < r0; r++) CHECK(y1[b * rows + r] == 0.0f, "row %lld outside [r0, r1) written", (long long)r);
+            }
+            free(w); free(wp); free(x); free(y0); free(y1);
+        }
+}
+
 /* Every level the CPU has, not only the process-wide one. */
 static void test_packed_gemm_equals_reference(void) {
     static th_kernels gen, k;
@@ -85,13 +130,44 @@ static void test_packed_gemm_equals_reference(void) {
         for (uint32_t t = 0; t < TH_TYPE_COUNT; t++)
             if (k.gemm_packed[t]) {
                 CHECK(th_type_info_get(t)->repack8 != NULL, "%s packs %s, which has no packed layout", k.level, th_type_name(t));
-                check_type(&gen, &k, t);
+                if (t == TH_F16 || t == TH_BF16) check_float(&gen, &k, t);
+                else check_type(&gen, &k, t);
                 types++;
             }
         printf("  %s: %d packed types\n", k.level, types);
         tested += types;
     }
     if (!tested) SKIP("no level of this CPU packs a type");
+}
+
+/* The avx512 level's two BF16 kernels (vdpbf16ps where the CPU has AVX512-BF16, and the
+ * FMA one), whichever the vendor rule picks by default: TH_BF16_DOT forces each. */
+static void test_bf16_both_kernels(void) {
+    static th_kernels gen, k;
+    th_kernels_fill(&gen, TH_LEVEL_GENERIC);
+    if (!th_kernels_fill(&k, TH_LEVEL_AVX512)) { SKIP("no avx512 level"); return; }
+    const char *modes[] = { "dp", "fma" }, *env = getenv("TH_AMX");
+    char amx_was[16] = "";
+    if (env) snprintf(amx_was, sizeof amx_was, "%s", env);
+    setenv("TH_AMX", "0", 1);                 /* the two non-AMX kernels first */
+    for (int i = 0; i < 2; i++) {
+        setenv("TH_BF16_DOT", modes[i], 1);
+        th_kernels_fill(&k, TH_LEVEL_AVX512);
+        check_float(&gen, &k, TH_BF16);
+    }
+    unsetenv("TH_BF16_DOT");
+    if (env) setenv("TH_AMX", amx_was, 1); else unsetenv("TH_AMX");
+#if defined(__x86_64__)
+    /* AMX (gemm_amx.c) where the CPU and OS offer it (the default there; TH_AMX=0 skips) */
+    const char *amx = getenv("TH_AMX");
+    if (!(amx && !strcmp(amx, "0")) && th_avx512_amx_bf16_usable()) {
+        th_kernels_fill(&k, TH_LEVEL_AVX512);
+        check_float(&gen, &k, TH_BF16);
+        printf("  avx512: BF16 with AMX checked\n");
+    } else {
+        printf("  (AMX kernel not run: no AMX-BF16 here, or TH_AMX=0)\n");
+    }
+#endif
 }
 
 /* Packing rule: only whole groups of 8 rows, only types with a packed kernel. */
@@ -124,9 +200,23 @@ static void test_q4_0_layout(void) {
     CHECK(out[16] == 0 && out[16 + 4] == 16, "block 0 R_0 starts with rows 0 and 1: %d %d", out[16], out[20]);
 }
 
+/* The F16/BF16 layout by hand: element k of rows 0..7 side by side. */
+static void test_16bit_layout(void) {
+    uint16_t rows[8][5], out[40];
+    for (int i = 0; i < 8; i++)
+        for (int k = 0; k < 5; k++) rows[i][k] = (uint16_t)(100 * i + k);
+    th_repack_rows(TH_F16, rows, out, 8, sizeof rows[0]);
+    CHECK(out[0] == 0 && out[1] == 100 && out[7] == 700 && out[8] == 1, "k 0: %u %u %u, k 1 row 0: %u", out[0], out[1], out[7], out[8]);
+    CHECK(out[8 * 4 + 3] == 304, "k 4 row 3: %u", out[35]);
+    th_repack_rows(TH_BF16, rows, out, 8, sizeof rows[0]);
+    CHECK(out[8 * 2 + 5] == 502, "bf16 k 2 row 5: %u", out[21]);
+}
+
 int main(void) {
+    RUN(test_16bit_layout);
     RUN(test_repack_supported);
     RUN(test_q4_0_layout);
     RUN(test_packed_gemm_equals_reference);
+    RUN(test_bf16_both_kernels);
     return CHECK_DONE();
 }

@@ -108,3 +108,12 @@ QN_REPACK(5)
 QN_REPACK(6)
 QN_REPACK(7)
 QN_REPACK(8)
+
+/* F16 and BF16 (one 16-bit element per "block"): element k of the 8 rows side by side,
+ * dst[8k + i] = row i's element k, so that a k-major gemm loads the 8 rows' weights at
+ * one k with one 16-byte load. Same size as the original. */
+void th_repack8_16bit(const uint8_t *const rows[8], int64_t n, uint8_t *dst) {
+    uint16_t *d = (uint16_t *)(void *)dst;
+    for (int64_t k = 0; k < n; k++)
+        for (int i = 0; i < 8; i++) memcpy(d + 8 * k + i, rows[i] + 2 * k, 2);
+}

@@ -25,5 +25,7 @@ void th_repack8_q5(const uint8_t *const rows[8], int64_t ngr, uint8_t *dst);
 void th_repack8_q6(const uint8_t *const rows[8], int64_t ngr, uint8_t *dst);
 void th_repack8_q7(const uint8_t *const rows[8], int64_t ngr, uint8_t *dst);
 void th_repack8_q8(const uint8_t *const rows[8], int64_t ngr, uint8_t *dst);
+/* F16, BF16: element k of the 8 rows side by side (dst[8k + i] = row i's element k) */
+void th_repack8_16bit(const uint8_t *const rows[8], int64_t n, uint8_t *dst);
 
 #endif

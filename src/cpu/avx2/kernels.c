@@ -44,6 +44,8 @@ void th_kernels_fill_avx2(th_kernels *k) {
     k->gemm_packed[TH_Q8_0] = th_avx2_packed_q8_0;
     k->gemm_packed[TH_Q4_K] = th_avx2_packed_q4_K;
     k->gemm_packed[TH_Q6_K] = th_avx2_packed_q6_K;
+    k->gemm_packed[TH_F16] = th_avx2_fpack_f16;       /* gemm_fpack.c */
+    k->gemm_packed[TH_BF16] = th_avx2_fpack_bf16;
 
     k->attn_chunk = th_avx2_attn_chunk;
     k->swiglu = th_avx2_swiglu;

@@ -238,6 +238,9 @@ th_gemm_kernel th_avx2_packed_q4_0;
 th_gemm_kernel th_avx2_packed_q8_0;
 th_gemm_kernel th_avx2_packed_q4_K;
 th_gemm_kernel th_avx2_packed_q6_K;
+/* gemm_fpack.c: F16 / BF16 gemm on the 8-row packed layout (th_repack8_16bit), f32 FMA */
+th_gemm_kernel th_avx2_fpack_f16;
+th_gemm_kernel th_avx2_fpack_bf16;
 
 /* ops.c */
 void th_avx2_swiglu(float *a, const float *gate, const float *up, int64_t n);

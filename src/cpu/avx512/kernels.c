@@ -10,6 +10,8 @@
  * tests/test_repack.c check this level against the reference on any CPU that has it. */
 #include "cpu/avx512/util.h"
 #include <cpuid.h>
+#include <stdlib.h>
+#include <string.h>
 
 TH_GEMM_ENTRY(gemm_f32, th_avx512_dot_f32, th_avx512_batch_f32)
 TH_GEMM_ENTRY(gemm_f16, th_avx512_dot_f16, th_avx512_batch_f16)
@@ -35,6 +37,23 @@ static bool cpu_has_avx512_bf16(void) {
     return __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 5));
 }
 
+/* The packed BF16 gemm: vdpbf16ps (32 multiply-adds per instruction) or conversion to
+ * f32 and FMA (16)? It depends on the core: on the development VM's Intel Xeon (and the
+ * GPU machine's) vdpbf16ps ran at ~0.5 per cycle against 2 FMAs per cycle
+ * (bench/bench_float_gemm), so FMA does twice the work; on AMD's Zen 4 the published
+ * instruction tables give vdpbf16ps zmm the FMA's issue rate, i.e. twice the work (not
+ * measured here; Zen 5 neither: bench_float_gemm prints both roofs). So vdpbf16ps on AMD
+ * CPUs with AVX512-BF16, FMA elsewhere; TH_BF16_DOT=dp or fma forces one (the tests check
+ * both). */
+static bool bf16_dot_wins(void) {
+    if (!cpu_has_avx512_bf16()) return false;
+    const char *e = getenv("TH_BF16_DOT");
+    if (e && !strcmp(e, "dp")) return true;
+    if (e && !strcmp(e, "fma")) return false;
+    unsigned a, b, c, d;
+    return __get_cpuid(0, &a, &b, &c, &d) && b == 0x68747541u && d == 0x69746e65u && c == 0x444d4163u; /* "AuthenticAMD" */
+}
+
 void th_kernels_fill_avx512(th_kernels *k) {
     th_kernels_fill_avx2(k);
     k->level = "avx512";
@@ -57,4 +76,8 @@ void th_kernels_fill_avx512(th_kernels *k) {
     k->gemm_packed[TH_Q8_0] = th_avx512_packed_q8_0;
     k->gemm_packed[TH_Q4_K] = th_avx512_packed_q4_K;
     k->gemm_packed[TH_Q6_K] = th_avx512_packed_q6_K;
+    k->gemm_packed[TH_F16] = th_avx512_fpack_f16;     /* gemm_fpack.c */
+    k->gemm_packed[TH_BF16] = bf16_dot_wins() ? th_avx512_fpack_bf16_dp : th_avx512_fpack_bf16;
+    const char *amx = getenv("TH_AMX");                /* gemm_amx.c where usable; TH_AMX=0: off */
+    if (!(amx && !strcmp(amx, "0")) && th_avx512_amx_bf16_usable()) k->gemm_packed[TH_BF16] = th_avx512_amx_bf16;
 }

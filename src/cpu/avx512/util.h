@@ -125,6 +125,13 @@ th_gemm_kernel th_avx512_packed_q4_0;
 th_gemm_kernel th_avx512_packed_q8_0;
 th_gemm_kernel th_avx512_packed_q4_K;
 th_gemm_kernel th_avx512_packed_q6_K;
+/* gemm_fpack.c: F16 / BF16 gemm on the 8-row packed layout (th_repack8_16bit), f32 FMA */
+th_gemm_kernel th_avx512_fpack_f16;
+th_gemm_kernel th_avx512_fpack_bf16;
+th_gemm_kernel th_avx512_fpack_bf16_dp;   /* vdpbf16ps (AVX512-BF16 only) */
+/* gemm_amx.c: BF16 with AMX tdpbf16ps; usable = cpuid + XCR0 + the arch_prctl permission */
+bool th_avx512_amx_bf16_usable(void);
+th_gemm_kernel th_avx512_amx_bf16;
 
 /* qn.c: the qN vec_dot and gemm entries of this level (TH_Q2..TH_Q8) */
 void th_avx512_fill_qn(th_kernels *k);

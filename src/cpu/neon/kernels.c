@@ -3,8 +3,8 @@
  * generic level (cpu/kernels.c calls it only when HWCAP says ASIMDDP), and builds each
  * gemm entry from this level's own vec_dot (a batch of one activation row) and batch
  * gemm (TH_GEMM_ENTRY); the float types have no batch kernel, their gemm is the NEON
- * vec_dot per row (TH_GEMM_BY_DOT). The only packed gemm is qN's (qn.c): weights of
- * other types are not repacked here. */
+ * vec_dot per row (TH_GEMM_BY_DOT), except F16 and BF16 weights, which are repacked at
+ * load (th_repack8_16bit) for gemm_fpack.c's packed gemm, and qN's packed gemm (qn.c). */
 #include "cpu/neon/util.h"
 
 TH_GEMM_BY_DOT(gemm_f32, th_neon_dot_f32)
@@ -38,6 +38,8 @@ void th_kernels_fill_neon(th_kernels *k) {
     SET(MXFP4, mxfp4) SET(Q2_K, q2_K) SET(Q3_K, q3_K) SET(Q4_K, q4_K) SET(Q5_K, q5_K) SET(Q6_K, q6_K)
     SET(IQ4_XS, iq4_xs)
 #undef SET
+    k->gemm_packed[TH_F16] = th_neon_fpack_f16;   /* gemm_fpack.c */
+    k->gemm_packed[TH_BF16] = th_neon_fpack_bf16;
     th_neon_fill_qn(k);
     th_neon_fill_ternary(k);
 }

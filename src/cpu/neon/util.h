@@ -138,4 +138,8 @@ void th_neon_fill_qn(th_kernels *k);
 /* ternary.c: the TQ1_0, TQ2_0, Q1_0_G128, IQ1_BN, IQ2_BN vec_dot and gemm entries */
 void th_neon_fill_ternary(th_kernels *k);
 
+/* gemm_fpack.c: F16 / BF16 gemm on the 8-row packed layout (th_repack8_16bit), f32 FMLA */
+th_gemm_kernel th_neon_fpack_f16;
+th_gemm_kernel th_neon_fpack_bf16;
+
 #endif
