@@ -98,6 +98,13 @@ typedef struct th_backend {
     th_status (*set_observer)(th_context *c, const th_observer *obs);
     /* copy-on-write of one KV block's data (backends whose KV is not on the host) */
     void (*copy_block)(th_context *c, int32_t dst, int32_t src);
+    /* backends that keep the recurrent state (th_rstate) in their own memory: after
+     * the host bookkeeping of a truncate, restore sequence seq from snapshot slot
+     * `slot` (its index in the sequence's ring) or zero it (slot < 0); after a
+     * sequence copy, copy dst := src (state and snapshots). NULL: the host arrays
+     * are the state (the CPU) */
+    th_status (*rs_restore)(th_context *c, int32_t seq, int32_t slot);
+    th_status (*rs_copy)(th_context *c, int32_t dst, int32_t src);
 } th_backend;
 
 extern const th_backend th_backend_cpu;

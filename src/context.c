@@ -286,7 +286,11 @@ th_status th_kv_seq_clear(th_context *c, int32_t seq) { return th_kv_seq_truncat
 th_status th_kv_seq_truncate(th_context *c, int32_t seq, int32_t n_keep) {
     th_status s = check_seq(c, seq);
     if (s) return s;
-    if ((s = th_rs_truncate(&c->rs, seq, c->kv.seqs[seq].len, n_keep))) return s;
+    int32_t len = c->kv.seqs[seq].len;
+    if ((s = th_rs_truncate(&c->rs, seq, len, n_keep))) return s;
+    if (c->rs.n_rec && n_keep < len && c->be->rs_restore &&
+        (s = c->be->rs_restore(c, seq, n_keep <= 0 ? -1 : n_keep % c->rs.n_snap)))
+        return s;
     th_kv_truncate(&c->kv, seq, n_keep);
     return TH_OK;
 }
@@ -297,6 +301,7 @@ th_status th_kv_seq_copy(th_context *c, int32_t dst, int32_t src) {
     if (s) return s;
     th_kv_copy_seq(&c->kv, dst, src);
     th_rs_copy(&c->rs, dst, src);
+    if (c->rs.n_rec && dst != src && c->be->rs_copy) return c->be->rs_copy(c, dst, src);
     return TH_OK;
 }
 

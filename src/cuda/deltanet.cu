@@ -1,0 +1,233 @@
+// deltanet.cu — the hybrid models' kernels (deltanet.h): the gated DeltaNet
+// mixer's causal conv with rolling windows, the gated delta rule, the gated
+// output norm; the gated attention's [q; gate] split and sigmoid gate; the
+// sigmoid-gated shared experts' sum. Arithmetic as src/cpu/deltanet.c.
+//
+// The delta rule runs the recurrent form token by token for prefill too, inside
+// one kernel: a warp owns 32 columns (value index j) of one v head's Dk × Dk state
+// of one sequence and keeps them in registers across the batch's tokens, so the
+// state is read and written once a step however many tokens the step has; q and k
+// of a token are normalised once in shared memory. Grid: the batch's distinct
+// sequences (padded to n: the grid depends only on the batch size, so a CUDA
+// graph replays it for any sequence mix) × column blocks × v heads.
+#include "cuda/common.cuh"
+#include "cuda/deltanet.h"
+
+namespace {
+
+__device__ __forceinline__ float sigm(float x) { return 1.0f / (1.0f + expf(-x)); }
+__device__ __forceinline__ float silu(float x) { return x / (1.0f + expf(-x)); }
+__device__ __forceinline__ float softplus(float x) { return x > 20.0f ? x : logf(1.0f + expf(x)); }
+
+// Column of the projection row that conv channel ch reads.
+__device__ __forceinline__ int64_t in_col(const th_cu_dn &d, int64_t ch) {
+    if (!d.fused) return ch;
+    int64_t dk = d.dk, vr = (int64_t)d.ratio * dk, gw = 2 * dk + 2 * vr;
+    if (ch < d.kd) return (ch / dk) * gw + ch % dk;
+    if (ch < 2 * d.kd) { int64_t c = ch - d.kd; return (c / dk) * gw + dk + c % dk; }
+    int64_t j = ch - 2 * d.kd;
+    return (j / vr) * gw + 2 * dk + j % vr;
+}
+
+// Column of z element j (j < Vd).
+__device__ __forceinline__ int64_t z_col(const th_cu_dn &d, int64_t j) {
+    if (!d.fused) return d.cd + j;
+    int64_t dk = d.dk, vr = (int64_t)d.ratio * dk, gw = 2 * dk + 2 * vr;
+    return (j / vr) * gw + 2 * dk + vr + j % vr;
+}
+
+__global__ void dn_conv(th_cu_dn d, const float *in, int64_t is, int n, const int32_t *seq, const int32_t *snap, float *u) {
+    pdl_begin();
+    int64_t ch = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (ch >= d.cd) return;
+    const int Cm = d.C - 1;
+    const int64_t col = in_col(d, ch);
+    const float *w = d.conv_w + ch * d.C;
+    for (int t = 0; t < n; t++) {
+        float *win = d.cur + (int64_t)seq[t] * d.per_seq + d.layer_off + ch * Cm;
+        float x = in[(int64_t)t * is + col], acc = 0.0f;
+        for (int j = 0; j < Cm; j++) acc += win[j] * w[j];
+        acc += x * w[Cm];
+        for (int j = 0; j + 1 < Cm; j++) win[j] = win[j + 1];
+        if (Cm > 0) win[Cm - 1] = x;
+        u[(int64_t)t * d.cd + ch] = silu(acc);
+        if (snap[t] >= 0) {
+            float *sw = d.snap + (int64_t)snap[t] * d.per_seq + d.layer_off + ch * Cm;
+            for (int j = 0; j < Cm; j++) sw[j] = win[j];
+        }
+    }
+}
+
+// beta and decay of v head h from its projection row.
+__device__ __forceinline__ void gates(const th_cu_dn &d, const float *ba, int h, float &beta, float &decay) {
+    float b, a;
+    if (d.fused) {
+        int g = h / d.ratio, r = h % d.ratio;
+        b = ba[g * 2 * d.ratio + r];
+        a = ba[g * 2 * d.ratio + d.ratio + r];
+    } else {
+        b = ba[h];
+        a = ba[d.nv + h];
+    }
+    beta = sigm(b);
+    decay = expf(fminf(softplus(a + d.dt[h]) * d.A[h], 50.0f));
+}
+
+template <int DK>
+__global__ void __launch_bounds__(32) dn_rule(th_cu_dn d, const float *u, const float *ba, int64_t bas, int n,
+                                              const int32_t *seq, const int32_t *seq_list, const int32_t *snap,
+                                              float *out, int64_t os) {
+    pdl_begin();
+    const int s = seq_list[blockIdx.x];
+    if (s < 0) return;
+    const int h = blockIdx.z, lane = threadIdx.x, dk = d.dk;
+    const int j = blockIdx.y * 32 + lane;
+    const bool on = j < dk;
+    const int kh = d.repeat ? h % d.nk : h / d.ratio;
+    __shared__ float qs[DK], ks[DK];
+    float S[DK];
+    const int64_t hoff = d.layer_off + d.conv_n + (int64_t)h * dk * dk;
+    float *Sg = d.cur + (int64_t)s * d.per_seq + hoff;
+#pragma unroll
+    for (int i = 0; i < DK; i++) S[i] = on && i < dk ? Sg[(int64_t)i * dk + j] : 0.0f;
+    const float scale = rsqrtf((float)dk);
+    for (int t = 0; t < n; t++) {
+        if (seq[t] != s) continue;
+        const float *row = u + (int64_t)t * d.cd;
+        float sq = 0.0f, sk = 0.0f;
+        for (int i = lane; i < dk; i += 32) {
+            float q = row[(int64_t)kh * dk + i], k = row[d.kd + (int64_t)kh * dk + i];
+            qs[i] = q;
+            ks[i] = k;
+            sq += q * q;
+            sk += k * k;
+        }
+        sq = warp_sum(sq);
+        sk = warp_sum(sk);
+        const float rq = 1.0f / fmaxf(sqrtf(sq), d.eps), rk = 1.0f / fmaxf(sqrtf(sk), d.eps);
+        float kq = 0.0f;
+        for (int i = lane; i < dk; i += 32) {
+            qs[i] *= rq;
+            ks[i] *= rk;
+            kq += qs[i] * ks[i];
+        }
+        kq = warp_sum(kq);
+        __syncwarp();
+        float beta, decay;
+        gates(d, ba + (int64_t)t * bas, h, beta, decay);
+        float vp = 0.0f, ov = 0.0f;
+#pragma unroll
+        for (int i = 0; i < DK; i++)
+            if (i < dk) { vp += S[i] * ks[i]; ov += S[i] * qs[i]; }
+        const float v = on ? row[2 * d.kd + (int64_t)h * dk + j] : 0.0f;
+        const float nw = v * beta - vp * beta * decay;
+        if (on) out[(int64_t)t * os + (int64_t)h * dk + j] = ov * decay * scale + nw * kq * scale;
+#pragma unroll
+        for (int i = 0; i < DK; i++)
+            if (i < dk) S[i] = fminf(fmaxf(decay * S[i] + nw * ks[i], -1e6f), 1e6f);
+        if (on && snap[t] >= 0) {
+            float *Sn = d.snap + (int64_t)snap[t] * d.per_seq + hoff;
+#pragma unroll
+            for (int i = 0; i < DK; i++)
+                if (i < dk) Sn[(int64_t)i * dk + j] = S[i];
+        }
+        __syncwarp();
+    }
+#pragma unroll
+    for (int i = 0; i < DK; i++)
+        if (on && i < dk) Sg[(int64_t)i * dk + j] = S[i];
+}
+
+// One warp per (v head, token): rmsnorm of the head's output · norm ⊙ silu(z).
+__global__ void dn_output(th_cu_dn d, float *out, int64_t os, const float *in, int64_t is) {
+    pdl_begin();
+    const int h = blockIdx.x, t = blockIdx.y, lane = threadIdx.x, dk = d.dk;
+    float *o = out + (int64_t)t * os + (int64_t)h * dk;
+    const float *row = in + (int64_t)t * is;
+    float ss = 0.0f;
+    for (int j = lane; j < dk; j += 32) ss += o[j] * o[j];
+    ss = warp_sum(ss);
+    const float sc = rsqrtf(ss / (float)dk + d.eps);
+    for (int j = lane; j < dk; j += 32)
+        o[j] = o[j] * sc * d.norm[j] * silu(row[z_col(d, (int64_t)h * dk + j)]);
+}
+
+__global__ void split_qgate(const float *wide, int64_t ws, int32_t n_head, int32_t hd, int64_t kv_w, float *qkv,
+                            int64_t qs, float *gate) {
+    pdl_begin();
+    const int64_t t = blockIdx.y, i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t q_w = (int64_t)n_head * hd;
+    const float *w = wide + t * ws;
+    if (i < q_w) {
+        int64_t h = i / hd, e = i % hd;
+        qkv[t * qs + i] = w[2 * h * hd + e];
+        gate[t * q_w + i] = w[2 * h * hd + hd + e];
+    } else if (i < q_w + kv_w) {
+        qkv[t * qs + i] = w[q_w + i];
+    }
+}
+
+__global__ void sigmoid_mul(float *att, int64_t as, const float *gate, int64_t w) {
+    pdl_begin();
+    const int64_t t = blockIdx.y, i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < w) att[t * as + i] *= sigm(gate[t * w + i]);
+}
+
+__global__ void shexp_gate(float *out, const float *h, const float *y, const float *w, int64_t E) {
+    pdl_begin();
+    __shared__ float red[32];
+    const int64_t t = blockIdx.x;
+    float acc = 0.0f;
+    for (int64_t i = threadIdx.x; i < E; i += blockDim.x) acc += h[t * E + i] * w[i];
+    acc = warp_sum(acc);
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = acc;
+    __syncthreads();
+    float g = 0.0f;
+    for (int k = 0; k < (int)(blockDim.x >> 5); k++) g += red[k];
+    g = sigm(g);
+    for (int64_t i = threadIdx.x; i < E; i += blockDim.x) out[t * E + i] += g * y[t * E + i];
+}
+
+}  // namespace
+
+extern "C" void th_cu_dn_conv(const th_cu_dn *d, const float *in, int64_t is, int n, const int32_t *seq,
+                              const int32_t *snap, float *u, cudaStream_t st) {
+    if (n <= 0) return;
+    launch_k(dn_conv, dim3((unsigned)((d->cd + 127) / 128)), dim3(128), st, *d, in, is, n, seq, snap, u);
+}
+
+extern "C" void th_cu_dn_rule(const th_cu_dn *d, const float *u, const float *ba, int64_t bas, int n,
+                              const int32_t *seq, const int32_t *seq_list, const int32_t *snap, float *out, int64_t os,
+                              cudaStream_t st) {
+    if (n <= 0) return;
+    dim3 grid((unsigned)n, (unsigned)((d->dk + 31) / 32), (unsigned)d->nv);
+    if (d->dk <= 32) launch_k(dn_rule<32>, grid, dim3(32), st, *d, u, ba, bas, n, seq, seq_list, snap, out, os);
+    else if (d->dk <= 64) launch_k(dn_rule<64>, grid, dim3(32), st, *d, u, ba, bas, n, seq, seq_list, snap, out, os);
+    else if (d->dk <= 128) launch_k(dn_rule<128>, grid, dim3(32), st, *d, u, ba, bas, n, seq, seq_list, snap, out, os);
+    else launch_k(dn_rule<256>, grid, dim3(32), st, *d, u, ba, bas, n, seq, seq_list, snap, out, os);
+}
+
+extern "C" void th_cu_dn_output(const th_cu_dn *d, float *out, int64_t os, const float *in, int64_t is, int n,
+                                cudaStream_t st) {
+    if (n <= 0) return;
+    launch_k(dn_output, dim3((unsigned)d->nv, (unsigned)n), dim3(32), st, *d, out, os, in, is);
+}
+
+extern "C" void th_cu_split_qgate(const float *wide, int64_t ws, int n, int32_t n_head, int32_t hd, int64_t kv_w,
+                                  float *qkv, int64_t qs, float *gate, cudaStream_t st) {
+    if (n <= 0) return;
+    int64_t w = (int64_t)n_head * hd + kv_w;
+    launch_k(split_qgate, dim3((unsigned)((w + 255) / 256), (unsigned)n), dim3(256), st, wide, ws, n_head, hd, kv_w,
+             qkv, qs, gate);
+}
+
+extern "C" void th_cu_sigmoid_mul(float *att, int64_t as, const float *gate, int64_t w, int n, cudaStream_t st) {
+    if (n <= 0) return;
+    launch_k(sigmoid_mul, dim3((unsigned)((w + 255) / 256), (unsigned)n), dim3(256), st, att, as, gate, w);
+}
+
+extern "C" void th_cu_shexp_gate(float *out, const float *h, const float *y, const float *w, int64_t E, int n,
+                                 cudaStream_t st) {
+    if (n <= 0) return;
+    launch_k(shexp_gate, dim3((unsigned)n), dim3(256), st, out, h, y, w, E);
+}
