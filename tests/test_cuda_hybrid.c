@@ -13,7 +13,8 @@
  *     state unchanged), to 0; sequence copy (state and snapshots) — each against
  *     fresh runs of the same tokens;
  *   - speculative decoding through the runtime (n-gram, draft model, layer skip)
- *     gives plain greedy decoding's tokens (rollback from the device snapshots). */
+ *     gives plain greedy decoding's tokens (rollback from the device snapshots);
+ *   - the two delta-rule kernels (deltanet.h's variants) agree. */
 #include "check.h"
 #include "logits.h"
 #include "theseus.h"
@@ -21,6 +22,7 @@
 #include <stdlib.h>
 #ifdef TH_CUDA
 #include "cuda/kernels.h"
+#include "cuda/deltanet.h"
 #endif
 
 #define MAXT 160
@@ -276,6 +278,45 @@ static void check_truncate_copy(const char *arch) {
 static void test_gpu_qwen35_truncate_copy(void) { check_truncate_copy("qwen35"); }
 static void test_gpu_qwen3next_truncate_copy(void) { check_truncate_copy("qwen3next"); }
 
+/* The two delta-rule kernels (deltanet.h: one lane a state column, or four over
+ * a quarter of the keys each) give the same logits, prefill and decode. */
+static void check_variants(const char *arch) {
+    NEED_GPU();
+#ifdef TH_CUDA
+    th_model *m = load(arch);
+    CHECK(m != NULL, "model");
+    if (!m) return;
+    int nv = th_model_n_vocab(m), n = 80;
+    int32_t tok[MAXT];
+    more_tokens(tok, 0, n);
+    float *lg[2][2];
+    bool ok = true;
+    for (int v = 0; v < 2; v++) {
+        th_cu_dn_set_variant(v);
+        for (int k = 0; k < 2; k++) {   /* one batch (GEMM path), token by token (graphs) */
+            lg[v][k] = malloc((size_t)n * nv * 4);
+            th_context *c = new_ctx(m, true, 128, 1, 0);
+            ok = ok && lg[v][k] && c && feed(c, 0, tok, n, k ? 1 : n, lg[v][k], nv);
+            th_context_free(c);
+        }
+    }
+    th_cu_dn_set_variant(1);
+    CHECK(ok, "decodes: %s", th_last_error());
+    if (ok) {
+        double wb = worst_rel(lg[0][0], lg[1][0], n, nv), wt = worst_rel(lg[0][1], lg[1][1], n, nv);
+        printf("  %s: delta-rule kernel 0 vs 1: batch %.3g, tokens %.3g\n", arch, wb, wt);
+        CHECK(wb <= 1e-5 && wt <= 1e-5, "%s: %.3g %.3g", arch, wb, wt);
+    }
+    for (int v = 0; v < 2; v++) free(lg[v][0]), free(lg[v][1]);
+    th_model_free(m);
+#else
+    (void)arch;
+#endif
+}
+
+static void test_gpu_qwen35_variants(void) { check_variants("qwen35"); }
+static void test_gpu_qwen3next_variants(void) { check_variants("qwen3next"); }
+
 /* test_hybrid.c's speculative check on the GPU: greedy generation through the
  * runtime with n-gram, same-file draft and layer-skip drafts equals plain greedy
  * generation (rejected drafts roll the device state back from its snapshots). */
@@ -365,5 +406,7 @@ int main(void) {
     RUN(test_gpu_qwen35_truncate_copy);
     RUN(test_gpu_qwen3next_truncate_copy);
     RUN(test_gpu_qwen35_speculative);
+    RUN(test_gpu_qwen35_variants);
+    RUN(test_gpu_qwen3next_variants);
     return CHECK_DONE();
 }

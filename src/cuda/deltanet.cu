@@ -138,6 +138,84 @@ __global__ void __launch_bounds__(32) dn_rule(th_cu_dn d, const float *u, const 
         if (on && i < dk) Sg[(int64_t)i * dk + j] = S[i];
 }
 
+// The same with G lanes to a column: lane = c·G + g owns column j = block·(32/G) + c
+// and keys i = m·G + g (m < DK/G; interleaved, so the G lanes read distinct shared
+// banks), its dot products are partial and summed over the G lanes by shuffles. A
+// token's dependent chain is DK/G long instead of DK, and a head has G times as
+// many warps (variant 1, the default; variant 0 is dn_rule).
+template <int DK, int G>
+__global__ void __launch_bounds__(32) dn_rule_g(th_cu_dn d, const float *u, const float *ba, int64_t bas, int n,
+                                                const int32_t *seq, const int32_t *seq_list, const int32_t *snap,
+                                                float *out, int64_t os) {
+    pdl_begin();
+    constexpr int KPT = DK / G, CPW = 32 / G;
+    const int s = seq_list[blockIdx.x];
+    if (s < 0) return;
+    const int h = blockIdx.z, lane = threadIdx.x, dk = d.dk, g = lane % G;
+    const int j = blockIdx.y * CPW + lane / G;
+    const bool on = j < dk;
+    const int kh = d.repeat ? h % d.nk : h / d.ratio;
+    __shared__ float qs[DK], ks[DK];
+    float S[KPT];
+    const int64_t hoff = d.layer_off + d.conv_n + (int64_t)h * dk * dk;
+    float *Sg = d.cur + (int64_t)s * d.per_seq + hoff;
+#pragma unroll
+    for (int m = 0; m < KPT; m++) {
+        const int i = m * G + g;
+        S[m] = on && i < dk ? Sg[(int64_t)i * dk + j] : 0.0f;
+    }
+    const float scale = rsqrtf((float)dk);
+    for (int t = 0; t < n; t++) {
+        if (seq[t] != s) continue;
+        const float *row = u + (int64_t)t * d.cd;
+        float sq = 0.0f, sk = 0.0f;
+        for (int i = lane; i < dk; i += 32) {
+            float q = row[(int64_t)kh * dk + i], k = row[d.kd + (int64_t)kh * dk + i];
+            qs[i] = q;
+            ks[i] = k;
+            sq += q * q;
+            sk += k * k;
+        }
+        sq = warp_sum(sq);
+        sk = warp_sum(sk);
+        const float rq = 1.0f / fmaxf(sqrtf(sq), d.eps), rk = 1.0f / fmaxf(sqrtf(sk), d.eps);
+        float kq = 0.0f;
+        for (int i = lane; i < dk; i += 32) {
+            qs[i] *= rq;
+            ks[i] *= rk;
+            kq += qs[i] * ks[i];
+        }
+        kq = warp_sum(kq);
+        for (int i = dk + lane; i < DK; i += 32) qs[i] = ks[i] = 0.0f;   /* keys past dk: zero */
+        __syncwarp();
+        float beta, decay;
+        gates(d, ba + (int64_t)t * bas, h, beta, decay);
+        float vp = 0.0f, ov = 0.0f;
+#pragma unroll
+        for (int m = 0; m < KPT; m++) { vp += S[m] * ks[m * G + g]; ov += S[m] * qs[m * G + g]; }
+#pragma unroll
+        for (int o = 1; o < G; o <<= 1) {
+            vp += __shfl_xor_sync(0xffffffffu, vp, o);
+            ov += __shfl_xor_sync(0xffffffffu, ov, o);
+        }
+        const float v = on ? row[2 * d.kd + (int64_t)h * dk + j] : 0.0f;
+        const float nw = v * beta - vp * beta * decay;
+        if (on && g == 0) out[(int64_t)t * os + (int64_t)h * dk + j] = ov * decay * scale + nw * kq * scale;
+#pragma unroll
+        for (int m = 0; m < KPT; m++) S[m] = fminf(fmaxf(decay * S[m] + nw * ks[m * G + g], -1e6f), 1e6f);
+        if (on && snap[t] >= 0) {
+            float *Sn = d.snap + (int64_t)snap[t] * d.per_seq + hoff;
+#pragma unroll
+            for (int m = 0; m < KPT; m++)
+                if (m * G + g < dk) Sn[(int64_t)(m * G + g) * dk + j] = S[m];
+        }
+        __syncwarp();
+    }
+#pragma unroll
+    for (int m = 0; m < KPT; m++)
+        if (on && m * G + g < dk) Sg[(int64_t)(m * G + g) * dk + j] = S[m];
+}
+
 // One warp per (v head, token): rmsnorm of the head's output · norm ⊙ silu(z).
 __global__ void dn_output(th_cu_dn d, float *out, int64_t os, const float *in, int64_t is) {
     pdl_begin();
@@ -196,10 +274,22 @@ extern "C" void th_cu_dn_conv(const th_cu_dn *d, const float *in, int64_t is, in
     launch_k(dn_conv, dim3((unsigned)((d->cd + 127) / 128)), dim3(128), st, *d, in, is, n, seq, snap, u);
 }
 
+static int dn_variant = 1;
+extern "C" void th_cu_dn_set_variant(int v) { dn_variant = v; }
+
 extern "C" void th_cu_dn_rule(const th_cu_dn *d, const float *u, const float *ba, int64_t bas, int n,
                               const int32_t *seq, const int32_t *seq_list, const int32_t *snap, float *out, int64_t os,
                               cudaStream_t st) {
     if (n <= 0) return;
+    if (dn_variant == 1) {
+        constexpr int G = 4;
+        dim3 grid((unsigned)n, (unsigned)((d->dk + 32 / G - 1) / (32 / G)), (unsigned)d->nv);
+        if (d->dk <= 32) launch_k(dn_rule_g<32, G>, grid, dim3(32), st, *d, u, ba, bas, n, seq, seq_list, snap, out, os);
+        else if (d->dk <= 64) launch_k(dn_rule_g<64, G>, grid, dim3(32), st, *d, u, ba, bas, n, seq, seq_list, snap, out, os);
+        else if (d->dk <= 128) launch_k(dn_rule_g<128, G>, grid, dim3(32), st, *d, u, ba, bas, n, seq, seq_list, snap, out, os);
+        else launch_k(dn_rule_g<256, G>, grid, dim3(32), st, *d, u, ba, bas, n, seq, seq_list, snap, out, os);
+        return;
+    }
     dim3 grid((unsigned)n, (unsigned)((d->dk + 31) / 32), (unsigned)d->nv);
     if (d->dk <= 32) launch_k(dn_rule<32>, grid, dim3(32), st, *d, u, ba, bas, n, seq, seq_list, snap, out, os);
     else if (d->dk <= 64) launch_k(dn_rule<64>, grid, dim3(32), st, *d, u, ba, bas, n, seq, seq_list, snap, out, os);

@@ -47,6 +47,9 @@ void th_cu_dn_conv(const th_cu_dn *d, const float *in, int64_t is, int n, const 
  * (stride bas): [b | a] (qwen35) or grouped per k head (qwen3next). */
 void th_cu_dn_rule(const th_cu_dn *d, const float *u, const float *ba, int64_t bas, int n, const int32_t *seq,
                    const int32_t *seq_list, const int32_t *snap, float *out, int64_t os, cudaStream_t st);
+/* Which delta-rule kernel runs (measurement and tests): 1 (default) G = 4 lanes a
+ * state column, each over a quarter of the keys; 0 one lane a column. */
+void th_cu_dn_set_variant(int v);
 /* out[t][h] = rmsnorm(out[t][h])·norm ⊙ silu(z[t][h]), z from the projection rows in. */
 void th_cu_dn_output(const th_cu_dn *d, float *out, int64_t os, const float *in, int64_t is, int n, cudaStream_t st);
 /* A gated attention layer's projection rows wide (stride ws: per head [q; gate] of

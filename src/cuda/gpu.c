@@ -220,7 +220,8 @@ static th_status gpu_init(th_context *c) {
     g->n_seq = (int32_t)c->p.n_seq_max;
     g->invariant = c->p.batch_invariant;
     g->kv_f16 = c->kv.f16;
-    g->block_bytes = (size_t)hp->n_layer * (size_t)g->block * (size_t)(g->k_w + g->v_w) * (g->kv_f16 ? 2 : 4);
+    int32_t n_kv_layer = TH_MAX(hp->n_layer - hp->n_recurrent, 1);   /* a hybrid model's recurrent layers keep no K/V */
+    g->block_bytes = (size_t)n_kv_layer * (size_t)g->block * (size_t)(g->k_w + g->v_w) * (g->kv_f16 ? 2 : 4);
     g->meta_count = 4 * (size_t)g->n_batch + (size_t)g->n_seq * g->n_blocks;
     g->q8_of = -1;
     if ((s = th_cu_hyb_init(g))) return s;   /* hybrid models: adds to meta_count */
@@ -412,7 +413,7 @@ static th_status op_rope_kv(th_context *c, const th_step *s, int32_t il) {
         th_cu_rmsnorm(g->qkv + g->q_w, g->qkv_w, NULL, r.k_norm, hp->norm_eps, n, g->k_w, g->qkv + g->q_w, g->qkv_w, NULL, g->st);
         r.q_norm = r.k_norm = NULL;
     }
-    th_cu_rope_store(g->qkv, g->qkv_w, n, g->f.pos, g->f.seq, &r, &g->f.kv, il, g->st);
+    th_cu_rope_store(g->qkv, g->qkv_w, n, g->f.pos, g->f.seq, &r, &g->f.kv, th_cu_kv_layer(g, il), g->st);
     return TH_OK;
 }
 
@@ -426,7 +427,7 @@ static th_status op_attention(th_context *c, const th_step *s, int32_t il, const
     int64_t aw = (int64_t)g->m->hp.n_head * g->m->hp.head_dim_v;   /* < att_w in a hybrid model with wider DeltaNet heads */
     bool fuse = q8 && aw == g->att_w;
     wrote(g, TH_BUF_ATT);
-    th_cu_attention(g->qkv, g->qkv_w, n, g->f.pos, g->f.seq, &g->f.at, &g->f.kv, il, g->att, g->att_w,
+    th_cu_attention(g->qkv, g->qkv_w, n, g->f.pos, g->f.seq, &g->f.at, &g->f.kv, th_cu_kv_layer(g, il), g->att, g->att_w,
                     fuse ? &g->q8 : NULL, g->st);
     if (q8 && (!fuse || g->m->hp.head_dim_v % 32)) th_cu_quantize_q8(g->att, g->att_w, n, aw, &g->q8, g->st);
     if (q8) g->q8_of = TH_BUF_ATT;

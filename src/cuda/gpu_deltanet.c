@@ -17,6 +17,7 @@
 
 struct th_cu_hyb {
     int32_t *slot;              /* host, n_layer: the layer's recurrent slot, or -1 */
+    int32_t *kv_slot;           /* host, n_layer: the layer's KV-cache layer, or -1 */
     uint8_t *mark;              /* host, n_seq: staging of the distinct sequences */
     float *cur, *snap;          /* device state, th_rstate's layout */
     float *in, *ba, *u;         /* scratch rows: projections (in_w), gates (2·Nv), conv outputs (Cd) */
@@ -56,11 +57,17 @@ th_status th_cu_hyb_init(th_gpu *g) {
     if (hp->ssm_d_state > TH_CU_DN_MAX_DK)
         return th_set_error(TH_ERR_UNSUPPORTED, "DeltaNet head width %d: the CUDA kernel takes at most %d", hp->ssm_d_state,
                             TH_CU_DN_MAX_DK);
+    const char *var = getenv("TH_GPU_DN_VARIANT");   /* measurement knob: the delta-rule kernel (deltanet.h) */
+    if (var && *var) th_cu_dn_set_variant(atoi(var));
     int64_t dk = hp->ssm_d_state, kd = dk * hp->ssm_n_group, vd = dk * hp->ssm_dt_rank, nv = hp->ssm_dt_rank;
     y->in_w = 2 * kd + 2 * vd;
-    if (!(y->slot = malloc((size_t)hp->n_layer * sizeof(int32_t))) || !(y->mark = calloc((size_t)g->n_seq, 1)))
+    if (!(y->slot = malloc((size_t)hp->n_layer * sizeof(int32_t))) || !(y->kv_slot = malloc((size_t)hp->n_layer * sizeof(int32_t))) ||
+        !(y->mark = calloc((size_t)g->n_seq, 1)))
         return th_set_error(TH_ERR_NOMEM, "out of memory");
-    for (int32_t il = 0, r = 0; il < hp->n_layer; il++) y->slot[il] = m->layers[il].recurrent ? r++ : -1;
+    for (int32_t il = 0, r = 0, k = 0; il < hp->n_layer; il++) {
+        y->slot[il] = m->layers[il].recurrent ? r++ : -1;
+        y->kv_slot[il] = m->layers[il].recurrent ? -1 : k++;
+    }
     y->meta_off = g->meta_count;
     g->meta_count += 2 * B;
     size_t cur = (size_t)rs->n_seq * (size_t)rs->per_seq, snap = cur * (size_t)rs->n_snap;
@@ -78,6 +85,7 @@ void th_cu_hyb_free(th_gpu *g) {
     th_cu_hyb *y = g->hyb;
     if (!y) return;
     free(y->slot);
+    free(y->kv_slot);
     free(y->mark);
     free(y);
     g->hyb = NULL;
@@ -97,6 +105,10 @@ void th_cu_hyb_stage(th_gpu *g, const th_context *c, const th_step *s) {
     }
     for (int i = 0; i < ns; i++) y->mark[list[i]] = 0;
     for (int i = ns; i < s->n; i++) list[i] = -1;
+}
+
+int32_t th_cu_kv_layer(const th_gpu *g, int32_t il) {
+    return g->hyb && g->hyb->kv_slot ? g->hyb->kv_slot[il] : il;
 }
 
 static th_cu_dn layer_dn(const th_gpu *g, const th_layer *L, int32_t r) {

@@ -191,5 +191,8 @@ th_status th_cu_op_shexp_gated(th_context *c, const th_step *s, int32_t il);
 th_status th_cu_rs_restore(th_context *c, int32_t seq, int32_t slot);
 th_status th_cu_rs_copy(th_context *c, int32_t dst, int32_t src);
 th_status th_cu_hyb_qkv_gated(th_gpu *g, const th_layer *L);
+/* The KV-cache layer of model layer il: il, or in a hybrid model its index among
+ * the attention layers (the recurrent layers keep no K/V). */
+int32_t th_cu_kv_layer(const th_gpu *g, int32_t il);
 
 #endif
