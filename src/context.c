@@ -143,7 +143,7 @@ static th_status rs_init(th_context *c) {
                             c->model->arch->name, c->be->name);
     int64_t dk = hp->ssm_d_state, cd = 2 * dk * hp->ssm_n_group + dk * hp->ssm_dt_rank;
     return th_rs_init(&c->rs, hp->n_recurrent, (int64_t)(hp->ssm_d_conv - 1) * cd, (int64_t)hp->ssm_dt_rank * dk * dk,
-                      (int32_t)c->p.n_seq_max, (int32_t)c->p.rs_snapshots);
+                      (int32_t)c->p.n_seq_max, (int32_t)c->p.rs_snapshots, c->be->rs_restore == NULL);
 }
 
 #define ALLOC(ptr, count) do { if (!((ptr) = malloc((size_t)(count) * sizeof *(ptr) + 1))) ok = false; } while (0)

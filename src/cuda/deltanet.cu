@@ -58,9 +58,8 @@ __global__ void dn_conv(th_cu_dn d, const float *in, int64_t is, int n, const in
     }
 }
 
-// beta and decay of v head h from its projection row.
-__device__ __forceinline__ void gates(const th_cu_dn &d, const float *ba, int h, float &beta, float &decay) {
-    float b, a;
+// The raw beta and alpha of v head h from its projection row.
+__device__ __forceinline__ void raw_ba(const th_cu_dn &d, const float *ba, int h, float &b, float &a) {
     if (d.fused) {
         int g = h / d.ratio, r = h % d.ratio;
         b = ba[g * 2 * d.ratio + r];
@@ -69,6 +68,12 @@ __device__ __forceinline__ void gates(const th_cu_dn &d, const float *ba, int h,
         b = ba[h];
         a = ba[d.nv + h];
     }
+}
+
+// beta and decay of v head h from its projection row.
+__device__ __forceinline__ void gates(const th_cu_dn &d, const float *ba, int h, float &beta, float &decay) {
+    float b, a;
+    raw_ba(d, ba, h, b, a);
     beta = sigm(b);
     decay = expf(fminf(softplus(a + d.dt[h]) * d.A[h], 50.0f));
 }
@@ -216,6 +221,104 @@ __global__ void __launch_bounds__(32) dn_rule_g(th_cu_dn d, const float *u, cons
         if (on && m * G + g < dk) Sg[(int64_t)(m * G + g) * dk + j] = S[m];
 }
 
+// Token t's inputs as a lane of dn_rule_p holds them: q and k elements lane + 32·e,
+// its column's v, the head's raw beta and alpha.
+template <int QPL>
+__device__ __forceinline__ void dn_load(const th_cu_dn &d, const float *u, const float *ba, int64_t bas, int t, int kh,
+                                        int h, int j, bool on, int lane, float *q, float *k, float &v, float &b, float &a) {
+    const float *row = u + (int64_t)t * d.cd;
+#pragma unroll
+    for (int e = 0; e < QPL; e++) {
+        const int i = lane + 32 * e;
+        q[e] = i < d.dk ? row[(int64_t)kh * d.dk + i] : 0.0f;
+        k[e] = i < d.dk ? row[d.kd + (int64_t)kh * d.dk + i] : 0.0f;
+    }
+    v = on ? row[2 * d.kd + (int64_t)h * d.dk + j] : 0.0f;
+    raw_ba(d, ba + (int64_t)t * bas, h, b, a);
+}
+
+// dn_rule_g walking its sequence's tokens by first / nxt, with the next token's
+// inputs (and its successor's index) loaded before this token is computed, so the
+// global loads' latency hides behind the arithmetic (variant 2).
+template <int DK, int G>
+__global__ void __launch_bounds__(32) dn_rule_p(th_cu_dn d, const float *u, const float *ba, int64_t bas,
+                                                const int32_t *seq_list, const int32_t *first, const int32_t *nxt,
+                                                const int32_t *snap, float *out, int64_t os) {
+    pdl_begin();
+    constexpr int KPT = DK / G, CPW = 32 / G, QPL = DK / 32;
+    const int s = seq_list[blockIdx.x];
+    if (s < 0) return;
+    const int h = blockIdx.z, lane = threadIdx.x, dk = d.dk, g = lane % G;
+    const int j = blockIdx.y * CPW + lane / G;
+    const bool on = j < dk;
+    const int kh = d.repeat ? h % d.nk : h / d.ratio;
+    __shared__ float qs[DK], ks[DK];
+    float S[KPT];
+    const int64_t hoff = d.layer_off + d.conv_n + (int64_t)h * dk * dk;
+    float *Sg = d.cur + (int64_t)s * d.per_seq + hoff;
+#pragma unroll
+    for (int m = 0; m < KPT; m++) {
+        const int i = m * G + g;
+        S[m] = on && i < dk ? Sg[(int64_t)i * dk + j] : 0.0f;
+    }
+    const float scale = rsqrtf((float)dk), dt = d.dt[h], A = d.A[h];
+    int t = first[blockIdx.x], tn = nxt[t], sc = snap[t];
+    float qc[QPL], kc[QPL], vc, bc, ac;
+    dn_load<QPL>(d, u, ba, bas, t, kh, h, j, on, lane, qc, kc, vc, bc, ac);
+    while (t >= 0) {
+        float qn[QPL], kn[QPL], vn = 0.0f, bn = 0.0f, an = 0.0f;
+        int tnn = -1, sn = -1;
+        if (tn >= 0) {
+            dn_load<QPL>(d, u, ba, bas, tn, kh, h, j, on, lane, qn, kn, vn, bn, an);
+            tnn = nxt[tn];
+            sn = snap[tn];
+        }
+        float sq = 0.0f, sk = 0.0f;
+#pragma unroll
+        for (int e = 0; e < QPL; e++) { sq += qc[e] * qc[e]; sk += kc[e] * kc[e]; }
+        sq = warp_sum(sq);
+        sk = warp_sum(sk);
+        const float rq = 1.0f / fmaxf(sqrtf(sq), d.eps), rk = 1.0f / fmaxf(sqrtf(sk), d.eps);
+        float kq = 0.0f;
+#pragma unroll
+        for (int e = 0; e < QPL; e++) {
+            const float qq = qc[e] * rq, kk = kc[e] * rk;
+            qs[lane + 32 * e] = qq;
+            ks[lane + 32 * e] = kk;
+            kq += qq * kk;
+        }
+        kq = warp_sum(kq);
+        __syncwarp();
+        const float beta = sigm(bc), decay = expf(fminf(softplus(ac + dt) * A, 50.0f));
+        float vp = 0.0f, ov = 0.0f;
+#pragma unroll
+        for (int m = 0; m < KPT; m++) { vp += S[m] * ks[m * G + g]; ov += S[m] * qs[m * G + g]; }
+#pragma unroll
+        for (int o = 1; o < G; o <<= 1) {
+            vp += __shfl_xor_sync(0xffffffffu, vp, o);
+            ov += __shfl_xor_sync(0xffffffffu, ov, o);
+        }
+        const float nw = vc * beta - vp * beta * decay;
+        if (on && g == 0) out[(int64_t)t * os + (int64_t)h * dk + j] = ov * decay * scale + nw * kq * scale;
+#pragma unroll
+        for (int m = 0; m < KPT; m++) S[m] = fminf(fmaxf(decay * S[m] + nw * ks[m * G + g], -1e6f), 1e6f);
+        if (on && sc >= 0) {
+            float *Sn = d.snap + (int64_t)sc * d.per_seq + hoff;
+#pragma unroll
+            for (int m = 0; m < KPT; m++)
+                if (m * G + g < dk) Sn[(int64_t)(m * G + g) * dk + j] = S[m];
+        }
+        __syncwarp();
+        t = tn; tn = tnn; sc = sn;
+#pragma unroll
+        for (int e = 0; e < QPL; e++) { qc[e] = qn[e]; kc[e] = kn[e]; }
+        vc = vn; bc = bn; ac = an;
+    }
+#pragma unroll
+    for (int m = 0; m < KPT; m++)
+        if (on && m * G + g < dk) Sg[(int64_t)(m * G + g) * dk + j] = S[m];
+}
+
 // One warp per (v head, token): rmsnorm of the head's output · norm ⊙ silu(z).
 __global__ void dn_output(th_cu_dn d, float *out, int64_t os, const float *in, int64_t is) {
     pdl_begin();
@@ -278,9 +381,18 @@ static int dn_variant = 1;
 extern "C" void th_cu_dn_set_variant(int v) { dn_variant = v; }
 
 extern "C" void th_cu_dn_rule(const th_cu_dn *d, const float *u, const float *ba, int64_t bas, int n,
-                              const int32_t *seq, const int32_t *seq_list, const int32_t *snap, float *out, int64_t os,
-                              cudaStream_t st) {
+                              const int32_t *seq, const int32_t *seq_list, const int32_t *first, const int32_t *nxt,
+                              const int32_t *snap, float *out, int64_t os, cudaStream_t st) {
     if (n <= 0) return;
+    if (dn_variant == 2) {
+        constexpr int G = 4;
+        dim3 grid((unsigned)n, (unsigned)((d->dk + 32 / G - 1) / (32 / G)), (unsigned)d->nv);
+        if (d->dk <= 32) launch_k(dn_rule_p<32, G>, grid, dim3(32), st, *d, u, ba, bas, seq_list, first, nxt, snap, out, os);
+        else if (d->dk <= 64) launch_k(dn_rule_p<64, G>, grid, dim3(32), st, *d, u, ba, bas, seq_list, first, nxt, snap, out, os);
+        else if (d->dk <= 128) launch_k(dn_rule_p<128, G>, grid, dim3(32), st, *d, u, ba, bas, seq_list, first, nxt, snap, out, os);
+        else launch_k(dn_rule_p<256, G>, grid, dim3(32), st, *d, u, ba, bas, seq_list, first, nxt, snap, out, os);
+        return;
+    }
     if (dn_variant == 1) {
         constexpr int G = 4;
         dim3 grid((unsigned)n, (unsigned)((d->dk + 32 / G - 1) / (32 / G)), (unsigned)d->nv);

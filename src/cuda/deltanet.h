@@ -41,14 +41,17 @@ typedef struct th_cu_dn {
 void th_cu_dn_conv(const th_cu_dn *d, const float *in, int64_t is, int n, const int32_t *seq, const int32_t *snap,
                    float *u, cudaStream_t st);
 /* The delta rule over the batch: per v head, per sequence of seq_list (n entries,
- * the batch's distinct sequences then -1s), that sequence's tokens in batch order:
+ * the batch's distinct sequences then -1s; first: each one's first token, nxt: per
+ * token the next token of its sequence or -1), that sequence's tokens in batch order:
  * L2 norms of q and k, beta = sigmoid(b), decay = exp(min(softplus(a + dt)·A, 50)),
  * the state update and out[t][h·Dk ..] (stride os) before the output norm. ba rows
  * (stride bas): [b | a] (qwen35) or grouped per k head (qwen3next). */
 void th_cu_dn_rule(const th_cu_dn *d, const float *u, const float *ba, int64_t bas, int n, const int32_t *seq,
-                   const int32_t *seq_list, const int32_t *snap, float *out, int64_t os, cudaStream_t st);
+                   const int32_t *seq_list, const int32_t *first, const int32_t *nxt, const int32_t *snap, float *out,
+                   int64_t os, cudaStream_t st);
 /* Which delta-rule kernel runs (measurement and tests): 1 (default) G = 4 lanes a
- * state column, each over a quarter of the keys; 0 one lane a column. */
+ * state column, each over a quarter of the keys; 0 one lane a column; 2 as 1, the
+ * next token's inputs loaded while this one is computed (walking first / nxt). */
 void th_cu_dn_set_variant(int v);
 /* out[t][h] = rmsnorm(out[t][h])·norm ⊙ silu(z[t][h]), z from the projection rows in. */
 void th_cu_dn_output(const th_cu_dn *d, float *out, int64_t os, const float *in, int64_t is, int n, cudaStream_t st);

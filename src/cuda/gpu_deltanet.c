@@ -18,13 +18,15 @@
 struct th_cu_hyb {
     int32_t *slot;              /* host, n_layer: the layer's recurrent slot, or -1 */
     int32_t *kv_slot;           /* host, n_layer: the layer's KV-cache layer, or -1 */
-    uint8_t *mark;              /* host, n_seq: staging of the distinct sequences */
+    int32_t *last;              /* host, n_seq: staging (a sequence's last token so far, -1) */
     float *cur, *snap;          /* device state, th_rstate's layout */
     float *in, *ba, *u;         /* scratch rows: projections (in_w), gates (2·Nv), conv outputs (Cd) */
     float *wide, *gate;         /* gated attention: projections (wide_w), gates (q_w) */
     float *shx;                 /* gated shared experts: the expert's output (E) */
     int64_t in_w, wide_w;
-    size_t meta_off;            /* ints into the batch metadata: snap slot [n_batch], then sequence list [n_batch] */
+    size_t meta_off;            /* ints into the batch metadata: per token its snapshot slot (or -1), the batch's
+                                 * distinct sequences (then -1s), each one's first token, per token the next
+                                 * token of its sequence (or -1); n_batch each */
 };
 
 static const float *dvec(const th_weight *w) { return w->data && w->dev ? th_cu_w(w)->vec : NULL; }
@@ -62,14 +64,15 @@ th_status th_cu_hyb_init(th_gpu *g) {
     int64_t dk = hp->ssm_d_state, kd = dk * hp->ssm_n_group, vd = dk * hp->ssm_dt_rank, nv = hp->ssm_dt_rank;
     y->in_w = 2 * kd + 2 * vd;
     if (!(y->slot = malloc((size_t)hp->n_layer * sizeof(int32_t))) || !(y->kv_slot = malloc((size_t)hp->n_layer * sizeof(int32_t))) ||
-        !(y->mark = calloc((size_t)g->n_seq, 1)))
+        !(y->last = malloc((size_t)g->n_seq * sizeof(int32_t))))
         return th_set_error(TH_ERR_NOMEM, "out of memory");
+    for (int32_t q = 0; q < g->n_seq; q++) y->last[q] = -1;
     for (int32_t il = 0, r = 0, k = 0; il < hp->n_layer; il++) {
         y->slot[il] = m->layers[il].recurrent ? r++ : -1;
         y->kv_slot[il] = m->layers[il].recurrent ? -1 : k++;
     }
     y->meta_off = g->meta_count;
-    g->meta_count += 2 * B;
+    g->meta_count += 4 * B;
     size_t cur = (size_t)rs->n_seq * (size_t)rs->per_seq, snap = cur * (size_t)rs->n_snap;
     if ((s = th_cu_alloc(&g->mem, (void **)&y->cur, cur * 4, "the recurrent state")) ||
         (snap && (s = th_cu_alloc(&g->mem, (void **)&y->snap, snap * 4, "the recurrent state's snapshots"))) ||
@@ -86,7 +89,7 @@ void th_cu_hyb_free(th_gpu *g) {
     if (!y) return;
     free(y->slot);
     free(y->kv_slot);
-    free(y->mark);
+    free(y->last);
     free(y);
     g->hyb = NULL;
 }
@@ -97,14 +100,18 @@ void th_cu_hyb_free(th_gpu *g) {
 void th_cu_hyb_stage(th_gpu *g, const th_context *c, const th_step *s) {
     th_cu_hyb *y = g->hyb;
     if (!y || !y->slot) return;
-    int32_t *snap = g->h_meta + y->meta_off, *list = snap + g->n_batch, ns = 0, n_snap = c->rs.n_snap;
+    int32_t B = (int32_t)g->n_batch, ns = 0, n_snap = c->rs.n_snap;
+    int32_t *snap = g->h_meta + y->meta_off, *list = snap + B, *first = list + B, *nxt = first + B;
     for (int t = 0; t < s->n; t++) {
         int32_t q = s->seq[t], p = s->pos[t];
         snap[t] = n_snap > 0 && p + 1 > c->new_len[q] - n_snap ? q * n_snap + (p + 1) % n_snap : -1;
-        if (!y->mark[q]) { y->mark[q] = 1; list[ns++] = q; }
+        nxt[t] = -1;
+        if (y->last[q] < 0) { first[ns] = t; list[ns++] = q; }
+        else nxt[y->last[q]] = t;
+        y->last[q] = t;
     }
-    for (int i = 0; i < ns; i++) y->mark[list[i]] = 0;
-    for (int i = ns; i < s->n; i++) list[i] = -1;
+    for (int i = 0; i < ns; i++) y->last[list[i]] = -1;
+    for (int i = ns; i < s->n; i++) list[i] = first[i] = -1;
 }
 
 int32_t th_cu_kv_layer(const th_gpu *g, int32_t il) {
@@ -147,9 +154,10 @@ th_status th_cu_op_recurrent(th_context *c, const th_step *s, int32_t il) {
         if ((st = th_cu_group_mm(g, qz, 2, TH_BUF_H, y->in, y->in_w)) || (st = th_cu_group_mm(g, ba, 2, TH_BUF_H, y->ba, bas)))
             return st;
     }
-    const int32_t *snap = g->d_meta + y->meta_off, *list = snap + g->n_batch;
+    const int32_t *snap = g->d_meta + y->meta_off, *list = snap + g->n_batch, *first = list + g->n_batch,
+                  *nxt = first + g->n_batch;
     th_cu_dn_conv(&d, y->in, y->in_w, n, g->f.seq, snap, y->u, g->st);
-    th_cu_dn_rule(&d, y->u, y->ba, bas, n, g->f.seq, list, snap, g->att, g->att_w, g->st);
+    th_cu_dn_rule(&d, y->u, y->ba, bas, n, g->f.seq, list, first, nxt, snap, g->att, g->att_w, g->st);
     th_cu_dn_output(&d, g->att, g->att_w, y->in, y->in_w, n, g->st);
     att_written(g, TH_BUF_ATT);
     return TH_OK;
