@@ -279,7 +279,8 @@ static void test_gpu_qwen35_truncate_copy(void) { check_truncate_copy("qwen35");
 static void test_gpu_qwen3next_truncate_copy(void) { check_truncate_copy("qwen3next"); }
 
 /* The delta-rule kernels (deltanet.h's variants: one lane a state column; four over
- * a quarter of the keys each; the same with the next token's inputs prefetched)
+ * a quarter of the keys each; the same with the next token's inputs prefetched;
+ * that after a parallel pre-pass of the norms and gates)
  * give the same logits, prefill and decode (unless TH_GPU_DN_VARIANT pins one). */
 static void check_variants(const char *arch) {
     NEED_GPU();
@@ -290,9 +291,9 @@ static void check_variants(const char *arch) {
     int nv = th_model_n_vocab(m), n = 80;
     int32_t tok[MAXT];
     more_tokens(tok, 0, n);
-    float *lg[3][2];
+    float *lg[4][2];
     bool ok = true;
-    for (int v = 0; v < 3; v++) {
+    for (int v = 0; v < 4; v++) {
         th_cu_dn_set_variant(v);
         for (int k = 0; k < 2; k++) {   /* one batch (GEMM path), token by token (graphs) */
             lg[v][k] = malloc((size_t)n * nv * 4);
@@ -303,12 +304,12 @@ static void check_variants(const char *arch) {
     }
     th_cu_dn_set_variant(1);
     CHECK(ok, "decodes: %s", th_last_error());
-    for (int v = 1; ok && v < 3; v++) {
+    for (int v = 1; ok && v < 4; v++) {
         double wb = worst_rel(lg[v][0], lg[0][0], n, nv), wt = worst_rel(lg[v][1], lg[0][1], n, nv);
         printf("  %s: delta-rule kernel %d vs 0: batch %.3g, tokens %.3g\n", arch, v, wb, wt);
         CHECK(wb <= 1e-5 && wt <= 1e-5, "%s variant %d: %.3g %.3g", arch, v, wb, wt);
     }
-    for (int v = 0; v < 3; v++) free(lg[v][0]), free(lg[v][1]);
+    for (int v = 0; v < 4; v++) free(lg[v][0]), free(lg[v][1]);
     th_model_free(m);
 #else
     (void)arch;

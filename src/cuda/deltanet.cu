@@ -319,6 +319,106 @@ __global__ void __launch_bounds__(32) dn_rule_p(th_cu_dn d, const float *u, cons
         if (on && m * G + g < dk) Sg[(int64_t)(m * G + g) * dk + j] = S[m];
 }
 
+// Variant 3's pre-pass, everything of a token that does not need the state, for
+// all tokens at once: one warp per (token, k head) L2-normalises q and k in u (in
+// place) and stores k·q in kq[t][kh]; warp (t, 0) also stores beta and decay of
+// every v head in bd[t] ([beta | decay], 2·Nv).
+__global__ void dn_prep(th_cu_dn d, float *u, const float *ba, int64_t bas, float *kq, float *bd) {
+    pdl_begin();
+    const int t = blockIdx.x, kh = blockIdx.y, lane = threadIdx.x, dk = d.dk;
+    float *q = u + (int64_t)t * d.cd + (int64_t)kh * dk, *k = q + d.kd;
+    float sq = 0.0f, sk = 0.0f, qk = 0.0f;
+    for (int i = lane; i < dk; i += 32) { sq += q[i] * q[i]; sk += k[i] * k[i]; qk += q[i] * k[i]; }
+    sq = warp_sum(sq);
+    sk = warp_sum(sk);
+    qk = warp_sum(qk);
+    const float rq = 1.0f / fmaxf(sqrtf(sq), d.eps), rk = 1.0f / fmaxf(sqrtf(sk), d.eps);
+    for (int i = lane; i < dk; i += 32) { q[i] *= rq; k[i] *= rk; }
+    if (lane == 0) kq[(int64_t)t * d.nk + kh] = qk * rq * rk;
+    if (kh == 0)
+        for (int h = lane; h < d.nv; h += 32) gates(d, ba + (int64_t)t * bas, h, bd[(int64_t)t * 2 * d.nv + h], bd[(int64_t)t * 2 * d.nv + d.nv + h]);
+}
+
+// Variant 3: dn_rule_p on the pre-pass's normalised q, k, k·q, beta and decay: a
+// token's sequential work is two dot chains of DK/G, two shuffle steps and the update.
+template <int DK, int G>
+__global__ void __launch_bounds__(32) dn_rule_q(th_cu_dn d, const float *u, const float *kqb, const float *bd,
+                                                const int32_t *seq_list, const int32_t *first, const int32_t *nxt,
+                                                const int32_t *snap, float *out, int64_t os) {
+    pdl_begin();
+    constexpr int KPT = DK / G, CPW = 32 / G, QPL = DK / 32;
+    const int s = seq_list[blockIdx.x];
+    if (s < 0) return;
+    const int h = blockIdx.z, lane = threadIdx.x, dk = d.dk, g = lane % G;
+    const int j = blockIdx.y * CPW + lane / G;
+    const bool on = j < dk;
+    const int kh = d.repeat ? h % d.nk : h / d.ratio;
+    __shared__ float qs[DK], ks[DK];
+    float S[KPT];
+    const int64_t hoff = d.layer_off + d.conv_n + (int64_t)h * dk * dk;
+    float *Sg = d.cur + (int64_t)s * d.per_seq + hoff;
+#pragma unroll
+    for (int m = 0; m < KPT; m++) {
+        const int i = m * G + g;
+        S[m] = on && i < dk ? Sg[(int64_t)i * dk + j] : 0.0f;
+    }
+    const float scale = rsqrtf((float)dk);
+    float qc[QPL], kc[QPL], vc, bc, dc, kqc;
+    auto load = [&](int t, float *q, float *k, float &v, float &b, float &dd, float &kq) {
+        const float *row = u + (int64_t)t * d.cd;
+#pragma unroll
+        for (int e = 0; e < QPL; e++) {
+            const int i = lane + 32 * e;
+            q[e] = i < dk ? row[(int64_t)kh * dk + i] : 0.0f;
+            k[e] = i < dk ? row[d.kd + (int64_t)kh * dk + i] : 0.0f;
+        }
+        v = on ? row[2 * d.kd + (int64_t)h * dk + j] : 0.0f;
+        b = bd[(int64_t)t * 2 * d.nv + h];
+        dd = bd[(int64_t)t * 2 * d.nv + d.nv + h];
+        kq = kqb[(int64_t)t * d.nk + kh];
+    };
+    int t = first[blockIdx.x], tn = nxt[t], sc = snap[t];
+    load(t, qc, kc, vc, bc, dc, kqc);
+    while (t >= 0) {
+        float qn[QPL], kn[QPL], vn = 0.0f, bn = 0.0f, dn = 0.0f, kqn = 0.0f;
+        int tnn = -1, sn = -1;
+        if (tn >= 0) {
+            load(tn, qn, kn, vn, bn, dn, kqn);
+            tnn = nxt[tn];
+            sn = snap[tn];
+        }
+#pragma unroll
+        for (int e = 0; e < QPL; e++) { qs[lane + 32 * e] = qc[e]; ks[lane + 32 * e] = kc[e]; }
+        __syncwarp();
+        float vp = 0.0f, ov = 0.0f;
+#pragma unroll
+        for (int m = 0; m < KPT; m++) { vp += S[m] * ks[m * G + g]; ov += S[m] * qs[m * G + g]; }
+#pragma unroll
+        for (int o = 1; o < G; o <<= 1) {
+            vp += __shfl_xor_sync(0xffffffffu, vp, o);
+            ov += __shfl_xor_sync(0xffffffffu, ov, o);
+        }
+        const float nw = vc * bc - vp * bc * dc;
+        if (on && g == 0) out[(int64_t)t * os + (int64_t)h * dk + j] = ov * dc * scale + nw * kqc * scale;
+#pragma unroll
+        for (int m = 0; m < KPT; m++) S[m] = fminf(fmaxf(dc * S[m] + nw * ks[m * G + g], -1e6f), 1e6f);
+        if (on && sc >= 0) {
+            float *Sn = d.snap + (int64_t)sc * d.per_seq + hoff;
+#pragma unroll
+            for (int m = 0; m < KPT; m++)
+                if (m * G + g < dk) Sn[(int64_t)(m * G + g) * dk + j] = S[m];
+        }
+        __syncwarp();
+        t = tn; tn = tnn; sc = sn;
+#pragma unroll
+        for (int e = 0; e < QPL; e++) { qc[e] = qn[e]; kc[e] = kn[e]; }
+        vc = vn; bc = bn; dc = dn; kqc = kqn;
+    }
+#pragma unroll
+    for (int m = 0; m < KPT; m++)
+        if (on && m * G + g < dk) Sg[(int64_t)(m * G + g) * dk + j] = S[m];
+}
+
 // One warp per (v head, token): rmsnorm of the head's output · norm ⊙ silu(z).
 __global__ void dn_output(th_cu_dn d, float *out, int64_t os, const float *in, int64_t is) {
     pdl_begin();
@@ -380,10 +480,21 @@ extern "C" void th_cu_dn_conv(const th_cu_dn *d, const float *in, int64_t is, in
 static int dn_variant = 1;
 extern "C" void th_cu_dn_set_variant(int v) { dn_variant = v; }
 
-extern "C" void th_cu_dn_rule(const th_cu_dn *d, const float *u, const float *ba, int64_t bas, int n,
+extern "C" void th_cu_dn_rule(const th_cu_dn *d, float *u, const float *ba, int64_t bas, int n,
                               const int32_t *seq, const int32_t *seq_list, const int32_t *first, const int32_t *nxt,
                               const int32_t *snap, float *out, int64_t os, cudaStream_t st) {
     if (n <= 0) return;
+    if (dn_variant == 3) {
+        constexpr int G = 4;
+        float *kq = d->scratch, *bd = d->scratch + (int64_t)n * d->nk;
+        launch_k(dn_prep, dim3((unsigned)n, (unsigned)d->nk), dim3(32), st, *d, u, ba, bas, kq, bd);
+        dim3 grid((unsigned)n, (unsigned)((d->dk + 32 / G - 1) / (32 / G)), (unsigned)d->nv);
+        if (d->dk <= 32) launch_k(dn_rule_q<32, G>, grid, dim3(32), st, *d, u, (const float *)kq, (const float *)bd, seq_list, first, nxt, snap, out, os);
+        else if (d->dk <= 64) launch_k(dn_rule_q<64, G>, grid, dim3(32), st, *d, u, (const float *)kq, (const float *)bd, seq_list, first, nxt, snap, out, os);
+        else if (d->dk <= 128) launch_k(dn_rule_q<128, G>, grid, dim3(32), st, *d, u, (const float *)kq, (const float *)bd, seq_list, first, nxt, snap, out, os);
+        else launch_k(dn_rule_q<256, G>, grid, dim3(32), st, *d, u, (const float *)kq, (const float *)bd, seq_list, first, nxt, snap, out, os);
+        return;
+    }
     if (dn_variant == 2) {
         constexpr int G = 4;
         dim3 grid((unsigned)n, (unsigned)((d->dk + 32 / G - 1) / (32 / G)), (unsigned)d->nv);

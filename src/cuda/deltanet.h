@@ -32,6 +32,7 @@ typedef struct th_cu_dn {
     const float *norm;                  /* [Dk] */
     float *cur, *snap;                  /* device state: [seq][per_seq], snapshots [seq·n_snap + slot][per_seq] */
     int64_t per_seq, layer_off, conv_n; /* floats: per sequence, this layer's offset in it, its conv window */
+    float *scratch;                     /* n_batch × (Nk + 2·Nv) floats for variant 3's pre-pass */
 } th_cu_dn;
 
 /* in rows (stride is): the projections, [q k v | z] (or qwen3next's grouped
@@ -46,12 +47,14 @@ void th_cu_dn_conv(const th_cu_dn *d, const float *in, int64_t is, int n, const 
  * L2 norms of q and k, beta = sigmoid(b), decay = exp(min(softplus(a + dt)·A, 50)),
  * the state update and out[t][h·Dk ..] (stride os) before the output norm. ba rows
  * (stride bas): [b | a] (qwen35) or grouped per k head (qwen3next). */
-void th_cu_dn_rule(const th_cu_dn *d, const float *u, const float *ba, int64_t bas, int n, const int32_t *seq,
+void th_cu_dn_rule(const th_cu_dn *d, float *u, const float *ba, int64_t bas, int n, const int32_t *seq,
                    const int32_t *seq_list, const int32_t *first, const int32_t *nxt, const int32_t *snap, float *out,
                    int64_t os, cudaStream_t st);
 /* Which delta-rule kernel runs (measurement and tests): 1 (default) G = 4 lanes a
  * state column, each over a quarter of the keys; 0 one lane a column; 2 as 1, the
- * next token's inputs loaded while this one is computed (walking first / nxt). */
+ * next token's inputs loaded while this one is computed (walking first / nxt);
+ * 3 as 2 after a parallel pre-pass over the batch (q/k norms in u, in place, k·q,
+ * beta, decay), so the sequential part is the state's arithmetic alone. */
 void th_cu_dn_set_variant(int v);
 /* out[t][h] = rmsnorm(out[t][h])·norm ⊙ silu(z[t][h]), z from the projection rows in. */
 void th_cu_dn_output(const th_cu_dn *d, float *out, int64_t os, const float *in, int64_t is, int n, cudaStream_t st);

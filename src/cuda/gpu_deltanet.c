@@ -21,6 +21,7 @@ struct th_cu_hyb {
     int32_t *last;              /* host, n_seq: staging (a sequence's last token so far, -1) */
     float *cur, *snap;          /* device state, th_rstate's layout */
     float *in, *ba, *u;         /* scratch rows: projections (in_w), gates (2·Nv), conv outputs (Cd) */
+    float *prep;                /* the delta rule's pre-pass (variant 3): Nk + 2·Nv a token */
     float *wide, *gate;         /* gated attention: projections (wide_w), gates (q_w) */
     float *shx;                 /* gated shared experts: the expert's output (E) */
     int64_t in_w, wide_w;
@@ -78,7 +79,8 @@ th_status th_cu_hyb_init(th_gpu *g) {
         (snap && (s = th_cu_alloc(&g->mem, (void **)&y->snap, snap * 4, "the recurrent state's snapshots"))) ||
         (s = th_cu_alloc(&g->mem, (void **)&y->in, B * y->in_w * 4, "DeltaNet scratch")) ||
         (s = th_cu_alloc(&g->mem, (void **)&y->ba, B * 2 * nv * 4, "DeltaNet scratch")) ||
-        (s = th_cu_alloc(&g->mem, (void **)&y->u, B * (2 * kd + vd) * 4, "DeltaNet scratch")))
+        (s = th_cu_alloc(&g->mem, (void **)&y->u, B * (2 * kd + vd) * 4, "DeltaNet scratch")) ||
+        (s = th_cu_alloc(&g->mem, (void **)&y->prep, B * (hp->ssm_n_group + 2 * nv) * 4, "DeltaNet scratch")))
         return s;
     cudaError_t e = cudaMemsetAsync(y->cur, 0, cur * 4, g->st);
     return e ? th_cu_fail(e, "recurrent state set-up") : TH_OK;
@@ -124,7 +126,7 @@ static th_cu_dn layer_dn(const th_gpu *g, const th_layer *L, int32_t r) {
     th_cu_dn d = { .dk = hp->ssm_d_state, .nk = hp->ssm_n_group, .nv = hp->ssm_dt_rank, .C = hp->ssm_d_conv,
                    .fused = L->ssm_in.data != NULL, .repeat = hp->ssm_repeat != 0, .eps = hp->norm_eps,
                    .conv_w = dvec(&L->ssm_conv1d), .dt = dvec(&L->ssm_dt), .A = dvec(&L->ssm_a), .norm = dvec(&L->ssm_norm),
-                   .cur = g->hyb->cur, .snap = g->hyb->snap, .per_seq = rs->per_seq,
+                   .cur = g->hyb->cur, .snap = g->hyb->snap, .per_seq = rs->per_seq, .scratch = g->hyb->prep,
                    .layer_off = (int64_t)r * (rs->conv_n + rs->ssm_n), .conv_n = rs->conv_n };
     d.ratio = d.nv / (d.nk > 0 ? d.nk : 1);
     d.kd = (int64_t)d.dk * d.nk;
