@@ -70,6 +70,55 @@ __device__ __forceinline__ void raw_ba(const th_cu_dn &d, const float *ba, int h
     }
 }
 
+// dn_conv with the window in registers while consecutive tokens belong to one
+// sequence (written back when the sequence changes and at the end) and the next
+// token's input loaded ahead: the chain from one token to the next stays in
+// registers (C - 1 <= CM). Variants >= 1.
+template <int CM>
+__global__ void dn_conv_r(th_cu_dn d, const float *in, int64_t is, int n, const int32_t *seq, const int32_t *snap, float *u) {
+    pdl_begin();
+    int64_t ch = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (ch >= d.cd) return;
+    const int Cm = d.C - 1;
+    const int64_t col = in_col(d, ch);
+    float w[CM + 1], win[CM];
+#pragma unroll
+    for (int j = 0; j <= CM; j++) w[j] = j <= Cm ? d.conv_w[ch * d.C + j] : 0.0f;
+#pragma unroll
+    for (int j = 0; j < CM; j++) win[j] = 0.0f;
+    int cs = -1;
+    float *wg = nullptr;
+    float xn = in[col];
+    for (int t = 0; t < n; t++) {
+        const float x = xn;
+        if (t + 1 < n) xn = in[(int64_t)(t + 1) * is + col];
+        const int q = seq[t];
+        if (q != cs) {
+#pragma unroll
+            for (int j = 0; j < CM; j++) if (cs >= 0 && j < Cm) wg[j] = win[j];
+            wg = d.cur + (int64_t)q * d.per_seq + d.layer_off + ch * Cm;
+#pragma unroll
+            for (int j = 0; j < CM; j++) win[j] = j < Cm ? wg[j] : 0.0f;
+            cs = q;
+        }
+        float acc = 0.0f;
+#pragma unroll
+        for (int j = 0; j < CM; j++) if (j < Cm) acc += win[j] * w[j];
+#pragma unroll
+        for (int j = 0; j <= CM; j++) if (j == Cm) acc += x * w[j];
+#pragma unroll
+        for (int j = 0; j < CM; j++) win[j] = j + 1 < Cm ? win[j + 1 < CM ? j + 1 : j] : j + 1 == Cm ? x : win[j];
+        u[(int64_t)t * d.cd + ch] = silu(acc);
+        if (snap[t] >= 0) {
+            float *sw = d.snap + (int64_t)snap[t] * d.per_seq + d.layer_off + ch * Cm;
+#pragma unroll
+            for (int j = 0; j < CM; j++) if (j < Cm) sw[j] = win[j];
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < CM; j++) if (cs >= 0 && j < Cm) wg[j] = win[j];
+}
+
 // beta and decay of v head h from its projection row.
 __device__ __forceinline__ void gates(const th_cu_dn &d, const float *ba, int h, float &beta, float &decay) {
     float b, a;
@@ -471,14 +520,18 @@ __global__ void shexp_gate(float *out, const float *h, const float *y, const flo
 
 }  // namespace
 
+static int dn_variant = 1;
+extern "C" void th_cu_dn_set_variant(int v) { dn_variant = v; }
+
 extern "C" void th_cu_dn_conv(const th_cu_dn *d, const float *in, int64_t is, int n, const int32_t *seq,
                               const int32_t *snap, float *u, cudaStream_t st) {
     if (n <= 0) return;
+    if (dn_variant >= 1 && d->C >= 1 && d->C <= 8) {
+        launch_k(dn_conv_r<7>, dim3((unsigned)((d->cd + 127) / 128)), dim3(128), st, *d, in, is, n, seq, snap, u);
+        return;
+    }
     launch_k(dn_conv, dim3((unsigned)((d->cd + 127) / 128)), dim3(128), st, *d, in, is, n, seq, snap, u);
 }
-
-static int dn_variant = 1;
-extern "C" void th_cu_dn_set_variant(int v) { dn_variant = v; }
 
 extern "C" void th_cu_dn_rule(const th_cu_dn *d, float *u, const float *ba, int64_t bas, int n,
                               const int32_t *seq, const int32_t *seq_list, const int32_t *first, const int32_t *nxt,
