@@ -520,13 +520,17 @@ __global__ void shexp_gate(float *out, const float *h, const float *y, const flo
 
 }  // namespace
 
-static int dn_variant = 1;
+// -1 (default): variant 2 for batches under 16 tokens (decode: the pre-pass's extra
+// launch costs more than it saves), 3 from 16 (prefill). H200, the 8-layer qwen35 bench
+// model (F16): pp512 53.7k / 71.8k / 87.5k tok/s and tg128 2506 / 2614 / 2503 tok/s for
+// variants 1 / 2 / 3; variant 0 10.5k and 1577.
+static int dn_variant = -1;
 extern "C" void th_cu_dn_set_variant(int v) { dn_variant = v; }
 
 extern "C" void th_cu_dn_conv(const th_cu_dn *d, const float *in, int64_t is, int n, const int32_t *seq,
                               const int32_t *snap, float *u, cudaStream_t st) {
     if (n <= 0) return;
-    if (dn_variant >= 1 && d->C >= 1 && d->C <= 8) {
+    if (dn_variant != 0 && d->C >= 1 && d->C <= 8) {
         launch_k(dn_conv_r<7>, dim3((unsigned)((d->cd + 127) / 128)), dim3(128), st, *d, in, is, n, seq, snap, u);
         return;
     }
@@ -537,7 +541,8 @@ extern "C" void th_cu_dn_rule(const th_cu_dn *d, float *u, const float *ba, int6
                               const int32_t *seq, const int32_t *seq_list, const int32_t *first, const int32_t *nxt,
                               const int32_t *snap, float *out, int64_t os, cudaStream_t st) {
     if (n <= 0) return;
-    if (dn_variant == 3) {
+    const int variant = dn_variant >= 0 ? dn_variant : n < 16 ? 2 : 3;
+    if (variant == 3) {
         constexpr int G = 4;
         float *kq = d->scratch, *bd = d->scratch + (int64_t)n * d->nk;
         launch_k(dn_prep, dim3((unsigned)n, (unsigned)d->nk), dim3(32), st, *d, u, ba, bas, kq, bd);
@@ -548,7 +553,7 @@ extern "C" void th_cu_dn_rule(const th_cu_dn *d, float *u, const float *ba, int6
         else launch_k(dn_rule_q<256, G>, grid, dim3(32), st, *d, u, (const float *)kq, (const float *)bd, seq_list, first, nxt, snap, out, os);
         return;
     }
-    if (dn_variant == 2) {
+    if (variant == 2) {
         constexpr int G = 4;
         dim3 grid((unsigned)n, (unsigned)((d->dk + 32 / G - 1) / (32 / G)), (unsigned)d->nv);
         if (d->dk <= 32) launch_k(dn_rule_p<32, G>, grid, dim3(32), st, *d, u, ba, bas, seq_list, first, nxt, snap, out, os);
@@ -557,7 +562,7 @@ extern "C" void th_cu_dn_rule(const th_cu_dn *d, float *u, const float *ba, int6
         else launch_k(dn_rule_p<256, G>, grid, dim3(32), st, *d, u, ba, bas, seq_list, first, nxt, snap, out, os);
         return;
     }
-    if (dn_variant == 1) {
+    if (variant == 1) {
         constexpr int G = 4;
         dim3 grid((unsigned)n, (unsigned)((d->dk + 32 / G - 1) / (32 / G)), (unsigned)d->nv);
         if (d->dk <= 32) launch_k(dn_rule_g<32, G>, grid, dim3(32), st, *d, u, ba, bas, n, seq, seq_list, snap, out, os);

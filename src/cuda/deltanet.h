@@ -50,12 +50,13 @@ void th_cu_dn_conv(const th_cu_dn *d, const float *in, int64_t is, int n, const 
 void th_cu_dn_rule(const th_cu_dn *d, float *u, const float *ba, int64_t bas, int n, const int32_t *seq,
                    const int32_t *seq_list, const int32_t *first, const int32_t *nxt, const int32_t *snap, float *out,
                    int64_t os, cudaStream_t st);
-/* Which delta-rule kernel runs (measurement and tests): 1 (default) G = 4 lanes a
- * state column, each over a quarter of the keys; 0 one lane a column; 2 as 1, the
+/* Which delta-rule kernel runs (measurement and tests): -1 (default) 2 for batches
+ * under 16 tokens, else 3; 1 G = 4 lanes a state column, each over a quarter of the
+ * keys; 0 one lane a column; 2 as 1, the
  * next token's inputs loaded while this one is computed (walking first / nxt);
  * 3 as 2 after a parallel pre-pass over the batch (q/k norms in u, in place, k·q,
- * beta, decay), so the sequential part is the state's arithmetic alone. Variants
- * >= 1 also run the conv with each window in registers (C <= 8). */
+ * beta, decay), so the sequential part is the state's arithmetic alone. Every
+ * variant but 0 also runs the conv with each window in registers (C <= 8). */
 void th_cu_dn_set_variant(int v);
 /* out[t][h] = rmsnorm(out[t][h])·norm ⊙ silu(z[t][h]), z from the projection rows in. */
 void th_cu_dn_output(const th_cu_dn *d, float *out, int64_t os, const float *in, int64_t is, int n, cudaStream_t st);
