@@ -1,8 +1,14 @@
 /* gen_model.c — writes random-weight, Llama-shaped GGUF models for speed work.
  *
- *   gen_model --shape 135M|1.1B|8B|custom [--dim N --layers N --heads N --kv-heads N
+ *   gen_model --shape 135M|1.1B|8B|qwen35|custom [--dim N --layers N --heads N --kv-heads N
  *             --ffn N --vocab N] [--ctx N] [--tied|--untied] [--seed S]
  *             [--random-blocks] --type TYPE -o FILE
+ *
+ * qwen35 is a hybrid (docs/hybrid.md): the layer shapes of make_hybrid.py --bench
+ * (a Qwen3.5-0.8B-class layer: E 1024, attention 8 / 2 heads of 256 with rope on 64
+ * dims, FFN 3584, Gated DeltaNet 16 k / 16 v heads of 128, conv 4; every 4th layer
+ * full attention), 8 layers, a 4096-token vocabulary, tied output. The DeltaNet's
+ * conv taps, dt, A (-0.5, so decays stay in (0, 1)) and norms are F32.
  *
  * TYPE is a single weight type (F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K
  * Q4_K Q5_K Q6_K IQ4_NL IQ4_XS, theseus's q2..q8 ...) used for every 2-D weight, or a mix:
@@ -47,13 +53,17 @@
 typedef struct shape {
     long dim, layers, heads, kv_heads, ffn, vocab, ctx;
     int tied;   /* 1 tied output, 0 separate output.weight */
+    /* hybrid (qwen35) only: head width, rope dims, DeltaNet head width, k and v heads, conv taps, attention interval */
+    long hd, rot, dk, nk, nv, conv, every;
+    int hybrid;
 } shape;
 
 typedef struct tensor {
     char name[64];
     uint32_t type, n_dims;
     uint64_t ne[2], nbytes, offset;
-    float sd;        /* standard deviation; 0 = all ones (norms) */
+    float sd;        /* standard deviation; 0 = all cval (norms: ones) */
+    float cval;
 } tensor;
 
 typedef struct gen {
@@ -159,14 +169,53 @@ static bool add_tensor(gen *g, uint32_t type, uint64_t ne0, uint64_t ne1, const 
     t->ne[0] = ne0;
     t->ne[1] = ne1;
     t->sd = ne1 > 1 ? (float)(1.0 / sqrt((double)ne0)) : 0.0f;
+    t->cval = 1.0f;
     t->offset = g->data_size;
     g->data_size += (t->nbytes + ALIGN - 1) / ALIGN * ALIGN;
     g->n_t++;
     return true;
 }
 
+/* qwen35: DeltaNet layers, every `every`-th layer gated full attention (qwen35.c's names). */
+static bool plan_hybrid(gen *g) {
+    const shape *s = &g->sh;
+    uint64_t E = (uint64_t)s->dim, D = (uint64_t)s->hd, F = (uint64_t)s->ffn, V = (uint64_t)s->vocab;
+    uint64_t q = D * (uint64_t)s->heads, kv = D * (uint64_t)s->kv_heads, C = (uint64_t)s->conv;
+    uint64_t nv = (uint64_t)s->nv, kd = (uint64_t)(s->dk * s->nk), vd = (uint64_t)(s->dk * s->nv), cd = 2 * kd + vd;
+    bool ok = add_tensor(g, g->base, E, V, "token_embd.weight", 0);
+    for (int l = 0; ok && l < s->layers; l++) {
+        ok = add_tensor(g, TH_F32, E, 1, "blk.%d.attn_norm.weight", l) &&
+             add_tensor(g, TH_F32, E, 1, "blk.%d.post_attention_norm.weight", l);
+        if (ok && (l + 1) % s->every != 0) {
+            ok = add_tensor(g, g->base, E, cd, "blk.%d.attn_qkv.weight", l) &&
+                 add_tensor(g, g->base, E, vd, "blk.%d.attn_gate.weight", l) &&
+                 add_tensor(g, g->base, E, nv, "blk.%d.ssm_beta.weight", l) &&
+                 add_tensor(g, g->base, E, nv, "blk.%d.ssm_alpha.weight", l) &&
+                 add_tensor(g, TH_F32, C, cd, "blk.%d.ssm_conv1d.weight", l) &&
+                 add_tensor(g, TH_F32, nv, 1, "blk.%d.ssm_dt.bias", l) &&
+                 add_tensor(g, TH_F32, nv, 1, "blk.%d.ssm_a", l) &&
+                 add_tensor(g, TH_F32, (uint64_t)s->dk, 1, "blk.%d.ssm_norm.weight", l) &&
+                 add_tensor(g, g->base, vd, E, "blk.%d.ssm_out.weight", l);
+            if (ok) { g->t[g->n_t - 4].cval = 0.0f; g->t[g->n_t - 3].cval = -0.5f; }   /* dt 0, A -0.5 */
+        } else if (ok) {
+            ok = add_tensor(g, g->base, E, 2 * q, "blk.%d.attn_q.weight", l) &&   /* per head [q; gate] */
+                 add_tensor(g, g->base, E, kv, "blk.%d.attn_k.weight", l) &&
+                 add_tensor(g, g->base, E, kv, "blk.%d.attn_v.weight", l) &&
+                 add_tensor(g, g->base, q, E, "blk.%d.attn_output.weight", l) &&
+                 add_tensor(g, TH_F32, D, 1, "blk.%d.attn_q_norm.weight", l) &&
+                 add_tensor(g, TH_F32, D, 1, "blk.%d.attn_k_norm.weight", l);
+        }
+        ok = ok && add_tensor(g, g->base, E, F, "blk.%d.ffn_gate.weight", l) &&
+             add_tensor(g, g->base, E, F, "blk.%d.ffn_up.weight", l) && add_tensor(g, g->base, F, E, "blk.%d.ffn_down.weight", l);
+    }
+    ok = ok && add_tensor(g, TH_F32, E, 1, "output_norm.weight", 0);
+    if (ok && !s->tied) ok = add_tensor(g, g->big, E, V, "output.weight", 0);
+    return ok;
+}
+
 static bool plan_tensors(gen *g) {
     const shape *s = &g->sh;
+    if (s->hybrid) return plan_hybrid(g);
     uint64_t E = (uint64_t)s->dim, hd = E / (uint64_t)s->heads, F = (uint64_t)s->ffn, V = (uint64_t)s->vocab;
     uint64_t q = hd * (uint64_t)s->heads, kv = hd * (uint64_t)s->kv_heads;
     bool ok = add_tensor(g, g->base, E, V, "token_embd.weight", 0);
@@ -209,7 +258,7 @@ static void pad_to(out *o, uint64_t align) {
     w_bytes(o, zeros, (size_t)((align - o->pos % align) % align));
 }
 
-enum { N_KV = 22 };   /* keep in step with write_header + write_vocab */
+enum { N_KV = 22, N_KV_HYBRID = 29 };   /* keep in step with write_header + write_vocab */
 
 static void token_text(long i, char *buf, size_t cap) {
     if (i == 0) snprintf(buf, cap, "<unk>");
@@ -235,14 +284,44 @@ static void write_vocab(out *o, long n) {
     kv_bool(o, "tokenizer.ggml.add_eos_token", false);
 }
 
-static void write_header(out *o, const gen *g) {
+/* "qwen35.<key>" = v */
+static void kv_u32h(out *o, const char *key, uint32_t v) {
+    char k[96];
+    snprintf(k, sizeof k, "qwen35.%s", key);
+    kv_u32(o, k, v);
+}
+
+static void write_header_hybrid(out *o, const gen *g) {
+    const shape *s = &g->sh;
+    char name[96];
+    snprintf(name, sizeof name, "theseus synthetic qwen35 %s", g->type_name);
+    kv_str(o, "general.architecture", "qwen35");                       /* 1 */
+    kv_str(o, "general.name", name);
+    kv_u32(o, "general.alignment", ALIGN);
+    kv_u32h(o, "context_length", (uint32_t)s->ctx);
+    kv_u32h(o, "embedding_length", (uint32_t)s->dim);                  /* 5 */
+    kv_u32h(o, "block_count", (uint32_t)s->layers);
+    kv_u32h(o, "feed_forward_length", (uint32_t)s->ffn);
+    kv_u32h(o, "attention.head_count", (uint32_t)s->heads);
+    kv_u32h(o, "attention.head_count_kv", (uint32_t)s->kv_heads);
+    kv_u32h(o, "attention.key_length", (uint32_t)s->hd);               /* 10 */
+    kv_u32h(o, "attention.value_length", (uint32_t)s->hd);
+    kv_u32h(o, "rope.dimension_count", (uint32_t)s->rot);
+    kv_f32(o, "qwen35.rope.freq_base", 10000000.0f);
+    kv_f32(o, "qwen35.attention.layer_norm_rms_epsilon", 1e-6f);
+    kv_u32h(o, "ssm.conv_kernel", (uint32_t)s->conv);                  /* 15 */
+    kv_u32h(o, "ssm.state_size", (uint32_t)s->dk);
+    kv_u32h(o, "ssm.group_count", (uint32_t)s->nk);
+    kv_u32h(o, "ssm.time_step_rank", (uint32_t)s->nv);
+    kv_u32h(o, "ssm.inner_size", (uint32_t)(s->dk * s->nv));
+    kv_u32h(o, "full_attention_interval", (uint32_t)s->every);         /* 20 */
+    write_vocab(o, s->vocab);                                          /* 29 */
+}
+
+static void write_header_llama(out *o, const gen *g) {
     const shape *s = &g->sh;
     char name[96];
     snprintf(name, sizeof name, "theseus synthetic llama %s", g->type_name);
-    w_u32(o, 0x46554747u);
-    w_u32(o, 3);
-    w_u64(o, (uint64_t)g->n_t);
-    w_u64(o, N_KV);
     kv_str(o, "general.architecture", "llama");                        /* 1 */
     kv_str(o, "general.name", name);
     kv_u32(o, "general.alignment", ALIGN);
@@ -257,6 +336,15 @@ static void write_header(out *o, const gen *g) {
     kv_f32(o, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
     kv_u32(o, "llama.vocab_size", (uint32_t)s->vocab);                 /* 13 */
     write_vocab(o, s->vocab);                                          /* 22 */
+}
+
+static void write_header(out *o, const gen *g) {
+    w_u32(o, 0x46554747u);
+    w_u32(o, 3);
+    w_u64(o, (uint64_t)g->n_t);
+    w_u64(o, g->sh.hybrid ? N_KV_HYBRID : N_KV);
+    if (g->sh.hybrid) write_header_hybrid(o, g);
+    else write_header_llama(o, g);
     for (int i = 0; i < g->n_t; i++) {
         const tensor *t = &g->t[i];
         w_str(o, t->name);
@@ -286,7 +374,7 @@ static bool write_tensor(out *o, const gen *g, const tensor *t, float *fbuf, uin
         if (random) {
             fill_random_blocks(bs, qbuf, n / ti->block, ti->bytes, t->sd);
         } else {
-            if (t->sd == 0) for (uint64_t i = 0; i < n; i++) fbuf[i] = 1.0f;
+            if (t->sd == 0) for (uint64_t i = 0; i < n; i++) fbuf[i] = t->cval;
             else fill_uniform(fbuf, n, t->sd);
             /* row by row: a type may start each row with a scale (IQ1_BN / IQ2_BN's row_meta) */
             for (uint64_t r = 0; r < nr; r++) th_ref_quantize(t->type, fbuf + r * t->ne[0], qbuf + r * rb, (int64_t)t->ne[0]);
@@ -300,7 +388,7 @@ static bool write_tensor(out *o, const gen *g, const tensor *t, float *fbuf, uin
 /* ---------------------------------------------------------------- options */
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: gen_model --shape 135M|1.1B|8B|custom --type TYPE -o FILE [options]\n"
+    fprintf(f, "usage: gen_model --shape 135M|1.1B|8B|qwen35|custom --type TYPE -o FILE [options]\n"
                "  --dim N --layers N --heads N --kv-heads N --ffn N --vocab N   (custom; override a preset)\n"
                "  --ctx N            llama.context_length (default 2048)\n"
                "  --tied | --untied  output shares token_embd (default: tied for 135M, else untied)\n"
@@ -311,10 +399,13 @@ static void usage(FILE *f) {
 }
 
 static bool set_preset(shape *s, const char *name) {
-    if (!strcmp(name, "135M")) *s = (shape){ 576, 30, 9, 3, 1536, 49152, 2048, 1 };
-    else if (!strcmp(name, "1.1B")) *s = (shape){ 2048, 16, 32, 8, 8192, 32000, 2048, 0 };
-    else if (!strcmp(name, "8B")) *s = (shape){ 4096, 32, 32, 8, 14336, 128256, 2048, 0 };
-    else if (!strcmp(name, "custom")) *s = (shape){ 0, 0, 0, 0, 0, 0, 2048, 0 };
+    if (!strcmp(name, "135M")) *s = (shape){ 576, 30, 9, 3, 1536, 49152, 2048, 1, 0, 0, 0, 0, 0, 0, 0, 0 };
+    else if (!strcmp(name, "1.1B")) *s = (shape){ 2048, 16, 32, 8, 8192, 32000, 2048, 0, 0, 0, 0, 0, 0, 0, 0, 0 };
+    else if (!strcmp(name, "8B")) *s = (shape){ 4096, 32, 32, 8, 14336, 128256, 2048, 0, 0, 0, 0, 0, 0, 0, 0, 0 };
+    else if (!strcmp(name, "qwen35"))   /* make_hybrid.py --bench's shape */
+        *s = (shape){ 1024, 8, 8, 2, 3584, 4096, 2048, 1, .hd = 256, .rot = 64, .dk = 128, .nk = 16, .nv = 16, .conv = 4,
+                      .every = 4, .hybrid = 1 };
+    else if (!strcmp(name, "custom")) *s = (shape){ 0, 0, 0, 0, 0, 0, 2048, 0, 0, 0, 0, 0, 0, 0, 0, 0 };
     else return false;
     return true;
 }

@@ -108,6 +108,13 @@ typedef struct th_backend {
     /* layer il begins (il = n_layer: the output head); NULL: nothing to do. The
      * placement backend switches to the layer's backend there, handing X over */
     th_status (*layer)(th_context *c, const th_step *s, int32_t il);
+    /* backends that keep the recurrent state (th_rstate) in their own memory: after
+     * the host bookkeeping of a truncate, restore sequence seq from snapshot slot
+     * `slot` (its index in the sequence's ring) or zero it (slot < 0); after a
+     * sequence copy, copy dst := src (state and snapshots). NULL: the host arrays
+     * are the state (the CPU) */
+    th_status (*rs_restore)(th_context *c, int32_t seq, int32_t slot);
+    th_status (*rs_copy)(th_context *c, int32_t dst, int32_t src);
 } th_backend;
 
 extern const th_backend th_backend_cpu;

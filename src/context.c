@@ -144,7 +144,7 @@ static th_status rs_init(th_context *c) {
                             c->model->arch->name, c->be->name);
     int64_t dk = hp->ssm_d_state, cd = 2 * dk * hp->ssm_n_group + dk * hp->ssm_dt_rank;
     return th_rs_init(&c->rs, hp->n_recurrent, (int64_t)(hp->ssm_d_conv - 1) * cd, (int64_t)hp->ssm_dt_rank * dk * dk,
-                      (int32_t)c->p.n_seq_max, (int32_t)c->p.rs_snapshots);
+                      (int32_t)c->p.n_seq_max, (int32_t)c->p.rs_snapshots, c->be->rs_restore == NULL);
 }
 
 #define ALLOC(ptr, count) do { if (!((ptr) = malloc((size_t)(count) * sizeof *(ptr) + 1))) ok = false; } while (0)
@@ -348,7 +348,11 @@ th_status th_kv_seq_clear(th_context *c, int32_t seq) { return th_kv_seq_truncat
 th_status th_kv_seq_truncate(th_context *c, int32_t seq, int32_t n_keep) {
     th_status s = check_seq(c, seq);
     if (s) return s;
-    if ((s = th_rs_truncate(&c->rs, seq, c->kv.seqs[seq].len, n_keep))) return s;
+    int32_t len = c->kv.seqs[seq].len;
+    if ((s = th_rs_truncate(&c->rs, seq, len, n_keep))) return s;
+    if (c->rs.n_rec && n_keep < len && c->be->rs_restore &&
+        (s = c->be->rs_restore(c, seq, n_keep <= 0 ? -1 : n_keep % c->rs.n_snap)))
+        return s;
     th_kv_truncate(&c->kv, seq, n_keep);
     return TH_OK;
 }
@@ -359,6 +363,7 @@ th_status th_kv_seq_copy(th_context *c, int32_t dst, int32_t src) {
     if (s) return s;
     th_kv_copy_seq(&c->kv, dst, src);
     th_rs_copy(&c->rs, dst, src);
+    if (c->rs.n_rec && dst != src && c->be->rs_copy) return c->be->rs_copy(c, dst, src);
     return TH_OK;
 }
 

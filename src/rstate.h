@@ -18,12 +18,16 @@ typedef struct th_rstate {
     int64_t conv_n, ssm_n;  /* floats per layer: conv window, delta-rule state */
     int64_t per_seq;        /* floats per sequence: n_rec · (conv_n + ssm_n) */
     int32_t n_seq, n_snap;
-    float *cur;             /* [n_seq][per_seq] */
-    float *snap;            /* [n_seq][n_snap][per_seq] */
+    float *cur;             /* [n_seq][per_seq], or NULL: the backend keeps the data (host_data false) */
+    float *snap;            /* [n_seq][n_snap][per_seq], or NULL */
     int32_t *snap_len;      /* [n_seq][n_snap]: the length each snapshot holds, -1 none */
 } th_rstate;
 
-th_status th_rs_init(th_rstate *rs, int32_t n_rec, int64_t conv_n, int64_t ssm_n, int32_t n_seq, int32_t n_snap);
+/* host_data false: only the sizes and the snapshot tags live here (a backend
+ * keeps the state in its own memory, backend.h's rs_restore / rs_copy); truncate
+ * and copy then do the bookkeeping only. */
+th_status th_rs_init(th_rstate *rs, int32_t n_rec, int64_t conv_n, int64_t ssm_n, int32_t n_seq, int32_t n_snap,
+                     bool host_data);
 void th_rs_free(th_rstate *rs);
 /* Layer slot r (0 .. n_rec-1) of sequence seq: its conv window, then its state. */
 static inline float *th_rs_conv(th_rstate *rs, int32_t seq, int32_t r) {

@@ -109,6 +109,23 @@ EOF
 ); then ok "gen_model_logits_finite ($out)"
 else bad gen_model_logits_finite "$(cat "$tmp/e")" "${out:-}"; fi
 
+# --shape qwen35 (a hybrid) with smaller E/FFN/vocab: 4 layers = 3 DeltaNet (2 norms + 9
+# mixer tensors + 3 FFN = 14 each) + 1 attention (2 + 6 + 3 = 11), token_embd, output_norm,
+# tied: 55 tensors; the conv taps F32 [4, 2*16*128 + 16*128 = 6144]; it loads as qwen35 and
+# gives finite logits of sane size
+if $G --shape qwen35 --dim 256 --layers 4 --ffn 512 --vocab 300 --type Q8_0 -o "$tmp/h.gguf" 2>"$tmp/e" &&
+   $T inspect -m "$tmp/h.gguf" >"$tmp/i" 2>&1 && grep -q 'tensors (55)' "$tmp/i" &&
+   grep -Eq 'general.architecture +string +qwen35' "$tmp/i" &&
+   grep -Eq 'blk\.2\.ssm_conv1d\.weight +F32 +\[4, 6144\]' "$tmp/i" &&
+   $T logits -m "$tmp/h.gguf" --tokens 1,100,200,299 --out "$tmp/h.logits" 2>>"$tmp/e" &&
+   python3 -c "
+import array, math, struct, sys
+d = open(sys.argv[1], 'rb').read()
+a = array.array('f', d[16 + 16:])
+assert struct.unpack('<4I', d[:16])[2:] == (4, 300) and len(a) == 1200 and all(math.isfinite(x) for x in a)
+assert 0.1 < math.sqrt(sum(x * x for x in a) / len(a)) < 10" "$tmp/h.logits" 2>>"$tmp/e"; then ok gen_model_qwen35
+else bad gen_model_qwen35 "$(cat "$tmp/e")" "$(head -c 2000 "$tmp/i" 2>/dev/null)"; fi
+
 # every single type the help lists loads and decodes; --tied drops output.weight
 good=1
 for ty in F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_NL IQ4_XS Q5_K_M; do

@@ -177,13 +177,15 @@ static th_status shapes(th_gpu *g) {
         const th_layer *L = &m->layers[i];
         if (g->c->layer_on && !g->c->layer_on[i]) continue;   /* another backend's layer (place.c) */
         int64_t qkv = L->wqkv.data ? L->wqkv.ne1 : L->wq.ne1 + L->wk.ne1 + L->wv.ne1;
-        if (!L->wkv_a_mqa.data && qkv != g->qkv_w)
+        if (L->q_gated) qkv -= g->q_w;   /* wq: [q; gate] per head */
+        if (!L->wkv_a_mqa.data && !L->recurrent && qkv != g->qkv_w)
             return th_set_error(TH_ERR_FORMAT, "layer %d: Q/K/V weights give %lld outputs, expected %lld", i,
                                 (long long)qkv, (long long)g->qkv_w);
         if (L->router.data) g->F = TH_MAX(g->F, L->gate_shexp.ne1);
         else g->F = TH_MAX(g->F, L->w_gate.data ? L->w_gate.ne1 : L->w_up.ne1 / 2);
     }
     g->gu_w = 2 * g->F;
+    g->att_w = TH_MAX(g->att_w, (int64_t)hp->ssm_dt_rank * hp->ssm_d_state);   /* a DeltaNet output (gpu_deltanet.c) */
     g->max_k = TH_MAX(TH_MAX(g->E, g->F), TH_MAX(g->att_w, TH_MAX(hp->q_lora_rank, hp->kv_lora_rank)));
     return TH_OK;
 }
@@ -224,15 +226,20 @@ static th_status gpu_init(th_context *c) {
     g->n_seq = (int32_t)c->p.n_seq_max;
     g->invariant = c->p.batch_invariant;
     g->kv_f16 = c->kv.f16;
+    /* K/V room only for this backend's attention layers: a mixed placement's other
+     * device holds the rest (place.c), and a hybrid model's recurrent layers keep none */
     int32_t n_kv = hp->n_layer;
-    if (c->layer_on) {   /* a mixed placement: KV room only for this backend's layers (place.c) */
+    if (c->layer_on || hp->n_recurrent > 0) {
         if (!(g->kv_slot = malloc((size_t)hp->n_layer * sizeof(int32_t)))) return th_set_error(TH_ERR_NOMEM, "out of memory");
         n_kv = 0;
-        for (int32_t il = 0; il < hp->n_layer; il++) g->kv_slot[il] = c->layer_on[il] ? n_kv++ : -1;
+        for (int32_t il = 0; il < hp->n_layer; il++)
+            g->kv_slot[il] = (!c->layer_on || c->layer_on[il]) && !g->m->layers[il].recurrent ? n_kv++ : -1;
+        n_kv = TH_MAX(n_kv, 1);
     }
     g->block_bytes = (size_t)n_kv * (size_t)g->block * (size_t)(g->k_w + g->v_w) * (g->kv_f16 ? 2 : 4);
     g->meta_count = 4 * (size_t)g->n_batch + (size_t)g->n_seq * g->n_blocks;
     g->q8_of = -1;
+    if ((s = th_cu_hyb_init(g))) return s;   /* hybrid models: adds to meta_count */
     if ((s = th_cu_alloc(&g->mem, &g->kv_pool, g->block_bytes * g->n_blocks, "the KV cache")) || (s = alloc_scratch(g)))
         return s;
     if ((e = cudaMemset(g->counter, 0, (size_t)g->n_batch * hp->n_head * 4))) return th_cu_fail(e, "scratch set-up");
@@ -251,6 +258,7 @@ static void gpu_free(th_context *c) {
     if (g->h_moe) cudaFreeHost(g->h_moe);
     if (g->cublas) cublasDestroy((cublasHandle_t)g->cublas);
     free(g->kv_slot);
+    th_cu_hyb_free(g);
     if (g->st) cudaStreamDestroy(g->st);
     cudaGetLastError();
     free(g);
@@ -316,11 +324,12 @@ static float *buf(th_gpu *g, th_buf b) {
 }
 static int64_t buf_width(const th_gpu *g, th_buf b) { return b == TH_BUF_ATT ? g->att_w : g->E; }
 
-/* g->q8 holds the q8 form of buffer b (made now unless the op that wrote b made it). */
-static void need_q8(th_gpu *g, th_buf b) {
+/* g->q8 holds the q8 form of buffer b (made now unless the op that wrote b made
+ * it): K values a row, the width of the matrix that reads it (less than the
+ * buffer's for ATT when a hybrid model's DeltaNet output is wider than its attention). */
+static void need_q8(th_gpu *g, th_buf b, int64_t K) {
     if (g->q8_of == (int)b) return;
-    int64_t w = buf_width(g, b);
-    th_cu_quantize_q8(buf(g, b), w, g->f.n, w, &g->q8, g->st);
+    th_cu_quantize_q8(buf(g, b), buf_width(g, b), g->f.n, K, &g->q8, g->st);
     g->q8_of = (int)b;
 }
 /* b is being written: a q8 form of it is stale. */
@@ -330,7 +339,7 @@ static void wrote(th_gpu *g, th_buf b) { if (g->q8_of == (int)b) g->q8_of = -1; 
  * matrix, else each into its column offset; q8 of src first when a GEMV wants it. */
 static th_status group_mm(th_gpu *g, const th_weight *const *ws, int n, th_buf src, float *y, int64_t ys) {
     const th_cu_weight *lead = th_cu_w(ws[0]);
-    if (!g->f.gemm && lead->group_q8) need_q8(g, src);
+    if (!g->f.gemm && lead->group_q8) need_q8(g, src, lead->mat.K);
     const float *x = buf(g, src);
     int64_t xs = buf_width(g, src);
     if (lead->joint == n) return th_cu_mm(g, g->f.gemm, &lead->mat, x, xs, g->f.n, y, ys, false);
@@ -341,6 +350,10 @@ static th_status group_mm(th_gpu *g, const th_weight *const *ws, int n, th_buf s
         off += ws[i]->ne1;
     }
     return TH_OK;
+}
+
+th_status th_cu_group_mm(th_gpu *g, const th_weight *const *ws, int n, th_buf src, float *y, int64_t ys) {
+    return group_mm(g, ws, n, src, y, ys);
 }
 
 /* ------------------------------------------------------------------ ops */
@@ -386,6 +399,7 @@ static th_status op_qkv(th_context *c, const th_step *s, int32_t il) {
         }
         return TH_OK;
     }
+    if (L->q_gated) return th_cu_hyb_qkv_gated(g, L);   /* [q; gate] per head (gpu_deltanet.c) */
     const th_weight *ws[3] = { &L->wq, &L->wk, &L->wv };
     if ((st = group_mm(g, ws, 3, TH_BUF_H, g->qkv, g->qkv_w))) return st;
     if (vec(&L->bq)) th_cu_add_bias(g->qkv, g->qkv_w, vec(&L->bq), g->q_w, n, g->st);
@@ -429,7 +443,7 @@ static th_status op_rope_kv(th_context *c, const th_step *s, int32_t il) {
         th_cu_rmsnorm(g->qkv + g->q_w, g->qkv_w, NULL, r.k_norm, hp->norm_eps, n, g->k_w, g->qkv + g->q_w, g->qkv_w, NULL, g->st);
         r.q_norm = r.k_norm = NULL;
     }
-    th_cu_rope_store(g->qkv, g->qkv_w, n, g->f.pos, g->f.seq, &r, &g->f.kv, g->kv_slot ? g->kv_slot[il] : il, g->st);
+    th_cu_rope_store(g->qkv, g->qkv_w, n, g->f.pos, g->f.seq, &r, &g->f.kv, th_cu_kv_layer(g, il), g->st);
     return TH_OK;
 }
 
@@ -440,10 +454,12 @@ static th_status op_attention(th_context *c, const th_step *s, int32_t il, const
     g->f.at.window = L->window;
     g->f.at.sinks = vec(&L->attn_sinks);
     bool q8 = next && next->dev && wants_q8(g, mat(next));
+    int64_t aw = (int64_t)g->m->hp.n_head * g->m->hp.head_dim_v;   /* < att_w in a hybrid model with wider DeltaNet heads */
+    bool fuse = q8 && aw == g->att_w;
     wrote(g, TH_BUF_ATT);
-    th_cu_attention(g->qkv, g->qkv_w, n, g->f.pos, g->f.seq, &g->f.at, &g->f.kv, g->kv_slot ? g->kv_slot[il] : il, g->att, g->att_w,
-                    q8 ? &g->q8 : NULL, g->st);
-    if (q8 && g->m->hp.head_dim_v % 32) th_cu_quantize_q8(g->att, g->att_w, n, g->att_w, &g->q8, g->st);
+    th_cu_attention(g->qkv, g->qkv_w, n, g->f.pos, g->f.seq, &g->f.at, &g->f.kv, th_cu_kv_layer(g, il), g->att, g->att_w,
+                    fuse ? &g->q8 : NULL, g->st);
+    if (q8 && (!fuse || g->m->hp.head_dim_v % 32)) th_cu_quantize_q8(g->att, g->att_w, n, aw, &g->q8, g->st);
     if (q8) g->q8_of = TH_BUF_ATT;
     return TH_OK;
 }
@@ -456,7 +472,7 @@ static th_status op_matmul(th_context *c, const th_step *s, th_buf dst, const th
     const th_cu_mat *M = mat(w);
     int64_t dw = buf_width(g, dst);
     const float *bias = vec(b);
-    if (wants_q8(g, M)) need_q8(g, src);
+    if (wants_q8(g, M)) need_q8(g, src, M->K);
     wrote(g, dst);
     bool direct = !acc || !bias;
     float *y = direct ? buf(g, dst) : g->tmp2;
@@ -555,6 +571,7 @@ static th_status stage_batch(th_gpu *g, const th_context *c, const th_step *s, i
     }
     for (int q = 0; q < g->n_seq; q++)
         memcpy(table + (size_t)q * g->n_blocks, c->kv.seqs[q].table, (size_t)c->kv.seqs[q].n_table * 4);
+    th_cu_hyb_stage(g, c, s);
     return TH_OK;
 }
 
@@ -686,6 +703,8 @@ static const th_backend cuda_backend = {
     .attention = op_attention, .matmul = op_matmul, .add = op_add, .ffn = op_ffn, .moe = op_moe,
     .logits = op_logits, .copy_block = gpu_copy_block,
     .get_x = op_get_x, .put_x = op_put_x,
+    .recurrent = th_cu_op_recurrent, .att_gate = th_cu_op_att_gate, .shexp_gated = th_cu_op_shexp_gated,
+    .rs_restore = th_cu_rs_restore, .rs_copy = th_cu_rs_copy,
 };
 
 const th_backend *th_backend_cuda(void) { return &cuda_backend; }

@@ -85,6 +85,7 @@ typedef struct th_cu_moe {
 #define TH_CU_MAX_GRAPHS 16
 
 typedef struct th_gpu th_gpu;
+typedef struct th_cu_hyb th_cu_hyb;   /* the hybrid models' state and scratch (gpu_deltanet.c) */
 
 struct th_gpu {
     th_context *c;
@@ -126,6 +127,7 @@ struct th_gpu {
     void *moe_xh;
     /* latent attention scratch (gpu_mla.c), n_batch tokens: Wkv_a rows, latents, Wkv_b rows, q LoRA rows */
     float *mla_kva, *mla_lat, *mla_kvb, *mla_qa;
+    th_cu_hyb *hyb;             /* hybrid models (gpu_deltanet.c): recurrent state, gated attention scratch; or NULL */
     /* per-batch metadata: pinned host staging and its device copy, one block:
      * tokens | pos | seq | gather | block table (n_seq × n_blocks) */
     int32_t *h_meta, *d_meta;
@@ -178,5 +180,27 @@ th_status th_cu_moe_ffn(th_gpu *g, const th_layer *L, int n, const float *h, flo
  * Q/K/V rows (g->qkv, unroped) of n tokens from g->h for layer L. */
 th_status th_cu_mla_alloc(th_gpu *g);
 th_status th_cu_mla_qkv(th_gpu *g, const th_layer *L, bool gemm, int n);
+/* gpu.c: y = H-like buffer src times a group of weights reading it (q|k|v,
+ * gate|up: the leader's joint matrix, else each into its column offset), the q8
+ * form of src made first when a GEMV wants it. */
+th_status th_cu_group_mm(th_gpu *g, const th_weight *const *ws, int n, th_buf src, float *y, int64_t ys);
+/* gpu_deltanet.c: the hybrid models (docs/hybrid.md). init (after the shapes and
+ * the metadata size are known): the device recurrent state, scratch, and the
+ * metadata this adds (g->meta_count grows); free: its host memory; stage: the
+ * per-token snapshot slots and the batch's sequence list into g->h_meta; the ops
+ * and the state's truncate/copy hooks of backend.h; the [q; gate] projection of a
+ * gated attention layer (op_qkv). */
+th_status th_cu_hyb_init(th_gpu *g);
+void th_cu_hyb_free(th_gpu *g);
+void th_cu_hyb_stage(th_gpu *g, const th_context *c, const th_step *s);
+th_status th_cu_op_recurrent(th_context *c, const th_step *s, int32_t il);
+th_status th_cu_op_att_gate(th_context *c, const th_step *s, int32_t il);
+th_status th_cu_op_shexp_gated(th_context *c, const th_step *s, int32_t il);
+th_status th_cu_rs_restore(th_context *c, int32_t seq, int32_t slot);
+th_status th_cu_rs_copy(th_context *c, int32_t dst, int32_t src);
+th_status th_cu_hyb_qkv_gated(th_gpu *g, const th_layer *L);
+/* The KV-cache layer of model layer il: il, or in a hybrid model its index among
+ * the attention layers (the recurrent layers keep no K/V). */
+int32_t th_cu_kv_layer(const th_gpu *g, int32_t il);
 
 #endif

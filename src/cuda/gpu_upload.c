@@ -10,6 +10,7 @@
  * The shapes the kernels rely on are checked here, each error naming the layer.
  * Prints a progress line when verbose or when stderr is a terminal. */
 #include "cuda/gpu_internal.h"
+#include "cuda/deltanet.h"
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -254,7 +255,9 @@ static th_status upload_parts(th_cu_store *S, th_weight *w) {
       &L->q_norm, &L->k_norm, &L->post_attn_norm, &L->attn_sinks, &L->wq_a, &L->q_a_norm, &L->wq_b,               \
       &L->wkv_a_mqa, &L->kv_a_norm, &L->wkv_b, &L->ffn_norm, &L->w_gate, &L->w_up, &L->w_down,                    \
       &L->post_ffn_norm, &L->router, &L->router_b, &L->exp_probs_b, &L->gate_exps, &L->up_exps, &L->down_exps,    \
-      &L->gate_exps_b, &L->up_exps_b, &L->down_exps_b, &L->gate_shexp, &L->up_shexp, &L->down_shexp }
+      &L->gate_exps_b, &L->up_exps_b, &L->down_exps_b, &L->gate_shexp, &L->up_shexp, &L->down_shexp,               \
+      &L->ssm_in, &L->ssm_qkv, &L->ssm_gate, &L->ssm_ba, &L->ssm_beta, &L->ssm_alpha, &L->ssm_conv1d, &L->ssm_dt,    \
+      &L->ssm_a, &L->ssm_norm, &L->ssm_out, &L->gate_inp_shexp }
 
 static bool shape_is(const th_weight *w, int64_t ne0, int64_t ne1, int64_t ne2) {
     return w->ne0 == ne0 && w->ne1 == ne1 && TH_MAX(w->ne2, 1) == ne2;
@@ -335,11 +338,41 @@ static th_status upload_ffn(th_cu_store *S, int il, th_layer *L) {
     return upload_mat(S, &L->w_down);
 }
 
+/* A gated DeltaNet layer (hybrid models, gpu_deltanet.c): the projections (qwen35's
+ * [qkv | z] and [beta | alpha] as joint matrices when their types match; qwen3next's
+ * ssm_in, ssm_ba), ssm_out, and the conv taps, dt, A and output norm as fp32. */
+static th_status upload_dn(th_cu_store *S, const th_hparams *hp, int il, th_layer *L) {
+    int64_t dk = hp->ssm_d_state, kd = dk * hp->ssm_n_group, vd = dk * hp->ssm_dt_rank, cd = 2 * kd + vd;
+    if (dk < 1 || dk > TH_CU_DN_MAX_DK)
+        return th_set_error(TH_ERR_UNSUPPORTED, "layer %d: DeltaNet head width %lld; the CUDA kernel takes 1 to %d", il,
+                            (long long)dk, TH_CU_DN_MAX_DK);
+    if (!L->ssm_out.data || !L->ssm_conv1d.data || !L->ssm_dt.data || !L->ssm_a.data || !L->ssm_norm.data ||
+        L->ssm_conv1d.ne0 * TH_MAX(L->ssm_conv1d.ne1, 1) != (int64_t)hp->ssm_d_conv * cd || L->ssm_norm.ne0 != dk ||
+        L->ssm_out.ne0 != vd)
+        return th_set_error(TH_ERR_FORMAT, "layer %d: DeltaNet weights missing or not of the shapes the CUDA backend takes", il);
+    th_status s;
+    if (L->ssm_in.data) {
+        if (!L->ssm_ba.data) return th_set_error(TH_ERR_FORMAT, "layer %d: ssm_in without ssm_ba", il);
+        if ((s = upload_mat(S, &L->ssm_in)) || (s = upload_mat(S, &L->ssm_ba))) return s;
+    } else {
+        if (!L->ssm_qkv.data || !L->ssm_gate.data || !L->ssm_beta.data || !L->ssm_alpha.data)
+            return th_set_error(TH_ERR_FORMAT, "layer %d: DeltaNet projections missing", il);
+        th_weight *qz[2] = { &L->ssm_qkv, &L->ssm_gate }, *ba[2] = { &L->ssm_beta, &L->ssm_alpha };
+        if ((s = upload_group(S, qz, 2)) || (s = upload_group(S, ba, 2))) return s;
+    }
+    th_weight *vecs[] = { &L->ssm_conv1d, &L->ssm_dt, &L->ssm_a, &L->ssm_norm };
+    for (size_t k = 0; k < sizeof vecs / sizeof vecs[0]; k++)
+        if ((s = upload_vec(S, vecs[k]))) return s;
+    return upload_mat(S, &L->ssm_out);
+}
+
 static th_status upload_layer(th_cu_store *S, th_model *m, int il) {
     th_layer *L = &m->layers[il];
     th_status s;
     if (L->router.data && (s = upload_moe(S, &m->hp, il, L))) return s;
-    if ((s = upload_attn(S, &m->hp, il, L)) || (s = upload_ffn(S, il, L)) || (s = upload_mat(S, &L->wo))) return s;
+    s = L->recurrent ? upload_dn(S, &m->hp, il, L) : upload_attn(S, &m->hp, il, L);
+    if (s || (L->gate_inp_shexp.data && (s = upload_vec(S, &L->gate_inp_shexp)))) return s;
+    if ((s = upload_ffn(S, il, L)) || (s = upload_mat(S, &L->wo))) return s;
     if (L->attn_sinks.data && L->attn_sinks.ne0 * TH_MAX(L->attn_sinks.ne1, 1) != m->hp.n_head)
         return th_set_error(TH_ERR_FORMAT, "layer %d: attn_sinks has %lld values for %d heads", il,
                             (long long)(L->attn_sinks.ne0 * TH_MAX(L->attn_sinks.ne1, 1)), m->hp.n_head);
