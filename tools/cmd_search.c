@@ -182,6 +182,9 @@ int cmd_search(int argc, char **argv) {
     } else if (!rc) {
         if (o.tty) fprintf(stderr, "\n");
         rc = finish(&o, &r);
+        if (!rc && r.best.bytes == r.source_bytes)
+            fprintf(stderr, "theseus search: no assignment smaller than the source meets the gate; %s keeps the "
+                            "source's types\n", o.out);
         th_search_result_free(&r);
     }
     free(tok);

@@ -53,6 +53,7 @@ static th_status new_context(th_search *S, const th_kld_base *b, th_context **ct
 th_status th_search_apply(th_search *S, const int *choice) {
     th_prec_assign cur, want;
     th_prec_plan plan = { 0 };
+    double t0 = th_search_now();
     th_status s = th_prec_model_assign(S->m, &S->pf, &cur);
     if (s) return s;
     if ((s = want_of(S, choice, &want))) { th_prec_assign_free(&cur); return s; }
@@ -70,6 +71,10 @@ th_status th_search_apply(th_search *S, const int *choice) {
         if (!s && !S->gate_ctx && S->gate_base) s = new_context(S, S->gate_base, &S->gate_ctx);
         if (!s && !S->calib_ctx && S->calib_base) s = new_context(S, S->calib_base, &S->calib_ctx);
     }
+    if (plan.n > 0) {
+        S->t_apply += th_search_now() - t0;
+        S->n_apply++;
+    }
     th_prec_plan_free(&plan);
     th_prec_assign_free(&cur);
     th_prec_assign_free(&want);
@@ -83,8 +88,11 @@ th_status th_search_eval(th_search *S, bool calib, double *kld, double *ppl_rati
     ep.kld_base = calib ? S->calib_base : S->gate_base;
     ep.router_base = calib ? S->calib_router : S->gate_router;
     th_eval_result r;
+    double t0 = th_search_now();
     th_status s = th_eval_run(S->m, calib ? S->calib_ctx : S->gate_ctx, th_kld_base_tokens(ep.kld_base), 0, &ep, &r);
     if (s) return s;
+    if (calib) { S->t_calib += th_search_now() - t0; S->n_calib++; }
+    else { S->t_gate += th_search_now() - t0; S->n_gate_runs++; }
     *kld = r.kld.kld;
     *ppl_ratio = r.kld.ppl_ratio;
     *flips = 0;

@@ -332,6 +332,24 @@ static th_status uniform_points(th_search *S) {
 
 /* ---------------------------------------------------------------- the run */
 
+/* The source through the gate first: its value is the floor of the gate (the
+ * reference's own rounding); a limit below it cannot be met by anything. */
+static th_status source_gate(th_search *S, const int *src) {
+    th_search_point pt;
+    th_status s = th_search_gate(S, src, "source", false, &pt);
+    if (s || pt.feasible) return s;
+    const bool kld = S->p->max_kld > 0;
+    if (pt.gate > S->gate_max)
+        return th_set_error(TH_ERR_ARG,
+                            "search: the gate cannot be met: the source itself measures %s %.6g on the gate chunks "
+                            "against its own reference (the base file's rounding), above the limit %.6g; raise %s",
+                            kld ? "KLD" : "PPL increase", pt.gate, S->gate_max, kld ? "--max-kld" : "--max-ppl-increase");
+    return th_set_error(TH_ERR_ARG,
+                        "search: the gate cannot be met: the source itself flips %" PRId64
+                        " router choices against its own reference, more than --max-flips %d",
+                        pt.flips, S->p->max_flips);
+}
+
 static void search_free(th_search *S) {
     th_context_free(S->gate_ctx);
     th_context_free(S->calib_ctx);
@@ -398,6 +416,7 @@ th_status th_search_run(th_model *model, const th_token *tok, size_t n_tok, cons
         if (src) {
             r->source_bytes = th_search_bytes(&S, src);
             r->source_bpw = th_search_bpw(&S, r->source_bytes);
+            s = source_gate(&S, src);
         }
         free(src);
     }

@@ -87,6 +87,14 @@ typedef struct th_search {
     double t0;
     double gate_max;             /* the gate's limit */
     int *uniform_best;           /* the smallest feasible uniform point's choice, or NULL */
+    /* where the time goes (eval.c): weights re-quantized and swapped, calibration
+     * passes, gate passes (seconds, counts) */
+    double t_apply, t_calib, t_gate;
+    int64_t n_apply, n_calib, n_gate_runs;
+    /* additivity (solve.c): the first knapsack start's predicted and measured
+     * calibration KLD, and how many starts were checked */
+    double add_pred, add_meas;
+    int n_add;
 } th_search;
 
 double th_search_now(void);
