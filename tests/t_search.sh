@@ -11,6 +11,9 @@
 #     rejected), and independent plain `theseus perplexity` runs of the source and the
 #     written GGUF (no base file) give PPL(best)/PPL(source) - 1 <= P, equal to the
 #     search's own figure within 1e-4 (llama-perplexity's too, when /work/peers has it).
+#   search_cli_layer_resume: the sensitivity runs started from the source's saved hidden
+#     states at the unit's layer give every sens record (KLD, PPL ratio to 9 digits) equal
+#     to full runs (--no-layer-resume), and the summary says how much layer work it skipped.
 #   search_cli_unmeetable: a KLD limit below the source's own (the base file's rounding)
 #     is an error saying the gate cannot be met, before any sensitivity run.
 set -u
@@ -92,6 +95,20 @@ if "$T" search "${pargs[@]}" --write-gguf "$tmp/ppl.gguf" >"$tmp/pout.txt" 2>"$t
     else echo "FAIL search_cli_ppl"; fi
 else
     echo "FAIL search_cli_ppl"; tail -5 "$tmp/perr.txt" | sed 's/^/    /'
+fi
+
+# layer resume: the same sensitivities as full runs
+rargs=(-m "$SRC" -f "$TEXT" --max-kld 0.003 -c 128 --chunks 2 --calib-ctx 64 --calib-chunks 2 --max-evals 1
+       --types Q4_0,Q8_0 -t 2)
+if "$T" search "${rargs[@]}" -o "$tmp/r1.precision" --log "$tmp/r1.jsonl" >"$tmp/r1.txt" 2>/dev/null &&
+   "$T" search "${rargs[@]}" --no-layer-resume -o "$tmp/r2.precision" --log "$tmp/r2.jsonl" >"$tmp/r2.txt" 2>/dev/null &&
+   grep -q '^layer resume: on;.*[1-9][0-9.]* % of the layer work skipped' "$tmp/r1.txt" &&
+   grep -q '^layer resume: off;' "$tmp/r2.txt" &&
+   [ "$(grep -c '"kind":"sens"' "$tmp/r1.jsonl")" -gt 0 ] &&
+   cmp -s <(grep '"kind":"sens"' "$tmp/r1.jsonl") <(grep '"kind":"sens"' "$tmp/r2.jsonl"); then
+    echo "ok search_cli_layer_resume ($(grep -c '"kind":"sens"' "$tmp/r1.jsonl") sensitivities equal; $(grep '^layer resume' "$tmp/r1.txt" | sed 's/.*(//; s/)//'))"
+else
+    echo "FAIL search_cli_layer_resume"; grep -h '^layer resume' "$tmp/r1.txt" "$tmp/r2.txt" | sed 's/^/    /'
 fi
 
 # a limit the source itself does not meet

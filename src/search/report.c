@@ -216,6 +216,11 @@ th_status th_search_reports(th_search *S, const int *best) {
     sbf(&b, "time: %.1f s re-quantizing and swapping weights (%" PRId64 " changes), %.1f s in calibration passes (%" PRId64
              "), %.1f s in gate passes (%" PRId64 "), of %.1f s\n",
         S->t_apply, S->n_apply, S->t_calib, S->n_calib, S->t_gate, S->n_gate_runs, th_search_now() - S->t0);
+    if (S->layers_run + S->layers_skipped > 0)
+        sbf(&b, "layer resume: %s; calibration runs evaluated %" PRId64 " layers and started %" PRId64
+                 " later from saved hidden states (%.1f %% of the layer work skipped)\n",
+            S->x_saved ? "on" : "off", S->layers_run, S->layers_skipped,
+            100.0 * (double)S->layers_skipped / (double)(S->layers_run + S->layers_skipped));
     by_class(S, best, &b);
     by_layer(S, best, &b);
     experts_and_flips(S, best, &b);

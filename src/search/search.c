@@ -243,7 +243,10 @@ static th_status measure_unit(th_search *S, size_t i, int *choice) {
         } else {
             choice[i] = k;
             if ((s = th_search_apply(S, choice))) break;
-            if ((s = th_search_eval(S, true, &c->kld, &c->ppl_ratio, &c->flips, &c->gap_min))) break;
+            S->x_from = th_search_unit_start(S, i);
+            s = th_search_eval(S, true, &c->kld, &c->ppl_ratio, &c->flips, &c->gap_min);
+            S->x_from = 0;
+            if (s) break;
             th_slog_rec rec = { .kind = TH_SLOG_SENS, .expert = u->expert, .bytes = c->bytes, .kld = c->kld,
                                 .ppl_ratio = c->ppl_ratio, .flips = c->flips, .gap_min = c->gap_min };
             snprintf(rec.tensor, sizeof rec.tensor, "%s", name);
@@ -277,7 +280,7 @@ static th_status sensitivity(th_search *S) {
     int64_t total = 0, done = 0;
     for (size_t i = 0; i < S->n_u; i++) total += S->u[i].n_c;
     double t0 = th_search_now();
-    th_status s = TH_OK;
+    th_status s = th_search_layer_resume_init(S);
     for (size_t i = 0; i < S->n_u && !s; i++) {
         s = measure_unit(S, i, choice);
         done += S->u[i].n_c;
@@ -363,6 +366,8 @@ static void search_free(th_search *S) {
     gguf_close(S->src);
     free(S->u);
     free(S->uniform_best);
+    free(S->x_saved);
+    free(S->x_mem);
     if (S->log) fclose(S->log);
 }
 
