@@ -15,6 +15,13 @@
 # file its own engine wrote from the F16 source.
 # CPU time is scarce (2 shared cores): CHUNKS=2 gate chunks of 512 (510 scored
 # positions; the whole GPL-3 is 14 chunks) and a 128-token calibration slice.
+#
+# Measured 2026-12-03 (loaded 2-core VM; README "Precision search"): budget 0.036342 (our
+#   KLD of uniform Q5_K_M, 2 chunks); smallest llama.cpp mix meeting it: Q4_K_M, 253,113,024
+#   bytes (KLD 0.004688: the source lies on its grids). Search result: gemma-best.gguf
+#   189,184,672 bytes (-25.3 %); theseus perplexity --kl-divergence 0.029611 +/- 0.001425;
+#   ik_llama.cpp 8337e4c llama-perplexity: gemma-best 0.027508 +/- 0.001298, its uniform
+#   Q5_K_M 0.031633 +/- 0.001485. Search wall time 3226 s (without layer resume).
 # usage: bench/search-gemma3.sh [OUTDIR]   (env: CHUNKS=2 CALIB_CTX=128 TYPES=... EVALS=12 RESUME=1)
 set -euo pipefail
 cd "$(dirname "$0")/.."
