@@ -86,8 +86,9 @@ if "$T" search "${pargs[@]}" --write-gguf "$tmp/ppl.gguf" >"$tmp/pout.txt" 2>"$t
     LP=${LLAMA_PERPLEXITY:-/work/peers/llama.cpp/build/bin/llama-perplexity}
     peer=""
     if [ -x "$LP" ]; then
-        l0=$("$LP" -m "$SRC" -f "$TEXT" -c 128 --chunks 4 -t 2 2>&1 | awk '/^Final estimate: PPL =/ {print $5}')
-        l1=$("$LP" -m "$tmp/ppl.gguf" -f "$TEXT" -c 128 --chunks 4 -t 2 2>&1 | awk '/^Final estimate: PPL =/ {print $5}')
+        asrc=$(realpath "$SRC")   # run from $tmp: llama.cpp may leave a llama.log in its cwd
+        l0=$(cd "$tmp" && "$LP" -m "$asrc" -f "$TEXT" -c 128 --chunks 4 -t 2 2>&1 | awk '/^Final estimate: PPL =/ {print $5}')
+        l1=$(cd "$tmp" && "$LP" -m "$tmp/ppl.gguf" -f "$TEXT" -c 128 --chunks 4 -t 2 2>&1 | awk '/^Final estimate: PPL =/ {print $5}')
         if awk -v a="$l0" -v b="$l1" -v p=$P 'BEGIN {exit !(a > 0 && b / a - 1 <= p)}'; then peer="; llama-perplexity $l1 / $l0"
         else echo "    llama-perplexity $l1 / $l0 does not meet 1 + $P"; ok=0; fi
     fi
