@@ -25,7 +25,7 @@ CALIB_CTX=${CALIB_CTX:-128}
 TYPES=${TYPES:-IQ4_NL,Q5_0,Q8_0,Q4_K,Q5_K,Q6_K}
 EVALS=${EVALS:-20}
 TEXT=/usr/share/common-licenses/GPL-3
-T=./build/theseus
+T=${T:-./build/theseus}
 LP=/work/peers/llama.cpp/build/bin/llama-perplexity
 mkdir -p "$OUT"
 SRC=$OUT/smol-F16.gguf

@@ -1065,6 +1065,8 @@ typedef struct th_search_params {
     int32_t max_gate_evals;      /* descent's evaluations at most (default 40) */
     const char *log_path;        /* required: the jsonl log; base files are log_path.gate.kld etc. */
     const char *resume_path;     /* NULL or a log whose records are reused */
+    bool no_layer_resume;        /* sensitivity runs evaluate every layer (default: a unit of layer L
+                                  * starts from the source's saved hidden states at L; CPU, dense) */
     void (*progress)(const th_search_progress *p, void *ud);
     void *ud;
 } th_search_params;

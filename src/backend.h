@@ -115,6 +115,9 @@ typedef struct th_backend {
      * are the state (the CPU) */
     th_status (*rs_restore)(th_context *c, int32_t seq, int32_t slot);
     th_status (*rs_copy)(th_context *c, int32_t dst, int32_t src);
+    /* X (s->n rows of n_embd floats) to host (save) or from host; NULL: the backend
+     * cannot, and a context's layer resume (th_context_set_layer_io) is refused */
+    th_status (*x_copy)(th_context *c, const th_step *s, float *host, bool save);
 } th_backend;
 
 extern const th_backend th_backend_cpu;

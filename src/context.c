@@ -273,6 +273,21 @@ void th_context_free(th_context *c) {
 
 uint32_t th_context_n_ctx(const th_context *c) { return c->p.n_ctx; }
 
+th_status th_context_set_layer_io(th_context *c, int32_t from, const float *x_in, float **x_out) {
+    if (!c) return th_set_error(TH_ERR_ARG, "th_context_set_layer_io: no context");
+    const th_hparams *hp = &c->model->hp;
+    if (from < 0 || from > hp->n_layer || (from > 0 && !x_in))
+        return th_set_error(TH_ERR_ARG, "th_context_set_layer_io: layer %d (the model has %d) or no hidden states", from,
+                            hp->n_layer);
+    if ((from > 0 || x_out) && (!c->be->x_copy || hp->n_recurrent > 0))
+        return th_set_error(TH_ERR_UNSUPPORTED, "th_context_set_layer_io: not on the %s backend%s", c->be->name,
+                            hp->n_recurrent > 0 ? " or with recurrent layers" : "");
+    c->x_from = from;
+    c->x_in = from > 0 ? x_in : NULL;
+    c->x_out = x_out;
+    return TH_OK;
+}
+
 th_status th_context_set_observer(th_context *c, const th_observer *obs) {
     if (!c) return th_set_error(TH_ERR_ARG, "th_context_set_observer: no context");
     if (!c->be->set_observer)

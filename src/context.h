@@ -30,7 +30,23 @@ struct th_context {
     const th_backend *place_be[2];   /* mixed placement: the backends of TH_DEV_CPU and TH_DEV_GPU */
     const bool *layer_on;       /* only while a backend of a mixed placement initialises: [n_layer] the
                                  * layers it runs (it may leave the others' weights alone); NULL: all */
+    /* layer resume (th_context_set_layer_io): a step starts at layer x_from with X
+     * read from x_in (no embedding, no earlier layers), and/or saves X as it enters
+     * layer il (il = n_layer: before the output head) into x_out[il] when non-NULL */
+    int32_t x_from;
+    const float *x_in;
+    float **x_out;
 };
+
+/* Layer resume for a caller that evaluates one fixed batch many times with weights
+ * that differ only from some layer on (theseus search's sensitivity runs): from > 0
+ * with x_in (n_tokens × n_embd of that batch, saved by an earlier step through
+ * x_out[from]) starts the next steps at layer `from`; x_out ([n_layer + 1], entries
+ * NULL or n_tokens × n_embd) saves X at each layer's entry. The K/V of the skipped
+ * layers is not written: only for batches whose sequences start in them (and no
+ * recurrent layers). from 0 and x_out NULL: off. TH_ERR_UNSUPPORTED on a backend
+ * without x_copy (the GPU's) or a hybrid model. The caller owns the buffers. */
+th_status th_context_set_layer_io(th_context *c, int32_t from, const float *x_in, float **x_out);
 
 /* Parses a layer list ("0-14", "0-9,12,20-29": indices and inclusive ranges, comma
  * separated, each inside [0, n_layer)) into run[n_layer]. TH_ERR_ARG naming the

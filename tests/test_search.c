@@ -13,11 +13,18 @@
  *     are ordinary ones), and layer 1's attention, which reaches only layer 1's router,
  *     flips it. (Equal-ish rows make a tie that most perturbations cannot move: their
  *     score difference is (w_a - w_b).dx, small; still a few positions flip.)
+ *   layer_io: th_context_set_layer_io (the runtime side of the search's layer resume) on
+ *     tiny-F16: a batch started at layer 2 (or at the head) from the hidden states a full
+ *     run saved there gives the full run's logits bit for bit; started from another
+ *     layer's states it does not; bad arguments are refused.
  * The log lines are read with the search's own record reader (th_slog_parse). */
 #include "check.h"
 #include "theseus.h"
 #include "search/search_int.h"
 
+#include "context.h"
+
+#include <string.h>
 #include <unistd.h>
 
 static const char *TEXT = "/usr/share/common-licenses/GPL-3";
@@ -250,7 +257,61 @@ static void search_moe_near_tie(void) {
     if (system(cmd)) {}
 }
 
+/* One batch of n tokens through a fresh context, optionally resumed at `from` from
+ * x_in and/or saving into x_out; the last token's logits copied to out. */
+static th_status layer_io_run(th_model *m, const th_token *tok, int32_t n, int32_t from, const float *x_in,
+                              float **x_out, float *out) {
+    th_context_params cp = th_context_default_params();
+    cp.n_ctx = 64;
+    cp.n_batch = 64;
+    cp.n_threads = 2;
+    th_context *c;
+    th_status s = th_context_new(m, &cp, &c);
+    if (s) return s;
+    int32_t pos[64], seq[64];
+    int8_t want[64];
+    for (int32_t i = 0; i < n; i++) { pos[i] = i; seq[i] = 0; want[i] = i == n - 1; }
+    th_batch b = { .n_tokens = n, .token = tok, .pos = pos, .seq_id = seq, .logits = want };
+    s = th_context_set_layer_io(c, from, x_in, x_out);
+    if (!s) s = th_decode(c, &b);
+    const float *lg = s ? NULL : th_get_logits(c, n - 1);
+    if (lg) memcpy(out, lg, (size_t)m->hp.n_vocab * sizeof *out);
+    else if (!s) s = TH_ERR_ARG;
+    th_context_free(c);
+    return s;
+}
+
+static void layer_io(void) {
+    const char *path = "../shared/fixtures/tiny/tiny-F16.gguf";
+    if (access(path, R_OK)) SKIP("no %s", path);
+    th_model *m;
+    th_model_params mp = th_model_default_params();
+    CHECK(th_model_load(path, &mp, &m) == TH_OK, "load: %s", th_last_error());
+    if (check_cur_failed) return;
+    size_t nt = 0;
+    th_token *tok = tokens_of(m, &nt);
+    const int32_t n = 48, L = m->hp.n_layer, E = (int32_t)m->hp.n_embd, V = (int32_t)m->hp.n_vocab;
+    CHECK(tok && nt >= (size_t)n && L >= 3, "text of %zu tokens, %d layers", nt, L);
+    float **x = calloc((size_t)L + 1, sizeof *x), *mem = malloc((size_t)(L + 1) * n * E * sizeof *mem);
+    float *full = malloc((size_t)V * sizeof *full), *got = malloc((size_t)V * sizeof *got);
+    if (!check_cur_failed && x && mem && full && got) {
+        for (int32_t l = 0; l <= L; l++) x[l] = mem + (size_t)l * n * E;
+        CHECK(layer_io_run(m, tok, n, 0, NULL, x, full) == TH_OK, "full run: %s", th_last_error());
+        CHECK(layer_io_run(m, tok, n, 2, x[2], NULL, got) == TH_OK, "from layer 2: %s", th_last_error());
+        CHECK(!memcmp(full, got, (size_t)V * sizeof *got), "from layer 2: logits differ from the full run's");
+        CHECK(layer_io_run(m, tok, n, L, x[L], NULL, got) == TH_OK, "head only: %s", th_last_error());
+        CHECK(!memcmp(full, got, (size_t)V * sizeof *got), "head only: logits differ from the full run's");
+        CHECK(layer_io_run(m, tok, n, 2, x[1], NULL, got) == TH_OK, "from layer 2 (layer 1's states)");
+        CHECK(memcmp(full, got, (size_t)V * sizeof *got) != 0, "layer 1's states at layer 2: same logits (not resumed?)");
+        CHECK(layer_io_run(m, tok, n, L + 1, x[0], NULL, got) == TH_ERR_ARG, "layer past the model accepted");
+        CHECK(layer_io_run(m, tok, n, 1, NULL, NULL, got) == TH_ERR_ARG, "resume without states accepted");
+    }
+    free(x); free(mem); free(full); free(got); free(tok);
+    th_model_free(m);
+}
+
 int main(void) {
+    RUN(layer_io);
     RUN(search_tiny);
     RUN(search_moe_near_tie);
     return CHECK_DONE();

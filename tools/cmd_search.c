@@ -20,6 +20,8 @@ static void usage(FILE *f) {
             "  --types LIST            candidates: comma-separated types, 'ggml' (GGML types only: a GGUF\n"
             "                          llama.cpp also runs; no per-expert units) or 'default'\n"
             "  --no-experts            one unit a 3-D expert tensor instead of one a routed expert\n"
+            "  --no-layer-resume       sensitivity runs evaluate every layer (default: a unit of layer L\n"
+            "                          starts from the source's saved hidden states at layer L; CPU only)\n"
             "  -c, --ctx-size N        gate chunk size (default 512)\n"
             "  --chunks N              gate chunks (default: all the text)\n"
             "  --calib-ctx N           calibration chunk size (default 256)\n"
@@ -60,6 +62,7 @@ static int parse(int argc, char **argv, opts *o) {
             if (!strcmp(v, "ggml")) o->p.per_expert = false;
             i++;
         } else if (!strcmp(a, "--no-experts")) o->p.per_expert = false;
+        else if (!strcmp(a, "--no-layer-resume")) o->p.no_layer_resume = true;
         else if (!strcmp(a, "--gpu")) o->p.gpu = true;
         else if (!strcmp(a, "--max-kld") && v) { if (!cli_float(c, a, v, &o->p.max_kld)) return 2; i++; }
         else if (!strcmp(a, "--max-ppl-increase") && v) {
@@ -182,6 +185,9 @@ int cmd_search(int argc, char **argv) {
     } else if (!rc) {
         if (o.tty) fprintf(stderr, "\n");
         rc = finish(&o, &r);
+        if (!rc && r.best.bytes == r.source_bytes)
+            fprintf(stderr, "theseus search: no assignment smaller than the source meets the gate; %s keeps the "
+                            "source's types\n", o.out);
         th_search_result_free(&r);
     }
     free(tok);

@@ -9,6 +9,7 @@
 #include "cpu/forward.h"
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static th_cpu *cpu(th_context *c) { return c->bd; }
 
@@ -71,6 +72,15 @@ static th_status op_embed(th_context *ctx, const th_step *s) {
         c->k->dequant[m->tok_embd.type](row, c->x + (int64_t)t * E, E);
         if (m->hp.embd_scale != 1.0f) th_op_scale(c->x + (int64_t)t * E, m->hp.embd_scale, E);
     }
+    return TH_OK;
+}
+
+/* X to or from the host (layer resume, th_context_set_layer_io) */
+static th_status op_x_copy(th_context *ctx, const th_step *s, float *host, bool save) {
+    th_cpu *c = cpu(ctx);
+    size_t n = (size_t)s->n * (size_t)c->model->hp.n_embd * sizeof(float);
+    if (save) memcpy(host, c->x, n);
+    else memcpy(c->x, host, n);
     return TH_OK;
 }
 
@@ -385,7 +395,7 @@ const th_backend th_backend_cpu = {
     .probe = cpu_probe, .init = cpu_init, .free = cpu_free, .begin = op_begin, .end = op_end,
     .embed = op_embed, .norm = op_norm, .qkv = op_qkv, .mla_qkv = op_mla_qkv, .rope_kv = op_rope_kv,
     .attention = op_attention, .matmul = op_matmul, .add = op_add, .ffn = op_ffn, .moe = op_moe,
-    .logits = op_logits, .set_observer = cpu_set_observer, .copy_block = NULL,
+    .logits = op_logits, .set_observer = cpu_set_observer, .copy_block = NULL, .x_copy = op_x_copy,
     .recurrent = th_dn_recurrent, .att_gate = th_dn_att_gate, .shexp_gated = th_dn_shexp_gated,
     .get_x = op_get_x, .put_x = op_put_x, .ffn_sub = op_ffn_sub,
 };

@@ -2,8 +2,12 @@
  * differs from the model's weights now is re-quantized from the source; a
  * tensor going back to the source's type gets its mapped bytes, no work), its
  * evaluation on the gate or the calibration slice against the cached reference,
- * and the memoized gate evaluation that every point of the frontier comes from. */
+ * and the memoized gate evaluation that every point of the frontier comes from.
+ * Layer resume: the source's hidden states of the calibration pass are saved once,
+ * and a sensitivity run of a unit in layer L starts there (th_context_set_layer_io):
+ * the layers before L have the source's weights, so their output is the saved one. */
 #include "search/search_int.h"
+#include "context.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
@@ -53,6 +57,7 @@ static th_status new_context(th_search *S, const th_kld_base *b, th_context **ct
 th_status th_search_apply(th_search *S, const int *choice) {
     th_prec_assign cur, want;
     th_prec_plan plan = { 0 };
+    double t0 = th_search_now();
     th_status s = th_prec_model_assign(S->m, &S->pf, &cur);
     if (s) return s;
     if ((s = want_of(S, choice, &want))) { th_prec_assign_free(&cur); return s; }
@@ -70,21 +75,95 @@ th_status th_search_apply(th_search *S, const int *choice) {
         if (!s && !S->gate_ctx && S->gate_base) s = new_context(S, S->gate_base, &S->gate_ctx);
         if (!s && !S->calib_ctx && S->calib_base) s = new_context(S, S->calib_base, &S->calib_ctx);
     }
+    if (plan.n > 0) {
+        S->t_apply += th_search_now() - t0;
+        S->n_apply++;
+    }
     th_prec_plan_free(&plan);
     th_prec_assign_free(&cur);
     th_prec_assign_free(&want);
     return s;
 }
 
-th_status th_search_eval(th_search *S, bool calib, double *kld, double *ppl_ratio, int64_t *flips, double *gap_min) {
+typedef struct pass_count { int32_t n, tokens; } pass_count;
+
+static th_status count_pass(const th_eval_pass *p, void *ud) {
+    pass_count *c = ud;
+    c->n++;
+    c->tokens = p->n_tokens;
+    return TH_OK;
+}
+
+static th_status eval_run(th_search *S, bool calib, pass_count *pc, th_eval_result *r) {
     th_eval_params ep = th_eval_default_params();
     ep.n_ctx = 0;
     ep.n_threads = S->p->n_threads;
     ep.kld_base = calib ? S->calib_base : S->gate_base;
     ep.router_base = calib ? S->calib_router : S->gate_router;
+    ep.on_pass = count_pass;
+    ep.ud = pc;
+    th_context *ctx = calib ? S->calib_ctx : S->gate_ctx;
+    int32_t from = calib && S->x_saved ? S->x_from : 0;
+    th_status s = from > 0 ? th_context_set_layer_io(ctx, from, S->x_saved[from], NULL) : TH_OK;
+    if (!s) s = th_eval_run(S->m, ctx, th_kld_base_tokens(ep.kld_base), 0, &ep, r);
+    if (from > 0) {
+        th_context_set_layer_io(ctx, 0, NULL, NULL);
+        if (!s) {
+            S->layers_skipped += from;
+            S->layers_run += S->m->hp.n_layer - from;
+        }
+    } else if (calib && !s) {
+        S->layers_run += S->m->hp.n_layer;
+    }
+    return s;
+}
+
+th_status th_search_layer_resume_init(th_search *S) {
+    const th_hparams *hp = &S->m->hp;
+    if (S->p->no_layer_resume || S->p->gpu || S->moe || hp->n_recurrent > 0) return TH_OK;
+    size_t n_tok = (size_t)th_kld_base_n_chunks(S->calib_base) * (size_t)th_kld_base_n_ctx(S->calib_base);
+    size_t per = n_tok * (size_t)hp->n_embd, L = (size_t)hp->n_layer + 1;
+    S->x_saved = calloc(L, sizeof *S->x_saved);
+    S->x_mem = malloc(L * per * sizeof(float));
+    if (!S->x_saved || !S->x_mem) {
+        free(S->x_saved); free(S->x_mem); S->x_saved = NULL; S->x_mem = NULL;
+        return TH_OK;   /* not enough memory for it: every run is a full one */
+    }
+    for (size_t l = 0; l < L; l++) S->x_saved[l] = S->x_mem + l * per;
+    th_status s = th_context_set_layer_io(S->calib_ctx, 0, NULL, S->x_saved);
+    pass_count pc = { 0 };
     th_eval_result r;
-    th_status s = th_eval_run(S->m, calib ? S->calib_ctx : S->gate_ctx, th_kld_base_tokens(ep.kld_base), 0, &ep, &r);
+    float **keep = S->x_saved;
+    S->x_saved = NULL;   /* this run is a full one */
+    if (!s && !(s = eval_run(S, true, &pc, &r))) th_eval_result_free(&r);
+    th_context_set_layer_io(S->calib_ctx, 0, NULL, NULL);
+    S->x_saved = keep;
+    if (s == TH_ERR_UNSUPPORTED || (!s && (pc.n != 1 || (size_t)pc.tokens != n_tok))) {
+        /* the backend cannot, or the slice takes several passes: full runs */
+        th_clear_error();
+        s = TH_OK;
+        free(S->x_saved); free(S->x_mem); S->x_saved = NULL; S->x_mem = NULL;
+    }
+    fprintf(S->log, "{\"kind\":\"layer_resume\",\"on\":%s}\n", S->x_saved ? "true" : "false");
+    return s;
+}
+
+int32_t th_search_unit_start(const th_search *S, size_t unit) {
+    if (!S->x_saved) return 0;
+    const th_search_unit *u = &S->u[unit];
+    if (u->layer >= 0 && u->layer < S->m->hp.n_layer) return u->layer;
+    if (!strcmp(S->pf.t[u->tensor].name, "output.weight")) return S->m->hp.n_layer;   /* the head alone */
+    return 0;   /* the embedding (tied or not) and anything else outside the layers */
+}
+
+th_status th_search_eval(th_search *S, bool calib, double *kld, double *ppl_ratio, int64_t *flips, double *gap_min) {
+    th_eval_result r;
+    pass_count pc = { 0 };
+    double t0 = th_search_now();
+    th_status s = eval_run(S, calib, &pc, &r);
     if (s) return s;
+    if (calib) { S->t_calib += th_search_now() - t0; S->n_calib++; }
+    else { S->t_gate += th_search_now() - t0; S->n_gate_runs++; }
     *kld = r.kld.kld;
     *ppl_ratio = r.kld.ppl_ratio;
     *flips = 0;

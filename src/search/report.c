@@ -198,11 +198,29 @@ th_status th_search_reports(th_search *S, const int *best) {
     sbf(&b, "best: %.2f MiB, %.4f bits/weight (source %.2f MiB, %.4f), gate %.6f <= %.6f, mean KLD %.6f, PPL ratio %.6f\n",
         (double)r->best.bytes / (1 << 20), r->best.bpw, (double)r->source_bytes / (1 << 20), r->source_bpw, r->best.gate,
         r->gate_max, r->best.kld, r->best.ppl_ratio);
+    bool all_src = true;
+    for (size_t i = 0; i < S->n_u; i++) all_src &= best[i] < 0;
+    if (all_src)
+        sbf(&b, "no assignment smaller than the source met the gate (%s <= %.6g): BEST.precision keeps every tensor "
+                 "at the source's type\n", S->p->max_kld > 0 ? "KLD" : "PPL increase", r->gate_max);
     sbf(&b, "evaluations: %" PRId64 " sensitivity (%" PRId64 " from the resumed log), %" PRId64 " gate (%" PRId64
              " from the log); %" PRId64 " non-monotone pairs (cheaper type measured better; in the log)\n",
         r->n_sens, r->n_sens_reused, r->n_gate, r->n_gate_reused, r->n_nonmonotone);
-    sbf(&b, "additivity: the knapsack starts' measured calibration KLD differs from the sum of the per-unit costs "
-             "by at most %.1f %%\n", 100.0 * r->additivity_worst);
+    if (S->n_add > 0)
+        sbf(&b, "additivity: the first knapsack start's calibration KLD: predicted (the sum of its units' costs) %.6g, "
+                 "measured %.6g (%+.1f %%); over all %d starts measured and predicted differ by at most %.1f %%\n",
+            S->add_pred, S->add_meas, S->add_pred > 0 ? 100.0 * (S->add_meas / S->add_pred - 1) : 0.0, S->n_add,
+            100.0 * r->additivity_worst);
+    else
+        sbf(&b, "additivity: not checked (no knapsack start was evaluated)\n");
+    sbf(&b, "time: %.1f s re-quantizing and swapping weights (%" PRId64 " changes), %.1f s in calibration passes (%" PRId64
+             "), %.1f s in gate passes (%" PRId64 "), of %.1f s\n",
+        S->t_apply, S->n_apply, S->t_calib, S->n_calib, S->t_gate, S->n_gate_runs, th_search_now() - S->t0);
+    if (S->layers_run + S->layers_skipped > 0)
+        sbf(&b, "layer resume: %s; calibration runs evaluated %" PRId64 " layers and started %" PRId64
+                 " later from saved hidden states (%.1f %% of the layer work skipped)\n",
+            S->x_saved ? "on" : "off", S->layers_run, S->layers_skipped,
+            100.0 * (double)S->layers_skipped / (double)(S->layers_run + S->layers_skipped));
     by_class(S, best, &b);
     by_layer(S, best, &b);
     experts_and_flips(S, best, &b);

@@ -243,7 +243,10 @@ static th_status measure_unit(th_search *S, size_t i, int *choice) {
         } else {
             choice[i] = k;
             if ((s = th_search_apply(S, choice))) break;
-            if ((s = th_search_eval(S, true, &c->kld, &c->ppl_ratio, &c->flips, &c->gap_min))) break;
+            S->x_from = th_search_unit_start(S, i);
+            s = th_search_eval(S, true, &c->kld, &c->ppl_ratio, &c->flips, &c->gap_min);
+            S->x_from = 0;
+            if (s) break;
             th_slog_rec rec = { .kind = TH_SLOG_SENS, .expert = u->expert, .bytes = c->bytes, .kld = c->kld,
                                 .ppl_ratio = c->ppl_ratio, .flips = c->flips, .gap_min = c->gap_min };
             snprintf(rec.tensor, sizeof rec.tensor, "%s", name);
@@ -277,7 +280,7 @@ static th_status sensitivity(th_search *S) {
     int64_t total = 0, done = 0;
     for (size_t i = 0; i < S->n_u; i++) total += S->u[i].n_c;
     double t0 = th_search_now();
-    th_status s = TH_OK;
+    th_status s = th_search_layer_resume_init(S);
     for (size_t i = 0; i < S->n_u && !s; i++) {
         s = measure_unit(S, i, choice);
         done += S->u[i].n_c;
@@ -332,6 +335,24 @@ static th_status uniform_points(th_search *S) {
 
 /* ---------------------------------------------------------------- the run */
 
+/* The source through the gate first: its value is the floor of the gate (the
+ * reference's own rounding); a limit below it cannot be met by anything. */
+static th_status source_gate(th_search *S, const int *src) {
+    th_search_point pt;
+    th_status s = th_search_gate(S, src, "source", false, &pt);
+    if (s || pt.feasible) return s;
+    const bool kld = S->p->max_kld > 0;
+    if (pt.gate > S->gate_max)
+        return th_set_error(TH_ERR_ARG,
+                            "search: the gate cannot be met: the source itself measures %s %.6g on the gate chunks "
+                            "against its own reference (the base file's rounding), above the limit %.6g; raise %s",
+                            kld ? "KLD" : "PPL increase", pt.gate, S->gate_max, kld ? "--max-kld" : "--max-ppl-increase");
+    return th_set_error(TH_ERR_ARG,
+                        "search: the gate cannot be met: the source itself flips %" PRId64
+                        " router choices against its own reference, more than --max-flips %d",
+                        pt.flips, S->p->max_flips);
+}
+
 static void search_free(th_search *S) {
     th_context_free(S->gate_ctx);
     th_context_free(S->calib_ctx);
@@ -345,6 +366,8 @@ static void search_free(th_search *S) {
     gguf_close(S->src);
     free(S->u);
     free(S->uniform_best);
+    free(S->x_saved);
+    free(S->x_mem);
     if (S->log) fclose(S->log);
 }
 
@@ -398,6 +421,7 @@ th_status th_search_run(th_model *model, const th_token *tok, size_t n_tok, cons
         if (src) {
             r->source_bytes = th_search_bytes(&S, src);
             r->source_bpw = th_search_bpw(&S, r->source_bytes);
+            s = source_gate(&S, src);
         }
         free(src);
     }

@@ -87,7 +87,29 @@ typedef struct th_search {
     double t0;
     double gate_max;             /* the gate's limit */
     int *uniform_best;           /* the smallest feasible uniform point's choice, or NULL */
+    /* where the time goes (eval.c): weights re-quantized and swapped, calibration
+     * passes, gate passes (seconds, counts) */
+    double t_apply, t_calib, t_gate;
+    int64_t n_apply, n_calib, n_gate_runs;
+    /* additivity (solve.c): the first knapsack start's predicted and measured
+     * calibration KLD, and how many starts were checked */
+    double add_pred, add_meas;
+    int n_add;
+    /* layer resume of the sensitivity runs (eval.c): the source's hidden states of
+     * the calibration pass at each layer's entry ([n_layer + 1], NULL: off), the
+     * layer the next calibration run starts at, and the layers it skipped in all */
+    float **x_saved;
+    float *x_mem;
+    int32_t x_from;
+    int64_t layers_skipped, layers_run;
 } th_search;
+
+/* Save the source's calibration hidden states (one full calibration run) so that
+ * sensitivity runs of a layer's unit start at that layer; off (no error) where the
+ * engine cannot: GPU, MoE (router observation), hybrid models, several passes. */
+th_status th_search_layer_resume_init(th_search *S);
+/* The layer a unit's calibration run may start at (0: the whole model). */
+int32_t th_search_unit_start(const th_search *S, size_t unit);
 
 double th_search_now(void);
 /* Gate value of an evaluation: KLD or PPL ratio - 1 by the params. */

@@ -161,6 +161,7 @@ th_status th_search_solve(th_search *S) {
             gates++;
             double meas = 0, pred = predicted(S, choice);
             if ((s = calib_check(S, choice, &meas))) break;
+            if (S->n_add++ == 0) { S->add_pred = pred; S->add_meas = meas; }
             if (pred > 0) {
                 double dev = fabs(meas / pred - 1);
                 if (dev > S->r->additivity_worst) S->r->additivity_worst = dev;
