@@ -321,8 +321,9 @@ static void check_mma_type(uint32_t type, int64_t rows, int64_t K, const int *ns
         }
     }
     double worst = 0;
-    /* int8 variants (th_cu_mma_set_variant): bit 0 two row tiles a warp above 32 tokens, bit 1 contiguous K ranges */
-    const int variants = type == TH_F16 || type == TH_BF16 ? 1 : 4;
+    /* int8 variants (th_cu_mma_set_variant): bit 0 two row tiles a warp above 32 tokens, bit 1 contiguous K
+     * ranges, bit 2 the activations staged through shared memory (contiguous ranges always: 6, 7 = 4, 5) */
+    const int variants = type == TH_F16 || type == TH_BF16 ? 1 : 6;
     for (int v = 0; v < variants; v++)
         for (int i = 0; i < n_ns; i++) {
             if ((v & 1) && ns[i] <= 32) continue;

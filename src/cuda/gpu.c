@@ -224,6 +224,13 @@ static th_status gpu_init(th_context *c) {
     if ((s = th_cu_alloc(&g->mem, &g->kv_pool, g->block_bytes * g->n_blocks, "the KV cache")) || (s = alloc_scratch(g)))
         return s;
     if ((e = cudaMemset(g->counter, 0, (size_t)g->n_batch * hp->n_head * 4))) return th_cu_fail(e, "scratch set-up");
+    if (g->tune.f16_cublas_min > 0) {  /* cuBLAS inside graph capture: a workspace of its own, allocated now */
+        void *ws = NULL;
+        const size_t wsb = (size_t)32 << 20;
+        if ((s = th_cu_alloc(&g->mem, &ws, wsb, "the cuBLAS workspace"))) return s;
+        if (cublasSetWorkspace(h, ws, wsb) != CUBLAS_STATUS_SUCCESS)
+            return th_set_error(TH_ERR_INTERNAL, "cuBLAS: cannot set a workspace");
+    }
     return TH_OK;
 }
 
@@ -253,11 +260,28 @@ static void gpu_copy_block(th_context *c, int32_t dst, int32_t src) {
 
 /* ------------------------------------------------------------------ products */
 
+static bool is_16bit(const th_cu_mat *w) { return w->layout == TH_CU_GGUF && (w->type == TH_F16 || w->type == TH_BF16); }
+
+static th_status cublas_mm(th_gpu *g, const th_cu_mat *w, const float *x, int64_t xs, int n, float *y, int64_t ys,
+                           bool acc) {
+    if (!th_cu_gemm(g->cublas, w, x, xs, n, y, ys, acc, g->wbuf, g->wbuf_bytes, g->xbuf, g->st))
+        return th_set_error(TH_ERR_INTERNAL, "cuBLAS GEMM failed (%s, %lld×%lld, %d tokens)", th_type_name(w->type),
+                            (long long)w->rows, (long long)w->K, n);
+    return TH_OK;
+}
+
+/* y (+)= W·x for n tokens. gemm: the forward pass is on the GEMM path (eager, no
+ * q8 activations made ahead). The choice per weight type and batch size is
+ * th_cu_tuning's (measured: bench/gpu/NOTES.md). */
 th_status th_cu_mm(th_gpu *g, bool gemm, const th_cu_mat *w, const float *x, int64_t xs, int n, float *y,
                    int64_t ys, bool acc) {
-    if (g->tune.mma_f16 && n > 1 && (gemm ? n <= g->tune.mma_max : n >= g->tune.mma_min) &&
-        th_cu_mma_f16(w, x, xs, n, y, ys, acc, g->st))
-        return TH_OK;  /* F16/BF16 weights in place on the 16-bit tensor cores */
+    if (is_16bit(w)) {
+        if (g->tune.mma_f16 && n > 1 && (gemm ? n <= g->tune.mma_max : n >= g->tune.mma_min) &&
+            th_cu_mma_f16(w, x, xs, n, y, ys, acc, g->st))
+            return TH_OK;  /* F16/BF16 weights in place on the 16-bit tensor cores */
+        /* cuBLAS on the weights in place: the GEMM path, or a GEMV-path batch (graphs too) from f16_cublas_min */
+        if (gemm || (g->tune.f16_cublas_min > 0 && n >= g->tune.f16_cublas_min)) return cublas_mm(g, w, x, xs, n, y, ys, acc);
+    }
     const bool mma = th_cu_mma_q8_supports(w);
     if (gemm && mma && n <= g->tune.mma_max) {  /* int8 tensor cores on q8 activations, no fp16 copy */
         th_cu_quantize_q8(x, xs, n, w->K, &g->q8, g->st);
@@ -269,12 +293,7 @@ th_status th_cu_mm(th_gpu *g, bool gemm, const th_cu_mat *w, const float *x, int
         th_cu_mma_q8(w, &g->q8, n, y, ys, acc, g->st);
         return TH_OK;
     }
-    if (gemm) {
-        if (!th_cu_gemm(g->cublas, w, x, xs, n, y, ys, acc, g->wbuf, g->wbuf_bytes, g->xbuf, g->st))
-            return th_set_error(TH_ERR_INTERNAL, "cuBLAS GEMM failed (%s, %lld×%lld, %d tokens)", th_type_name(w->type),
-                                (long long)w->rows, (long long)w->K, n);
-        return TH_OK;
-    }
+    if (gemm) return cublas_mm(g, w, x, xs, n, y, ys, acc);
     th_cu_gemv(w, x, xs, th_cu_gemv_wants_q8(w) ? &g->q8 : NULL, n, y, ys, acc, g->st);
     return TH_OK;
 }
