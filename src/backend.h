@@ -98,7 +98,14 @@ typedef struct th_backend {
     th_status (*set_observer)(th_context *c, const th_observer *obs);
     /* copy-on-write of one KV block's data (backends whose KV is not on the host) */
     void (*copy_block)(th_context *c, int32_t dst, int32_t src);
+    /* lazy logits (device_argmax backends; NULL: none): a step with th_step.logits NULL,
+     * argmax set and at most TH_LAZY_LOGITS_MAX rows keeps its n_out logits rows on the
+     * device until the next step; this copies them to the host rows dst */
+    th_status (*fetch_logits)(th_context *c, int32_t n_out, float *dst);
 } th_backend;
+
+/* The most output rows a step may leave on the device for fetch_logits. */
+#define TH_LAZY_LOGITS_MAX 64
 
 extern const th_backend th_backend_cpu;
 /* The CUDA backend (src/cuda/), or NULL in a build without it. */

@@ -549,9 +549,13 @@ static int argmax_step(th_context *full, th_context *only, const th_batch *b, in
     for (int i = 0; i < b->n_tokens; i++) {
         if (b->logits && !b->logits[i]) continue;
         if (!b->logits && i != b->n_tokens - 1) continue;
+        /* the full context's argmax first: on a step of <= 64 rows its logits are still
+         * on the device (lazy) and come over at the first th_get_logits */
+        th_token h = th_get_argmax(full, i);
         const float *lg = th_get_logits(full, i);
         int want = lg ? naive_argmax(lg, nv) : -2;
-        th_token a = th_get_argmax(only, i), h = th_get_argmax(full, i);
+        th_token a = th_get_argmax(only, i);
+        CHECK(th_get_argmax(full, i) == h, "%s, index %d: th_get_argmax changed after th_get_logits", what, i);
         bool ok = a == want && h == want && (!pairs || (a % 2 == 0 && lg[a] == lg[a + 1]));
         if (!ok && bad++ < 4)
             CHECK(0, "%s, index %d: device argmax %d, host th_get_argmax %d, scan %d", what, i, a, h, want);

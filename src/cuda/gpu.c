@@ -656,12 +656,24 @@ static th_status gpu_end(th_context *c, const th_step *s, th_status status) {
     return TH_OK;
 }
 
+/* The last step's logits rows (a lazy step left them in g->logits: at most
+ * TH_LAZY_LOGITS_MAX rows, one output chunk) to the host. */
+static th_status gpu_fetch_logits(th_context *c, int32_t n_out, float *dst) {
+    th_gpu *g = gpu(c);
+    if (n_out <= 0) return TH_OK;
+    if (n_out > (int32_t)TH_MIN(g->n_batch, 64u))
+        return th_set_error(TH_ERR_INTERNAL, "GPU logits: %d rows are not all on the device", n_out);
+    cudaError_t e = cudaMemcpyAsync(dst, g->logits, (size_t)n_out * g->V * 4, cudaMemcpyDeviceToHost, g->st);
+    if (!e) e = cudaStreamSynchronize(g->st);
+    return e ? th_cu_fail(e, "logits download") : TH_OK;
+}
+
 static const th_backend cuda_backend = {
     .name = "cuda", .kv_on_host = false, .device_argmax = true,
     .probe = gpu_probe, .init = gpu_init, .free = gpu_free, .begin = gpu_begin, .end = gpu_end,
     .embed = op_embed, .norm = op_norm, .qkv = op_qkv, .mla_qkv = op_mla_qkv, .rope_kv = op_rope_kv,
     .attention = op_attention, .matmul = op_matmul, .add = op_add, .ffn = op_ffn, .moe = op_moe,
-    .logits = op_logits, .copy_block = gpu_copy_block,
+    .logits = op_logits, .copy_block = gpu_copy_block, .fetch_logits = gpu_fetch_logits,
 };
 
 const th_backend *th_backend_cuda(void) { return &cuda_backend; }
