@@ -28,7 +28,8 @@
  *          host and with device argmax as for tg
  *   bbN    llama-batched-bench's method: N streams (N <= 64), each a 128-token
  *          prompt (prompts packed into 512-token batches), then 128 steps of N
- *          tokens; prints the prompt phase, the generation phase (the S_TG of
+ *          tokens, each step's N greedy tokens read (th_get_argmax: on a GPU
+ *          context of <= 64 rows the device argmax, the logits rows stay there); prints the prompt phase, the generation phase (the S_TG of
  *          llama-batched-bench) and the total, in tok/s; a warm-up round first
  *   bbsweep bbN at 16 and 64 streams under each GEMV / MMA / cuBLAS choice (bb_sweep)
  *   lab    (bench_gpu lab TYPE) the kernel lab: each matrix kernel alone on the
@@ -341,6 +342,8 @@ static void batched_bench(th_model *m, const shape *sh, uint32_t type, int strea
             }
             th_batch b = { .n_tokens = streams, .token = tok, .pos = pos, .seq_id = sid, .logits = want };
             if (th_decode(c, &b)) { fprintf(stderr, "batched-bench step: %s\n", th_last_error()); exit(1); }
+            for (int s = 0; s < streams; s++)  /* each stream's greedy token, as a server takes it */
+                if (th_get_argmax(c, s) < 0) { fprintf(stderr, "batched-bench argmax: %s\n", th_last_error()); exit(1); }
         }
         tp = t1 - t0;
         tt = now() - t1;
