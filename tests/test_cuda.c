@@ -322,10 +322,13 @@ static void check_mma_type(uint32_t type, int64_t rows, int64_t K, const int *ns
     }
     double worst = 0;
     /* int8 variants (th_cu_mma_set_variant): bit 0 two row tiles a warp above 32 tokens, bit 1 contiguous K
-     * ranges, bit 2 the activations staged through shared memory (contiguous ranges always: 6, 7 = 4, 5) */
-    const int variants = type == TH_F16 || type == TH_BF16 ? 1 : 6;
-    for (int v = 0; v < variants; v++)
+     * ranges, bit 2 the activations staged through shared memory (contiguous ranges always: 6, 7 = 4, 5),
+     * bit 3 with bit 2: stages of 4 sub-blocks (12; 13 = 5 above 32 tokens) */
+    static const int vs[] = { 0, 1, 2, 3, 4, 5, 12 };
+    const int variants = type == TH_F16 || type == TH_BF16 ? 1 : (int)(sizeof vs / sizeof vs[0]);
+    for (int vi = 0; vi < variants; vi++)
         for (int i = 0; i < n_ns; i++) {
+            const int v = vs[vi];
             if ((v & 1) && ns[i] <= 32) continue;
             th_cu_mma_set_variant(v);
             const char *e = th_cu_test_matmul(type, wq, rows, K, x, ns[i], y, 5, false);

@@ -203,7 +203,8 @@ constexpr int U = 2;  // sub-blocks a warp loads ahead
 
 // th_cu_mma_set_variant (measurements): bit 0 two row tiles a warp above 32
 // tokens, bit 1 contiguous sub-block ranges per warp, bit 2 the staged form
-// (mma_q8s: activations through shared memory; contiguous ranges always)
+// (mma_q8s: activations through shared memory; contiguous ranges always), bit 3
+// (with bit 2) stages of 4 sub-blocks instead of 2 up to 32 tokens
 int variant = 0;
 
 // The products of sub-block b for one row tile (rows A: g, B: g+8) with NT8
@@ -341,9 +342,10 @@ __global__ void __launch_bounds__(NW * 32) mma_q8(th_cu_mat w, th_cu_q8 xq, int 
 // scales) into a warp-private shared buffer with cp.async (16-byte pieces,
 // coalesced, double-buffered) instead of gathering every B fragment with
 // 4-byte loads from 8 token rows; the fragments are then conflict-free shared
-// loads (row stride SROW bytes: lane (g, q) hits bank 4g + q). Weights as above.
-constexpr int SG = 2;                 // sub-blocks a stage
-constexpr int SROW = SG * 32 + 16;    // bytes of one token's row in a stage (padded)
+// loads (row stride srow bytes: lane (g, q) hits bank 4g + q). Weights as above.
+// SG sub-blocks a stage (2, or 4 with variant bit 3: deeper prefetch of weights and activations);
+// a token's row of a stage is SG·32 bytes padded by 16 (SROW: conflict-free fragment loads)
+template <int SG> __host__ __device__ constexpr int srow() { return SG * 32 + 16; }
 
 __device__ __forceinline__ uint32_t smem_u32(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
 __device__ __forceinline__ void cp16(void *dst, const void *src) {
@@ -368,13 +370,13 @@ template <int N> __device__ __forceinline__ void cp_wait() {
 }
 
 // Bytes of one warp's stage buffer for NT tokens: x rows, then d[SG][NT], s[SG][NT].
-template <int NT> __host__ __device__ constexpr int stage_bytes() { return NT * SROW + 2 * SG * NT * 4; }
+template <int NT, int SG> __host__ __device__ constexpr int stage_bytes() { return NT * srow<SG>() + 2 * SG * NT * 4; }
 
 // Stage sub-blocks b0 .. b0+SG-1 (those < end) of tokens t0 .. t0+NT-1 (clamped to n-1) into st.
-template <uint32_t TYPE, int NT>
+template <uint32_t TYPE, int NT, int SG>
 __device__ __forceinline__ void stage(uint8_t *st, const th_cu_q8 &xq, int64_t K, int64_t nb, int t0, int n, int64_t b0,
                                       int64_t end, int lane) {
-    constexpr int PIECES = NT * SG * 2;  // 16-byte pieces
+    constexpr int PIECES = NT * SG * 2, SROW = srow<SG>();  // 16-byte pieces
 #pragma unroll
     for (int i = lane; i < PIECES; i += 32) {
         const int t = i / (SG * 2), c = i % (SG * 2);
@@ -395,10 +397,10 @@ __device__ __forceinline__ void stage(uint8_t *st, const th_cu_q8 &xq, int64_t K
     }
 }
 
-template <uint32_t TYPE, int NW, int MT, int NT8>
+template <uint32_t TYPE, int NW, int MT, int NT8, int SG>
 __global__ void __launch_bounds__(NW * 32) mma_q8s(th_cu_mat w, th_cu_q8 xq, int n, float *y, int64_t ys, bool accum) {
     pdl_trigger();
-    constexpr int NT = 8 * NT8, SB = stage_bytes<NT>();
+    constexpr int NT = 8 * NT8, SB = stage_bytes<NT, SG>(), SROW = srow<SG>();
     extern __shared__ __align__(16) uint8_t smem[];
     const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
     const int64_t r0 = (int64_t)blockIdx.y * 16 * MT;
@@ -426,10 +428,10 @@ __global__ void __launch_bounds__(NW * 32) mma_q8s(th_cu_mat w, th_cu_q8 xq, int
             if (b < end) { A[u][m].load(w, ra[m], b, q); B[u][m].load(w, rb[m], b, q); }
     }
     pdl_wait();
-    if (base < end) stage<TYPE, NT>(buf[0], xq, K, nb, t0, n, base, end, lane);
+    if (base < end) stage<TYPE, NT, SG>(buf[0], xq, K, nb, t0, n, base, end, lane);
     cp_commit();
     for (int64_t b0 = base, it = 0; b0 < end; b0 += SG, it++) {
-        if (b0 + SG < end) stage<TYPE, NT>(buf[(it + 1) & 1], xq, K, nb, t0, n, b0 + SG, end, lane);
+        if (b0 + SG < end) stage<TYPE, NT, SG>(buf[(it + 1) & 1], xq, K, nb, t0, n, b0 + SG, end, lane);
         cp_commit();
         cp_wait<1>();  // this stage's copies (the next one may still be in flight)
         __syncwarp();
@@ -494,11 +496,11 @@ __global__ void __launch_bounds__(NW * 32) mma_q8s(th_cu_mat w, th_cu_q8 xq, int
             }
 }
 
-template <uint32_t TYPE, int NW, int MT, int NT8>
+template <uint32_t TYPE, int NW, int MT, int NT8, int SG = 2>
 void launch_s(const th_cu_mat *w, const th_cu_q8 *xq, int n, float *y, int64_t ys, bool accum, cudaStream_t st) {
     const int tile = 8 * NT8;
     dim3 grid((unsigned)((n + tile - 1) / tile), (unsigned)((w->rows + 16 * MT - 1) / (16 * MT))), block(NW * 32);
-    const size_t stg = (size_t)NW * 2 * stage_bytes<8 * NT8>(), red = NW > 1 ? (size_t)NW * MT * NT8 * 4 * 32 * 4 : 0;
+    const size_t stg = (size_t)NW * 2 * stage_bytes<8 * NT8, SG>(), red = NW > 1 ? (size_t)NW * MT * NT8 * 4 * 32 * 4 : 0;
     const size_t smem = stg > red ? stg : red;
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = grid;
@@ -512,10 +514,10 @@ void launch_s(const th_cu_mat *w, const th_cu_q8 *xq, int n, float *y, int64_t y
     cfg.numAttrs = 1;
     static bool attr_set = false;
     if (!attr_set && smem > 48 * 1024) {
-        cudaFuncSetAttribute(mma_q8s<TYPE, NW, MT, NT8>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        cudaFuncSetAttribute(mma_q8s<TYPE, NW, MT, NT8, SG>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
         attr_set = true;
     }
-    cudaLaunchKernelEx(&cfg, mma_q8s<TYPE, NW, MT, NT8>, *w, *xq, n, y, ys, accum);
+    cudaLaunchKernelEx(&cfg, mma_q8s<TYPE, NW, MT, NT8, SG>, *w, *xq, n, y, ys, accum);
 }
 
 template <uint32_t TYPE, int NW, int MT, int NT8>
@@ -546,6 +548,14 @@ void launch_t(const th_cu_mat *w, const th_cu_q8 *xq, int n, float *y, int64_t y
 // (larger batches run several 64-token tiles).
 template <uint32_t TYPE>
 void launch_n(const th_cu_mat *w, const th_cu_q8 *xq, int n, float *y, int64_t ys, bool accum, cudaStream_t st) {
+    if ((variant & 12) == 12) {  // staged activations, 4 sub-blocks a stage up to 32 tokens
+        if (n <= 8) launch_s<TYPE, 8, 1, 1, 4>(w, xq, n, y, ys, accum, st);
+        else if (n <= 16) launch_s<TYPE, 8, 1, 2, 4>(w, xq, n, y, ys, accum, st);
+        else if (n <= 32) launch_s<TYPE, 8, 1, 4, 4>(w, xq, n, y, ys, accum, st);
+        else if (variant & 1) launch_s<TYPE, 4, 2, 8>(w, xq, n, y, ys, accum, st);
+        else launch_s<TYPE, 8, 1, 8>(w, xq, n, y, ys, accum, st);
+        return;
+    }
     if (variant & 4) {  // staged activations
         if (n <= 8) launch_s<TYPE, 8, 1, 1>(w, xq, n, y, ys, accum, st);
         else if (n <= 16) launch_s<TYPE, 8, 1, 2>(w, xq, n, y, ys, accum, st);
