@@ -58,11 +58,16 @@ static bool have_gpu(void) {
 /* The CUDA backend's test settings (cuda/kernels.h, th_cu_tuning), read by each
  * new context: batches of gemm_min tokens or more take the GEMM path; moe_gemv:
  * MoE experts as per-pair GEMVs there too. No-ops in a build without CUDA. */
+/* F16/BF16 products for the goldens (test_golden_float): 0 the defaults, 1 mma_f16.cu
+ * from 2 tokens, 2 cuBLAS on the weights in place from 2 tokens (graphs included) */
+static int f16_path = 0;
 static void tune(int gemm_min, bool moe_gemv) {
 #ifdef TH_CUDA
     th_cu_tuning t = th_cu_tuning_default();
     t.gemm_min = gemm_min;
     t.moe_gemv_only = moe_gemv;
+    if (f16_path == 1) { t.mma_f16 = true; t.mma_min = 2; t.mma_max = 128; }
+    if (f16_path == 2) t.f16_cublas_min = 2;
     th_cu_tuning_set(&t);
 #else
     (void)gemm_min; (void)moe_gemv;
@@ -321,10 +326,10 @@ static void check_mma_type(uint32_t type, int64_t rows, int64_t K, const int *ns
         }
     }
     double worst = 0;
-    /* int8 variants (th_cu_mma_set_variant): bit 0 two row tiles a warp above 32 tokens, bit 1 contiguous K
-     * ranges, bit 2 the activations staged through shared memory (contiguous ranges always: 6, 7 = 4, 5),
-     * bit 3 with bit 2: stages of 4 sub-blocks (12; 13 = 5 above 32 tokens) */
-    static const int vs[] = { 0, 1, 2, 3, 4, 5, 12 };
+    /* int8 variants (th_cu_mma_set_variant): 0 staged activations (shared memory), bit 0 two row tiles a
+     * warp above 32 tokens, bit 3 stages of 4 sub-blocks; bit 2 the gathered form, with bit 1 contiguous
+     * K ranges */
+    static const int vs[] = { 0, 1, 8, 9, 4, 5, 6, 7 };
     const int variants = type == TH_F16 || type == TH_BF16 ? 1 : (int)(sizeof vs / sizeof vs[0]);
     for (int vi = 0; vi < variants; vi++)
         for (int i = 0; i < n_ns; i++) {
@@ -623,6 +628,12 @@ static void test_golden_float(void) {
     check_golden("F32", 1e-4, 0.9);
     check_golden("F16", 3e-3, 0.9);
     check_golden("BF16", 1e-2, 0.9);
+    for (f16_path = 1; f16_path <= 2; f16_path++) {
+        printf("  16-bit weights on %s:\n", f16_path == 1 ? "mma_f16 from 2 tokens" : "cuBLAS in place from 2 tokens");
+        check_golden("F16", 3e-3, 0.9);
+        check_golden("BF16", 1e-2, 0.9);
+    }
+    f16_path = 0;
 }
 
 static void test_golden_quantized(void) {

@@ -360,24 +360,24 @@ static void batched_bench(th_model *m, const shape *sh, uint32_t type, int strea
  * model upload; each context reads the tuning when it is made):
  *   default     the library's defaults
  *   gemv        no MMA: GEMV below gemm_min, cuBLAS (dequantize + GEMM) from it
- *   mma         the int8 MMA kernel from 16 tokens, in the GEMM path (up to 64) too
- *   mma-s       the same with the staged MMA kernel (variant 4)
- *   mma-s-g65   staged, GEMV-path batches (graphs) up to 64 tokens
- *   f16-mma     F16/BF16 on mma_f16.cu from 2 tokens (GEMM path up to 64 too)
+ *   mma         the int8 MMA kernel from 16 tokens, in the GEMM path (up to 128) too
+ *   mma-v4      the same with the gathered MMA kernel (variant 4: the default before the staged one)
+ *   mma-g65     MMA, GEMV-path batches (graphs) up to 64 tokens
+ *   f16-mma     F16/BF16 on mma_f16.cu from 2 tokens (GEMM path up to 128 too)
  *   f16-cublas  F16/BF16 on cuBLAS in place from 2 tokens, graphs up to 64 */
 static void bb_sweep(th_model *m, const shape *sh, uint32_t type) {
     const bool f16 = type == TH_F16 || type == TH_BF16;
     const th_cu_tuning base = th_cu_tuning_get();
-    static const char *names[] = { "default", "gemv", "mma", "mma-s", "mma-s-g65", "f16-mma", "f16-cublas" };
+    static const char *names[] = { "default", "gemv", "mma", "mma-v4", "mma-g65", "f16-mma", "f16-cublas" };
     static const int streams[] = { 16, 64 };
     for (int k = 0; k < 7; k++) {
-        if (k && f16 != (k >= 5)) continue;  /* the int8 rows for quantized types, the 16-bit rows for F16 */
+        if (k == 2 || (k && f16 != (k >= 5))) continue;  /* "mma" is the default now; int8 rows for quantized types, 16-bit rows for F16 */
         th_cu_tuning t = base;
         int variant = 0;
         if (k == 1) { t.mma_min = 1 << 30; t.mma_max = 0; }
-        if (k >= 2 && k <= 4) { t.mma_min = 16; t.mma_max = 64; variant = k >= 3 ? 4 : 0; }
+        if (k >= 2 && k <= 4) { t.mma_min = 16; t.mma_max = 128; variant = k == 3 ? 4 : 0; }
         if (k == 4) t.gemm_min = 65;
-        if (k == 5) { t.mma_f16 = true; t.mma_min = 2; t.mma_max = 64; }
+        if (k == 5) { t.mma_f16 = true; t.mma_min = 2; t.mma_max = 128; }
         if (k == 6) { t.f16_cublas_min = 2; t.gemm_min = 65; }
         th_cu_tuning_set(&t);
         th_cu_mma_set_variant(variant);
@@ -391,7 +391,7 @@ static void bb_sweep(th_model *m, const shape *sh, uint32_t type) {
 static int lab(uint32_t type) {
     static const struct { int64_t rows, K; const char *name; } mats[] = {
         { 4096, 4096, "attn-out" }, { 6144, 4096, "qkv" }, { 28672, 4096, "gate+up" }, { 4096, 14336, "down" } };
-    static const int ns[] = { 1, 2, 4, 8, 16, 32, 64, 128, 256, 512 };
+    static const int ns[] = { 1, 2, 4, 8, 12, 16, 32, 64, 128, 256, 512 };
     enum { NN = sizeof ns / sizeof ns[0] };
     const int variant = env_int("TH_GPU_MMA_VARIANT", 1);  /* the fourth column: this variant of the int8 kernel */
     static const char *pn[5] = { "gemv", "cublas", "mma", "", "mma-v" };

@@ -59,11 +59,12 @@ void th_cu_allocs_free(th_cu_allocs *a) {
  * TH_CU_MMA_MIN tokens, GEMM-path batches up to TH_CU_MMA_MAX. From the H200 lab
  * (bench_gpu lab q8_0, 8B matrices, 2026-12-02): the MMA kernel ties the GEMV at
  * 8 tokens and beats it from 16 (gate+up 114 vs 182 us), beats cuBLAS's
- * dequantize+GEMM up to 64 (310 vs 572 us) and ties it at 128 — MMA_MAX 64 is
- * the measured choice, 0 until the GEMM-path goldens have run with it. The F16/BF16
- * kernel (passes its tests, not yet timed) only with tuning.mma_f16. */
+ * dequantize+GEMM up to 64 (310 vs 572 us) and ties it at 128. The staged form
+ * (2026-12-03, the default since) beats cuBLAS up to 128 tokens on every 8B matrix
+ * (gate+up 408 vs 576 us, down 209 vs 305) and loses at 256 (769 vs 605): MMA_MAX
+ * 128. The F16/BF16 kernel only with tuning.mma_f16. */
 #define TH_CU_MMA_MIN 16
-#define TH_CU_MMA_MAX 0
+#define TH_CU_MMA_MAX 128
 static th_cu_tuning tuning = { .gemm_min = 33, .graphs = true, .pdl = true, .attn_chunk = 0, .moe_gemv_only = false, .mma_min = TH_CU_MMA_MIN, .mma_max = TH_CU_MMA_MAX };
 th_cu_tuning th_cu_tuning_default(void) {
     return (th_cu_tuning){ .gemm_min = 33, .graphs = true, .pdl = true, .attn_chunk = 0, .moe_gemv_only = false, .mma_min = TH_CU_MMA_MIN, .mma_max = TH_CU_MMA_MAX };

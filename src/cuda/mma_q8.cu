@@ -201,10 +201,13 @@ __device__ __forceinline__ void mma_k16(int (&c)[4], uint32_t a0, uint32_t a1, u
 
 constexpr int U = 2;  // sub-blocks a warp loads ahead
 
-// th_cu_mma_set_variant (measurements): bit 0 two row tiles a warp above 32
-// tokens, bit 1 contiguous sub-block ranges per warp, bit 2 the staged form
-// (mma_q8s: activations through shared memory; contiguous ranges always), bit 3
-// (with bit 2) stages of 4 sub-blocks instead of 2 up to 32 tokens
+// th_cu_mma_set_variant (measurements): 0 the default, the staged form (mma_q8s:
+// activations through shared memory, contiguous sub-block ranges); bit 0 two row
+// tiles a warp above 32 tokens; bit 3 (staged) stages of 4 sub-blocks instead of 2
+// up to 32 tokens; bit 2 the gathered form instead (mma_q8: every B fragment
+// loaded from the token rows in global memory), with bit 1 contiguous ranges.
+// H200 lab, Q8_0 8B matrices (bench/gpu/NOTES.md): staged 94.6 vs gathered 114.6 us
+// for gate+up at 16 tokens, 215.6 vs 343.0 at 64.
 int variant = 0;
 
 // The products of sub-block b for one row tile (rows A: g, B: g+8) with NT8
@@ -336,7 +339,7 @@ __global__ void __launch_bounds__(NW * 32) mma_q8(th_cu_mat w, th_cu_q8 xq, int 
             }
 }
 
-// ---- the staged form (variant bit 2): activations through shared memory ----
+// ---- the staged form (the default; variant bit 2: off): activations through shared memory ----
 // The same block shape, warps on contiguous sub-block ranges, but each warp
 // copies its next SG sub-blocks of the block's tokens' q8 rows (and their
 // scales) into a warp-private shared buffer with cp.async (16-byte pieces,
@@ -548,7 +551,7 @@ void launch_t(const th_cu_mat *w, const th_cu_q8 *xq, int n, float *y, int64_t y
 // (larger batches run several 64-token tiles).
 template <uint32_t TYPE>
 void launch_n(const th_cu_mat *w, const th_cu_q8 *xq, int n, float *y, int64_t ys, bool accum, cudaStream_t st) {
-    if ((variant & 12) == 12) {  // staged activations, 4 sub-blocks a stage up to 32 tokens
+    if ((variant & 12) == 8) {  // staged activations, 4 sub-blocks a stage up to 32 tokens
         if (n <= 8) launch_s<TYPE, 8, 1, 1, 4>(w, xq, n, y, ys, accum, st);
         else if (n <= 16) launch_s<TYPE, 8, 1, 2, 4>(w, xq, n, y, ys, accum, st);
         else if (n <= 32) launch_s<TYPE, 8, 1, 4, 4>(w, xq, n, y, ys, accum, st);
@@ -556,7 +559,7 @@ void launch_n(const th_cu_mat *w, const th_cu_q8 *xq, int n, float *y, int64_t y
         else launch_s<TYPE, 8, 1, 8>(w, xq, n, y, ys, accum, st);
         return;
     }
-    if (variant & 4) {  // staged activations
+    if (!(variant & 4)) {  // staged activations (the default)
         if (n <= 8) launch_s<TYPE, 8, 1, 1>(w, xq, n, y, ys, accum, st);
         else if (n <= 16) launch_s<TYPE, 8, 1, 2>(w, xq, n, y, ys, accum, st);
         else if (n <= 32) launch_s<TYPE, 8, 1, 4>(w, xq, n, y, ys, accum, st);
