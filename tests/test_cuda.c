@@ -327,9 +327,10 @@ static void check_mma_type(uint32_t type, int64_t rows, int64_t K, const int *ns
     }
     double worst = 0;
     /* int8 variants (th_cu_mma_set_variant): 0 staged activations (shared memory), bit 0 two row tiles a
-     * warp above 32 tokens, bit 3 stages of 4 sub-blocks; bit 2 the gathered form, with bit 1 contiguous
+     * warp above 32 tokens, bit 3 stages of 4 sub-blocks, bit 4 two row tiles from 9 tokens; bit 2 the
+     * gathered form, with bit 1 contiguous
      * K ranges */
-    static const int vs[] = { 0, 1, 8, 9, 4, 5, 6, 7 };
+    static const int vs[] = { 0, 1, 8, 9, 16, 4, 5, 6, 7 };
     const int variants = type == TH_F16 || type == TH_BF16 ? 1 : (int)(sizeof vs / sizeof vs[0]);
     for (int vi = 0; vi < variants; vi++)
         for (int i = 0; i < n_ns; i++) {

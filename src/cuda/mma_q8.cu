@@ -204,7 +204,8 @@ constexpr int U = 2;  // sub-blocks a warp loads ahead
 // th_cu_mma_set_variant (measurements): 0 the default, the staged form (mma_q8s:
 // activations through shared memory, contiguous sub-block ranges); bit 0 two row
 // tiles a warp above 32 tokens; bit 3 (staged) stages of 4 sub-blocks instead of 2
-// up to 32 tokens; bit 2 the gathered form instead (mma_q8: every B fragment
+// up to 32 tokens; bit 4 (staged) two row tiles a warp from 9 to 32 tokens (the
+// activation fragments serve both); bit 2 the gathered form instead (mma_q8: every B fragment
 // loaded from the token rows in global memory), with bit 1 contiguous ranges.
 // H200 lab, Q8_0 8B matrices (bench/gpu/NOTES.md): staged 94.6 vs gathered 114.6 us
 // for gate+up at 16 tokens, 215.6 vs 343.0 at 64.
@@ -551,6 +552,14 @@ void launch_t(const th_cu_mat *w, const th_cu_q8 *xq, int n, float *y, int64_t y
 // (larger batches run several 64-token tiles).
 template <uint32_t TYPE>
 void launch_n(const th_cu_mat *w, const th_cu_q8 *xq, int n, float *y, int64_t ys, bool accum, cudaStream_t st) {
+    if ((variant & 20) == 16) {  // staged activations, two row tiles a warp from 9 to 32 tokens too
+        if (n <= 8) launch_s<TYPE, 8, 1, 1>(w, xq, n, y, ys, accum, st);
+        else if (n <= 16) launch_s<TYPE, 8, 2, 2>(w, xq, n, y, ys, accum, st);
+        else if (n <= 32) launch_s<TYPE, 8, 2, 4>(w, xq, n, y, ys, accum, st);
+        else if (variant & 1) launch_s<TYPE, 4, 2, 8>(w, xq, n, y, ys, accum, st);
+        else launch_s<TYPE, 8, 1, 8>(w, xq, n, y, ys, accum, st);
+        return;
+    }
     if ((variant & 12) == 8) {  // staged activations, 4 sub-blocks a stage up to 32 tokens
         if (n <= 8) launch_s<TYPE, 8, 1, 1, 4>(w, xq, n, y, ys, accum, st);
         else if (n <= 16) launch_s<TYPE, 8, 1, 2, 4>(w, xq, n, y, ys, accum, st);
