@@ -63,11 +63,14 @@ void th_cu_allocs_free(th_cu_allocs *a) {
  * (2026-12-03, the default since) beats cuBLAS up to 128 tokens on every 8B matrix
  * (gate+up 408 vs 576 us, down 209 vs 305) and loses at 256 (769 vs 605): MMA_MAX
  * 128. The F16/BF16 kernel only with tuning.mma_f16. */
-#define TH_CU_MMA_MIN 16
+#define TH_CU_MMA_MIN 12   /* at 12 tokens the MMA kernel beat the GEMV on every 8B matrix (Q4_0, Q8_0) */
 #define TH_CU_MMA_MAX 128
-static th_cu_tuning tuning = { .gemm_min = 33, .graphs = true, .pdl = true, .attn_chunk = 0, .moe_gemv_only = false, .mma_min = TH_CU_MMA_MIN, .mma_max = TH_CU_MMA_MAX };
+/* F16/BF16 GEMV-path batches from 2 tokens on cuBLAS with the weights in place (lab, 8B F16
+ * gate+up: 16 tokens 62.3 us against the GEMV's 555.5 and mma_f16's 99.1; 2 tokens 57.6 vs 78.5) */
+#define TH_CU_F16_CUBLAS_MIN 2
+static th_cu_tuning tuning = { .gemm_min = 33, .graphs = true, .pdl = true, .attn_chunk = 0, .moe_gemv_only = false, .mma_min = TH_CU_MMA_MIN, .mma_max = TH_CU_MMA_MAX, .f16_cublas_min = TH_CU_F16_CUBLAS_MIN };
 th_cu_tuning th_cu_tuning_default(void) {
-    return (th_cu_tuning){ .gemm_min = 33, .graphs = true, .pdl = true, .attn_chunk = 0, .moe_gemv_only = false, .mma_min = TH_CU_MMA_MIN, .mma_max = TH_CU_MMA_MAX };
+    return (th_cu_tuning){ .gemm_min = 33, .graphs = true, .pdl = true, .attn_chunk = 0, .moe_gemv_only = false, .mma_min = TH_CU_MMA_MIN, .mma_max = TH_CU_MMA_MAX, .f16_cublas_min = TH_CU_F16_CUBLAS_MIN };
 }
 th_cu_tuning th_cu_tuning_get(void) { return tuning; }
 void th_cu_tuning_set(const th_cu_tuning *t) { tuning = t ? *t : th_cu_tuning_default(); }
