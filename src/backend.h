@@ -118,7 +118,14 @@ typedef struct th_backend {
     /* X (s->n rows of n_embd floats) to host (save) or from host; NULL: the backend
      * cannot, and a context's layer resume (th_context_set_layer_io) is refused */
     th_status (*x_copy)(th_context *c, const th_step *s, float *host, bool save);
+    /* lazy logits (device_argmax backends; NULL: none): a step with th_step.logits NULL,
+     * argmax set and at most TH_LAZY_LOGITS_MAX rows keeps its n_out logits rows on the
+     * device until the next step; this copies them to the host rows dst */
+    th_status (*fetch_logits)(th_context *c, int32_t n_out, float *dst);
 } th_backend;
+
+/* The most output rows a step may leave on the device for fetch_logits. */
+#define TH_LAZY_LOGITS_MAX 64
 
 extern const th_backend th_backend_cpu;
 /* The CUDA backend (src/cuda/), or NULL in a build without it. */

@@ -48,6 +48,14 @@ static th_status check_batch(th_context *c, const th_batch *b, const int8_t **wa
 /* The backend keeps the logits on its device and returns only each row's argmax. */
 static bool argmax_on_device(const th_context *c) { return c->be->device_argmax && c->p.logits_argmax_only; }
 
+/* A step whose logits rows stay on the device (the argmax ids come back, the rows
+ * only when th_get_logits asks): a device backend with fetch_logits, few rows. A
+ * greedy caller then never pays the copy of n_out × n_vocab floats. */
+static bool lazy_logits(const th_context *c, int32_t n_out) {
+    return c->be->fetch_logits && c->be->device_argmax && !c->p.logits_argmax_only && n_out > 0 &&
+           n_out <= TH_LAZY_LOGITS_MAX;
+}
+
 /* Number the tokens that want logits (out_row) and make room for their rows. */
 static th_status plan_outputs(th_context *c, const int8_t *want, int32_t n, int32_t *n_out) {
     int32_t rows = 0;
@@ -71,10 +79,14 @@ th_status th_decode(th_context *c, const th_batch *b) {
     if ((s = plan_outputs(c, want, n, &n_out))) return s;
     if ((s = th_kv_reserve(&c->kv, c->new_len))) return s;
     c->n_last = 0;
-    bool dev_argmax = argmax_on_device(c);
+    c->argmax_valid = c->logits_pending = false;
+    bool lazy = lazy_logits(c, n_out), dev_argmax = argmax_on_device(c) || lazy;
     th_step st = { .n = n, .tok = b->token, .pos = c->pos_buf, .seq = c->seq_buf, .out_row = c->out_row,
                    .n_out = n_out, .logits = dev_argmax ? NULL : c->logits, .argmax = dev_argmax ? c->argmax : NULL };
     if ((s = th_block_forward(c, &st))) return s;
+    c->argmax_valid = dev_argmax;
+    c->logits_pending = lazy;
+    c->n_out_last = n_out;
     for (uint32_t q = 0; q < c->p.n_seq_max; q++) {
         if (c->new_len[q] != c->kv.seqs[q].len) th_rs_commit(&c->rs, (int32_t)q, c->kv.seqs[q].len, c->new_len[q]);
         c->kv.seqs[q].len = c->new_len[q];
@@ -96,6 +108,10 @@ const float *th_get_logits(th_context *c, int32_t i) {
         th_set_error(TH_ERR_ARG, "th_get_logits: batch index %d has no logits", i);
         return NULL;
     }
+    if (c->logits_pending) {   /* a lazy step: every row comes over now, once */
+        if (c->be->fetch_logits(c, c->n_out_last, c->logits)) return NULL;
+        c->logits_pending = false;
+    }
     return c->logits + (size_t)c->out_row[i] * (size_t)c->model->hp.n_vocab;
 }
 
@@ -104,7 +120,7 @@ th_token th_get_argmax(th_context *c, int32_t i) {
         th_set_error(TH_ERR_ARG, "th_get_argmax: batch index %d has no logits", i);
         return -1;
     }
-    if (argmax_on_device(c)) return c->argmax[c->out_row[i]];
+    if (c->argmax_valid) return c->argmax[c->out_row[i]];
     int64_t nv = c->model->hp.n_vocab;
     return th_greedy_argmax(c->logits + (size_t)c->out_row[i] * (size_t)nv, nv);
 }

@@ -19,6 +19,9 @@ struct th_context {
     float *logits;              /* host rows (none with logits_argmax_only on a device_argmax backend) */
     size_t logits_rows;
     int32_t *argmax;            /* device_argmax with logits_argmax_only: the rows' argmax ids */
+    bool argmax_valid;          /* argmax holds the last batch's rows (logits_argmax_only, or a lazy step) */
+    bool logits_pending;        /* the last batch's logits rows are still on the device (be->fetch_logits) */
+    int32_t n_out_last;         /* rows of the last batch */
     int32_t *out_row;           /* batch index → logits row or -1 */
     int32_t *new_len;           /* per sequence, during a batch */
     int32_t n_last;             /* tokens in the last batch */

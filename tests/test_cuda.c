@@ -58,11 +58,17 @@ static bool have_gpu(void) {
 /* The CUDA backend's test settings (cuda/kernels.h, th_cu_tuning), read by each
  * new context: batches of gemm_min tokens or more take the GEMM path; moe_gemv:
  * MoE experts as per-pair GEMVs there too. No-ops in a build without CUDA. */
+/* F16/BF16 products for the goldens (test_golden_float): 0 the defaults (cuBLAS on the
+ * weights in place from 2 tokens, graphs included), 1 mma_f16.cu from 2 tokens, 2 the
+ * fp32-math GEMV at every batch size below the GEMM path */
+static int f16_path = 0;
 static void tune(int gemm_min, bool moe_gemv) {
 #ifdef TH_CUDA
     th_cu_tuning t = th_cu_tuning_default();
     t.gemm_min = gemm_min;
     t.moe_gemv_only = moe_gemv;
+    if (f16_path == 1) { t.mma_f16 = true; t.mma_min = 2; t.mma_max = 128; }
+    if (f16_path == 2) t.f16_cublas_min = 0;
     th_cu_tuning_set(&t);
 #else
     (void)gemm_min; (void)moe_gemv;
@@ -321,10 +327,15 @@ static void check_mma_type(uint32_t type, int64_t rows, int64_t K, const int *ns
         }
     }
     double worst = 0;
-    /* int8 variants (th_cu_mma_set_variant): bit 0 two row tiles a warp above 32 tokens, bit 1 contiguous K ranges */
-    const int variants = type == TH_F16 || type == TH_BF16 ? 1 : 4;
-    for (int v = 0; v < variants; v++)
+    /* int8 variants (th_cu_mma_set_variant): 0 staged activations (shared memory), bit 0 two row tiles a
+     * warp above 32 tokens, bit 3 stages of 4 sub-blocks, bit 4 two row tiles from 9 tokens; bit 2 the
+     * gathered form, with bit 1 contiguous
+     * K ranges */
+    static const int vs[] = { 0, 1, 8, 9, 16, 4, 5, 6, 7 };
+    const int variants = type == TH_F16 || type == TH_BF16 ? 1 : (int)(sizeof vs / sizeof vs[0]);
+    for (int vi = 0; vi < variants; vi++)
         for (int i = 0; i < n_ns; i++) {
+            const int v = vs[vi];
             if ((v & 1) && ns[i] <= 32) continue;
             th_cu_mma_set_variant(v);
             const char *e = th_cu_test_matmul(type, wq, rows, K, x, ns[i], y, 5, false);
@@ -548,9 +559,13 @@ static int argmax_step(th_context *full, th_context *only, const th_batch *b, in
     for (int i = 0; i < b->n_tokens; i++) {
         if (b->logits && !b->logits[i]) continue;
         if (!b->logits && i != b->n_tokens - 1) continue;
+        /* the full context's argmax first: on a step of <= 64 rows its logits are still
+         * on the device (lazy) and come over at the first th_get_logits */
+        th_token h = th_get_argmax(full, i);
         const float *lg = th_get_logits(full, i);
         int want = lg ? naive_argmax(lg, nv) : -2;
-        th_token a = th_get_argmax(only, i), h = th_get_argmax(full, i);
+        th_token a = th_get_argmax(only, i);
+        CHECK(th_get_argmax(full, i) == h, "%s, index %d: th_get_argmax changed after th_get_logits", what, i);
         bool ok = a == want && h == want && (!pairs || (a % 2 == 0 && lg[a] == lg[a + 1]));
         if (!ok && bad++ < 4)
             CHECK(0, "%s, index %d: device argmax %d, host th_get_argmax %d, scan %d", what, i, a, h, want);
@@ -615,6 +630,12 @@ static void test_golden_float(void) {
     check_golden("F32", 1e-4, 0.9);
     check_golden("F16", 3e-3, 0.9);
     check_golden("BF16", 1e-2, 0.9);
+    for (f16_path = 1; f16_path <= 2; f16_path++) {
+        printf("  16-bit weights on %s:\n", f16_path == 1 ? "mma_f16 from 2 tokens" : "the GEMV below the GEMM path");
+        check_golden("F16", 3e-3, 0.9);
+        check_golden("BF16", 1e-2, 0.9);
+    }
+    f16_path = 0;
 }
 
 static void test_golden_quantized(void) {

@@ -8,6 +8,7 @@
 #pragma GCC diagnostic ignored "-Wmisleading-indentation"
 #include "theseus.h"
 #include "check.h"
+#include "sample/greedy.h"
 
 #include <float.h>
 #include <stdint.h>
@@ -547,6 +548,54 @@ static void test_logit_bias(void) {
     th_sampler_free(s);
 }
 
+/* th_sampler_greedy_below (the runtime's fast path for a greedy request that bans
+ * tokens, e.g. ignore_eos): when it holds and the raw argmax is not lowered, the
+ * raw argmax is what the full chain samples; it does not hold for a raised token,
+ * penalties or a temperature without top_k 1. */
+static void test_greedy_below(void) {
+    enum { NV = 64 };
+    th_sampler_params p = plain(0.0f, 0);
+    th_sampler *s = make(&p, NV);
+    if (!s) return;
+    CHECK(th_sampler_greedy_below(s), "greedy without biases");
+    CHECK(th_sampler_bias_of(s, 3) == 0.0f);
+    CHECK(th_sampler_set_logit_bias(s, 7, -INFINITY) == TH_OK);
+    CHECK(th_sampler_set_logit_bias(s, 9, -2.0f) == TH_OK);
+    CHECK(th_sampler_greedy_below(s), "greedy with lowered tokens");
+    CHECK(th_sampler_bias_of(s, 7) == -INFINITY && th_sampler_bias_of(s, 9) == -2.0f && th_sampler_bias_of(s, 8) == 0.0f);
+    CHECK(!th_sampler_is_greedy(s), "a bias table is not plain greedy");
+    uint32_t st = 99;
+    int fast = 0, slow = 0;
+    for (int it = 0; it < 400; it++) {
+        float l[NV];
+        for (int i = 0; i < NV; i++) { st = st * 1664525u + 1013904223u; l[i] = (float)(st >> 20) / 256.0f; }
+        if (it % 3 == 0) l[7] = 1e4f;                       /* the banned token is the raw argmax */
+        if (it % 5 == 0) l[9] = l[7 + (it % 2)] + 1.0f;     /* the lowered one is */
+        if (it % 7 == 0) l[20] = l[21] = 1e5f;              /* a tie: the lower id */
+        int32_t a = th_greedy_argmax(l, NV);
+        th_token t = th_sampler_sample(s, l);
+        if (th_sampler_bias_of(s, a) == 0.0f) {
+            fast++;
+            CHECK(t == a, "iteration %d: raw argmax %d (not lowered) but the chain sampled %d", it, a, t);
+        } else slow++;   /* lowered: the fast path does not apply (the full chain decides) */
+    }
+    CHECK(fast > 50 && slow > 50, "both cases seen (%d fast, %d slow)", fast, slow);
+    CHECK(th_sampler_set_logit_bias(s, 11, 0.5f) == TH_OK);
+    CHECK(!th_sampler_greedy_below(s), "a raised token");
+    th_sampler_free(s);
+    p = plain(0.8f, 0);
+    s = make(&p, NV);
+    if (s) { CHECK(!th_sampler_greedy_below(s), "temperature sampling"); th_sampler_free(s); }
+    p = plain(0.8f, 1);
+    p.top_k = 1;
+    s = make(&p, NV);
+    if (s) { CHECK(th_sampler_greedy_below(s), "top_k 1"); th_sampler_free(s); }
+    p = plain(0.0f, 0);
+    p.repeat_penalty = 1.1f;
+    s = make(&p, NV);
+    if (s) { CHECK(!th_sampler_greedy_below(s), "penalties"); th_sampler_free(s); }
+}
+
 static void test_bad_params(void) {
     struct { const char *field; th_sampler_params p; } cases[12];
     int n = 0;
@@ -758,6 +807,7 @@ int main(void) {
     RUN(test_frequencies_match_distribution);
     RUN(test_temperature);
     RUN(test_logit_bias);
+    RUN(test_greedy_below);
     RUN(test_bad_params);
     RUN(test_nonfinite_logits);
     RUN(test_logits_not_modified);

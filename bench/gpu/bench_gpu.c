@@ -28,8 +28,10 @@
  *          host and with device argmax as for tg
  *   bbN    llama-batched-bench's method: N streams (N <= 64), each a 128-token
  *          prompt (prompts packed into 512-token batches), then 128 steps of N
- *          tokens; prints the prompt phase, the generation phase (the S_TG of
+ *          tokens, each step's N greedy tokens read (th_get_argmax: on a GPU
+ *          context of <= 64 rows the device argmax, the logits rows stay there); prints the prompt phase, the generation phase (the S_TG of
  *          llama-batched-bench) and the total, in tok/s; a warm-up round first
+ *   bbsweep bbN at 16 and 64 streams under each GEMV / MMA / cuBLAS choice (bb_sweep)
  *   lab    (bench_gpu lab TYPE) the kernel lab: each matrix kernel alone on the
  *          8B shape's matrices at 1..512 tokens: µs, weight GB/s, TFLOP/s for
  *          the GEMV, today's cuBLAS path, the MMA kernel and the int8 one's
@@ -307,13 +309,14 @@ static void tuning_from_env(void) {
     t.mma_min = env_int("TH_GPU_MMA_MIN", t.mma_min);
     t.mma_max = env_int("TH_GPU_MMA_MAX", t.mma_max);
     t.mma_f16 = env_int("TH_GPU_MMA_F16", 0) != 0;
+    t.f16_cublas_min = env_int("TH_GPU_F16_CUBLAS_MIN", t.f16_cublas_min);
     th_cu_tuning_set(&t);
 }
 
 /* llama-batched-bench's method on a context of its own: `streams` prompts of
  * npp tokens, then ntg steps of one token per stream; tok/s of the prompt phase,
  * the generation phase and both. */
-static void batched_bench(th_model *m, const shape *sh, uint32_t type, int streams, int npp, int ntg) {
+static void batched_bench(th_model *m, const shape *sh, uint32_t type, int streams, int npp, int ntg, const char *label) {
     th_context *c = ctx_new(m, streams, (uint32_t)(streams * (npp + ntg) + 256), 512, false);
     int32_t *tok = malloc(512 * 4), *pos = malloc(512 * 4), *sid = malloc(512 * 4);
     int8_t *want = malloc(512);
@@ -339,23 +342,56 @@ static void batched_bench(th_model *m, const shape *sh, uint32_t type, int strea
             }
             th_batch b = { .n_tokens = streams, .token = tok, .pos = pos, .seq_id = sid, .logits = want };
             if (th_decode(c, &b)) { fprintf(stderr, "batched-bench step: %s\n", th_last_error()); exit(1); }
+            for (int s = 0; s < streams; s++)  /* each stream's greedy token, as a server takes it */
+                if (th_get_argmax(c, s) < 0) { fprintf(stderr, "batched-bench argmax: %s\n", th_last_error()); exit(1); }
         }
         tp = t1 - t0;
         tt = now() - t1;
     }
-    printf("%-5s %-5s bb%-4d pp %8.1f tok/s  tg %8.1f tok/s  total %8.1f tok/s  (%d prompts of %d, %d steps)\n",
+    printf("%-5s %-5s bb%-4d pp %8.1f tok/s  tg %8.1f tok/s  total %8.1f tok/s  (%d prompts of %d, %d steps)%s%s\n",
            sh->name, th_type_name(type), streams, streams * npp / tp, streams * ntg / tt,
-           streams * (npp + ntg) / (tp + tt), streams, npp, ntg);
+           streams * (npp + ntg) / (tp + tt), streams, npp, ntg, label ? "  " : "", label ? label : "");
     fflush(stdout);
     free(tok); free(pos); free(sid); free(want);
     th_context_free(c);
+}
+
+/* bbsweep: batched_bench at 16 and 64 streams under each product choice (one
+ * model upload; each context reads the tuning when it is made):
+ *   default     the library's defaults
+ *   gemv        no MMA: GEMV below gemm_min, cuBLAS (dequantize + GEMM) from it
+ *   mma         the int8 MMA kernel from 16 tokens, in the GEMM path (up to 128) too
+ *   mma-v4      the same with the gathered MMA kernel (variant 4: the default before the staged one)
+ *   mma-g65     MMA, GEMV-path batches (graphs) up to 64 tokens
+ *   f16-mma     F16/BF16 on mma_f16.cu from 2 tokens (GEMM path up to 128 too)
+ *   f16-cublas  F16/BF16 on cuBLAS in place from 2 tokens, graphs up to 64 */
+static void bb_sweep(th_model *m, const shape *sh, uint32_t type) {
+    const bool f16 = type == TH_F16 || type == TH_BF16;
+    const th_cu_tuning base = th_cu_tuning_get();
+    static const char *names[] = { "default", "gemv", "mma", "mma-v4", "mma-g65", "f16-mma", "f16-cublas" };
+    static const int streams[] = { 16, 64 };
+    for (int k = 0; k < 7; k++) {
+        if (k == 2 || (k && f16 != (k >= 5))) continue;  /* "mma" is the default now; int8 rows for quantized types, 16-bit rows for F16 */
+        th_cu_tuning t = base;
+        int variant = 0;
+        if (k == 1) { t.mma_min = 1 << 30; t.mma_max = 0; }
+        if (k >= 2 && k <= 4) { t.mma_min = 16; t.mma_max = 128; variant = k == 3 ? 4 : 0; }
+        if (k == 4) t.gemm_min = 65;
+        if (k == 5) { t.mma_f16 = true; t.mma_min = 2; t.mma_max = 128; }
+        if (k == 6) { t.f16_cublas_min = 2; t.gemm_min = 65; }
+        th_cu_tuning_set(&t);
+        th_cu_mma_set_variant(variant);
+        for (int i = 0; i < 2; i++) batched_bench(m, sh, type, streams[i], 128, 128, names[k]);
+    }
+    th_cu_mma_set_variant(0);
+    th_cu_tuning_set(&base);
 }
 
 /* The kernel lab: each matrix kernel alone on the 8B shape's matrices. */
 static int lab(uint32_t type) {
     static const struct { int64_t rows, K; const char *name; } mats[] = {
         { 4096, 4096, "attn-out" }, { 6144, 4096, "qkv" }, { 28672, 4096, "gate+up" }, { 4096, 14336, "down" } };
-    static const int ns[] = { 1, 2, 4, 8, 16, 32, 64, 128, 256, 512 };
+    static const int ns[] = { 1, 2, 4, 8, 12, 16, 32, 64, 128, 256, 512 };
     enum { NN = sizeof ns / sizeof ns[0] };
     const int variant = env_int("TH_GPU_MMA_VARIANT", 1);  /* the fourth column: this variant of the int8 kernel */
     static const char *pn[5] = { "gemv", "cublas", "mma", "", "mma-v" };
@@ -417,7 +453,11 @@ int main(int argc, char **argv) {
     if (!strncmp(what, "bb", 2)) {
         int streams = atoi(what + 2);
         if (streams < 1 || streams > 512 / 8) { fprintf(stderr, "bbN: N in 1..64\n"); return 2; }
-        batched_bench(m, sh, type, streams, 128, 128);
+        batched_bench(m, sh, type, streams, 128, 128, NULL);
+        return 0;
+    }
+    if (!strcmp(what, "bbsweep")) {
+        bb_sweep(m, sh, type);
         return 0;
     }
     th_context *c = ctx_new(m, 16, 2048, 512, false);

@@ -59,14 +59,18 @@ void th_cu_allocs_free(th_cu_allocs *a) {
  * TH_CU_MMA_MIN tokens, GEMM-path batches up to TH_CU_MMA_MAX. From the H200 lab
  * (bench_gpu lab q8_0, 8B matrices, 2026-12-02): the MMA kernel ties the GEMV at
  * 8 tokens and beats it from 16 (gate+up 114 vs 182 us), beats cuBLAS's
- * dequantize+GEMM up to 64 (310 vs 572 us) and ties it at 128 — MMA_MAX 64 is
- * the measured choice, 0 until the GEMM-path goldens have run with it. The F16/BF16
- * kernel (passes its tests, not yet timed) only with tuning.mma_f16. */
-#define TH_CU_MMA_MIN 16
-#define TH_CU_MMA_MAX 0
-static th_cu_tuning tuning = { .gemm_min = 33, .graphs = true, .pdl = true, .attn_chunk = 0, .moe_gemv_only = false, .mma_min = TH_CU_MMA_MIN, .mma_max = TH_CU_MMA_MAX };
+ * dequantize+GEMM up to 64 (310 vs 572 us) and ties it at 128. The staged form
+ * (2026-12-03, the default since) beats cuBLAS up to 128 tokens on every 8B matrix
+ * (gate+up 408 vs 576 us, down 209 vs 305) and loses at 256 (769 vs 605): MMA_MAX
+ * 128. The F16/BF16 kernel only with tuning.mma_f16. */
+#define TH_CU_MMA_MIN 12   /* at 12 tokens the MMA kernel beat the GEMV on every 8B matrix (Q4_0, Q8_0) */
+#define TH_CU_MMA_MAX 128
+/* F16/BF16 GEMV-path batches from 2 tokens on cuBLAS with the weights in place (lab, 8B F16
+ * gate+up: 16 tokens 62.3 us against the GEMV's 555.5 and mma_f16's 99.1; 2 tokens 57.6 vs 78.5) */
+#define TH_CU_F16_CUBLAS_MIN 2
+static th_cu_tuning tuning = { .gemm_min = 33, .graphs = true, .pdl = true, .attn_chunk = 0, .moe_gemv_only = false, .mma_min = TH_CU_MMA_MIN, .mma_max = TH_CU_MMA_MAX, .f16_cublas_min = TH_CU_F16_CUBLAS_MIN };
 th_cu_tuning th_cu_tuning_default(void) {
-    return (th_cu_tuning){ .gemm_min = 33, .graphs = true, .pdl = true, .attn_chunk = 0, .moe_gemv_only = false, .mma_min = TH_CU_MMA_MIN, .mma_max = TH_CU_MMA_MAX };
+    return (th_cu_tuning){ .gemm_min = 33, .graphs = true, .pdl = true, .attn_chunk = 0, .moe_gemv_only = false, .mma_min = TH_CU_MMA_MIN, .mma_max = TH_CU_MMA_MAX, .f16_cublas_min = TH_CU_F16_CUBLAS_MIN };
 }
 th_cu_tuning th_cu_tuning_get(void) { return tuning; }
 void th_cu_tuning_set(const th_cu_tuning *t) { tuning = t ? *t : th_cu_tuning_default(); }
@@ -243,6 +247,13 @@ static th_status gpu_init(th_context *c) {
     if ((s = th_cu_alloc(&g->mem, &g->kv_pool, g->block_bytes * g->n_blocks, "the KV cache")) || (s = alloc_scratch(g)))
         return s;
     if ((e = cudaMemset(g->counter, 0, (size_t)g->n_batch * hp->n_head * 4))) return th_cu_fail(e, "scratch set-up");
+    if (g->tune.f16_cublas_min > 0) {  /* cuBLAS inside graph capture: a workspace of its own, allocated now */
+        void *ws = NULL;
+        const size_t wsb = (size_t)32 << 20;
+        if ((s = th_cu_alloc(&g->mem, &ws, wsb, "the cuBLAS workspace"))) return s;
+        if (cublasSetWorkspace(h, ws, wsb) != CUBLAS_STATUS_SUCCESS)
+            return th_set_error(TH_ERR_INTERNAL, "cuBLAS: cannot set a workspace");
+    }
     return TH_OK;
 }
 
@@ -287,12 +298,29 @@ static th_status mm_invariant(th_gpu *g, const th_cu_mat *w, const float *x, int
     return TH_OK;
 }
 
+static bool is_16bit(const th_cu_mat *w) { return w->layout == TH_CU_GGUF && (w->type == TH_F16 || w->type == TH_BF16); }
+
+static th_status cublas_mm(th_gpu *g, const th_cu_mat *w, const float *x, int64_t xs, int n, float *y, int64_t ys,
+                           bool acc) {
+    if (!th_cu_gemm(g->cublas, w, x, xs, n, y, ys, acc, g->wbuf, g->wbuf_bytes, g->xbuf, g->st))
+        return th_set_error(TH_ERR_INTERNAL, "cuBLAS GEMM failed (%s, %lld×%lld, %d tokens)", th_type_name(w->type),
+                            (long long)w->rows, (long long)w->K, n);
+    return TH_OK;
+}
+
+/* y (+)= W·x for n tokens. gemm: the forward pass is on the GEMM path (eager, no
+ * q8 activations made ahead). The choice per weight type and batch size is
+ * th_cu_tuning's (measured: bench/gpu/NOTES.md). */
 th_status th_cu_mm(th_gpu *g, bool gemm, const th_cu_mat *w, const float *x, int64_t xs, int n, float *y,
                    int64_t ys, bool acc) {
     if (g->invariant) return mm_invariant(g, w, x, xs, n, y, ys, acc);
-    if (g->tune.mma_f16 && n > 1 && (gemm ? n <= g->tune.mma_max : n >= g->tune.mma_min) &&
-        th_cu_mma_f16(w, x, xs, n, y, ys, acc, g->st))
-        return TH_OK;  /* F16/BF16 weights in place on the 16-bit tensor cores */
+    if (is_16bit(w)) {
+        if (g->tune.mma_f16 && n > 1 && (gemm ? n <= g->tune.mma_max : n >= g->tune.mma_min) &&
+            th_cu_mma_f16(w, x, xs, n, y, ys, acc, g->st))
+            return TH_OK;  /* F16/BF16 weights in place on the 16-bit tensor cores */
+        /* cuBLAS on the weights in place: the GEMM path, or a GEMV-path batch (graphs too) from f16_cublas_min */
+        if (gemm || (g->tune.f16_cublas_min > 0 && n >= g->tune.f16_cublas_min)) return cublas_mm(g, w, x, xs, n, y, ys, acc);
+    }
     const bool mma = th_cu_mma_q8_supports(w);
     if (gemm && mma && n <= g->tune.mma_max) {  /* int8 tensor cores on q8 activations, no fp16 copy */
         th_cu_quantize_q8(x, xs, n, w->K, &g->q8, g->st);
@@ -304,12 +332,7 @@ th_status th_cu_mm(th_gpu *g, bool gemm, const th_cu_mat *w, const float *x, int
         th_cu_mma_q8(w, &g->q8, n, y, ys, acc, g->st);
         return TH_OK;
     }
-    if (gemm) {
-        if (!th_cu_gemm(g->cublas, w, x, xs, n, y, ys, acc, g->wbuf, g->wbuf_bytes, g->xbuf, g->st))
-            return th_set_error(TH_ERR_INTERNAL, "cuBLAS GEMM failed (%s, %lld×%lld, %d tokens)", th_type_name(w->type),
-                                (long long)w->rows, (long long)w->K, n);
-        return TH_OK;
-    }
+    if (gemm) return cublas_mm(g, w, x, xs, n, y, ys, acc);
     th_cu_gemv(w, x, xs, th_cu_gemv_wants_q8(w) ? &g->q8 : NULL, n, y, ys, acc, g->st);
     return TH_OK;
 }
@@ -696,12 +719,24 @@ static th_status op_put_x(th_context *c, const th_step *s, const float *host) {
     return e ? th_cu_fail(e, "hidden state upload") : TH_OK;
 }
 
+/* The last step's logits rows (a lazy step left them in g->logits: at most
+ * TH_LAZY_LOGITS_MAX rows, one output chunk) to the host. */
+static th_status gpu_fetch_logits(th_context *c, int32_t n_out, float *dst) {
+    th_gpu *g = gpu(c);
+    if (n_out <= 0) return TH_OK;
+    if (n_out > (int32_t)TH_MIN(g->n_batch, 64u))
+        return th_set_error(TH_ERR_INTERNAL, "GPU logits: %d rows are not all on the device", n_out);
+    cudaError_t e = cudaMemcpyAsync(dst, g->logits, (size_t)n_out * g->V * 4, cudaMemcpyDeviceToHost, g->st);
+    if (!e) e = cudaStreamSynchronize(g->st);
+    return e ? th_cu_fail(e, "logits download") : TH_OK;
+}
+
 static const th_backend cuda_backend = {
     .name = "cuda", .kv_on_host = false, .device_argmax = true,
     .probe = gpu_probe, .init = gpu_init, .free = gpu_free, .begin = gpu_begin, .end = gpu_end,
     .embed = op_embed, .norm = op_norm, .qkv = op_qkv, .mla_qkv = op_mla_qkv, .rope_kv = op_rope_kv,
     .attention = op_attention, .matmul = op_matmul, .add = op_add, .ffn = op_ffn, .moe = op_moe,
-    .logits = op_logits, .copy_block = gpu_copy_block,
+    .logits = op_logits, .copy_block = gpu_copy_block, .fetch_logits = gpu_fetch_logits,
     .get_x = op_get_x, .put_x = op_put_x,
     .recurrent = th_cu_op_recurrent, .att_gate = th_cu_op_att_gate, .shexp_gated = th_cu_op_shexp_gated,
     .rs_restore = th_cu_rs_restore, .rs_copy = th_cu_rs_copy,

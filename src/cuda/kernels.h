@@ -234,6 +234,8 @@ typedef struct th_cu_tuning {
     int mma_min;               /* GEMV-path batches of at least this many tokens take the int8 MMA kernel (mma_q8.cu) */
     int mma_max;               /* GEMM-path batches of at most this many tokens take it instead of cuBLAS (0: none) */
     bool mma_f16;              /* F16/BF16 weights take mma_f16.cu in the same range (default false: not yet timed) */
+    int f16_cublas_min;        /* GEMV-path batches of at least this many tokens multiply F16/BF16 weights with
+                                * cuBLAS in place (captured into the graphs like the kernels; 0: never) */
 } th_cu_tuning;
 th_cu_tuning th_cu_tuning_default(void);
 th_cu_tuning th_cu_tuning_get(void);

@@ -101,6 +101,7 @@ typedef struct rt_slot {
     int32_t row;                 /* this step: batch index of its logits, or -1 */
     th_token next;               /* sampled, decoded next step */
     bool greedy;                 /* the sampler always takes the argmax */
+    bool greedy_below;           /* ... of logits with some tokens' bias lowered (th_sampler_greedy_below) */
     bool tail_fed;               /* this step decodes a finished choice's last token (SLOT_TAIL) */
     th_sampler *smp;
     float *work;                 /* [n_vocab] a logits row for the processor */

@@ -30,6 +30,7 @@
  * gives one more; the KV (and the history) are truncated to what was kept. */
 #include "runtime/runtime.h"
 #include "runtime/spec.h"
+#include "sample/greedy.h"
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -116,6 +117,7 @@ static th_status slot_setup(th_runtime *rt, int32_t i, th_request *r, int32_t ch
     r->ch[choice].slot = i;
     if (s) return s;
     sl->greedy = th_sampler_is_greedy(sl->smp);
+    sl->greedy_below = th_sampler_greedy_below(sl->smp);
     if ((s = rt_spec_slot_setup(rt, i))) return s;
     if (r->p.penalize_prompt)
         for (int32_t k = 0; k < r->n_prompt; k++) th_sampler_accept(sl->smp, r->prompt[k]);
@@ -301,6 +303,10 @@ static th_status pick(th_runtime *rt, rt_slot *sl, int32_t row, th_token draft, 
         *acc = draft >= 0 && (*t == draft || rt_spec_test_accept_all);
         if (*acc) *t = draft;
         return *t < 0 ? TH_ERR_INTERNAL : TH_OK;
+    }
+    if (sl->greedy_below && draft < 0 && !r->p.logprobs && !r->proc.apply && !gc) {
+        th_token a = th_get_argmax(rt->ctx, row);   /* the raw argmax is the answer unless it is lowered */
+        if (a >= 0 && th_sampler_bias_of(sl->smp, a) == 0.0f) { *t = a; return TH_OK; }
     }
     const float *lg = th_get_logits(rt->ctx, row);
     if (!lg) return TH_ERR_INTERNAL;

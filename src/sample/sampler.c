@@ -452,6 +452,18 @@ static th_token draw(th_sampler *s, int32_t n, float max) {
  * nothing changes the raw logits (steps 1-2), and either the temperature stops at
  * step 4 or top-k keeps one token — the first in sorted order, i.e. that argmax —
  * which top-p and min-p always keep and the draw then returns (steps 6-9). */
+bool th_sampler_greedy_below(const th_sampler *s) {
+    if (!s || penalties_on(&s->p) || !(s->p.temperature <= 0.0f || s->p.top_k == 1)) return false;
+    if (s->bias)
+        for (int32_t i = 0; i < s->n_vocab; i++)
+            if (!(s->bias[i] <= 0.0f)) return false;
+    return true;
+}
+
+float th_sampler_bias_of(const th_sampler *s, int32_t t) {
+    return s && s->bias && t >= 0 && t < s->n_vocab ? s->bias[t] : 0.0f;
+}
+
 bool th_sampler_is_greedy(const th_sampler *s) {
     if (!s || penalties_on(&s->p)) return false;
     if (s->bias)

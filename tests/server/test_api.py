@@ -1,6 +1,7 @@
 """test_api.py — the OpenAI API as the official `openai` package and plain HTTP
 see it: models, chat, completions, streaming, stop strings, n=2, logprobs,
 seeds, usage, tokenize/detokenize, /metrics, API key. Generations stay short."""
+import json
 import math
 import subprocess
 
@@ -186,6 +187,22 @@ def t_sampling_fields():
     return repr(r.choices[0].text)
 
 
+def t_ignore_eos():
+    # "ignore_eos" (llama-server's field, for benchmarks): the end-of-generation tokens are banned,
+    # so a completion that would end at once (its end token raised by +100) runs to max_tokens
+    st, ids = http("POST", "/tokenize", {"content": "<|im_end|>"})
+    check(st == 200 and len(ids["tokens"]) >= 1, f"{st} {ids}")
+    eos = ids["tokens"][-1]
+    kw = dict(model="x", prompt=STORY, max_tokens=8, temperature=0, logit_bias={str(eos): 100})
+    r = C.completions.create(**kw)
+    check(r.choices[0].finish_reason == "stop" and r.usage.completion_tokens <= 1, f"{r.choices[0]} {r.usage}")
+    r = C.completions.create(extra_body={"ignore_eos": True}, **kw)
+    check(r.choices[0].finish_reason == "length" and r.usage.completion_tokens == 8, f"{r.choices[0]} {r.usage}")
+    st, bad = http("POST", "/v1/completions", {"prompt": "x", "max_tokens": 2, "ignore_eos": 1})
+    check(st == 400 and "ignore_eos" in json.dumps(bad), f"{st} {bad}")
+    return f"end token {eos}: {r.usage.completion_tokens} tokens"
+
+
 def t_tokenize_roundtrip():
     text = "Hello, wörld! 你好 <|im_start|>"
     st, r = http("POST", "/tokenize", {"content": text})
@@ -222,7 +239,7 @@ def t_auth():
 
 for name, fn in [("models", t_models), ("chat", t_chat), ("completion_usage", t_completion_usage),
                  ("chat_stream", t_chat_stream), ("curl_stream", t_curl_stream), ("utf8_stream", t_utf8_stream), ("stop", t_stop), ("n2", t_n2),
-                 ("logprobs", t_logprobs), ("stop_logprobs", t_stop_logprobs), ("seed", t_seed), ("sampling_fields", t_sampling_fields),
+                 ("logprobs", t_logprobs), ("stop_logprobs", t_stop_logprobs), ("seed", t_seed), ("sampling_fields", t_sampling_fields), ("ignore_eos", t_ignore_eos),
                  ("tokenize_roundtrip", t_tokenize_roundtrip), ("metrics", t_metrics), ("auth", t_auth)]:
     run("server_" + name, fn)
 finish()

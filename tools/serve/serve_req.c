@@ -158,6 +158,22 @@ static bool parse_bias(const cJSON *o, srv_params *p, int32_t n_vocab, perr *e) 
     return true;
 }
 
+/* "ignore_eos": true (llama-server's field): the end-of-generation tokens get a
+ * bias of -inf, so a completion runs to max_tokens (benchmarks). */
+static bool parse_ignore_eos(const srv_server *S, const cJSON *o, srv_params *p, perr *e) {
+    bool ignore = false;
+    if (!get_bool(o, "ignore_eos", &ignore, e)) return false;
+    if (!ignore) return true;
+    int32_t n_vocab = th_model_n_vocab(S->model);
+    for (th_token t = 0; t < n_vocab; t++) {
+        if (!th_token_is_eog(S->model, t)) continue;
+        if (p->n_bias >= SRV_MAX_BIAS) return fail(e, 400, "'ignore_eos': 'logit_bias' leaves no room for the end-of-generation tokens");
+        p->bias_tok[p->n_bias] = t;
+        p->bias_val[p->n_bias++] = -INFINITY;
+    }
+    return true;
+}
+
 static bool parse_logprobs(const cJSON *o, srv_params *p, perr *e) {
     int64_t top = 0;
     if (p->chat) {
@@ -316,7 +332,8 @@ static bool parse_params(srv_server *S, const cJSON *o, srv_params *p, perr *e) 
     const cJSON *so = field(o, "stream_options");
     if (so && !cJSON_IsObject(so)) return fail(e, 400, "'stream_options' must be an object");
     if (so && !get_bool(so, "include_usage", &p->include_usage, e)) return false;
-    return parse_stop(o, p, e) && parse_bias(o, p, n_vocab, e) && parse_logprobs(o, p, e) && parse_structured(o, p, e);
+    return parse_stop(o, p, e) && parse_bias(o, p, n_vocab, e) && parse_ignore_eos(S, o, p, e) && parse_logprobs(o, p, e) &&
+           parse_structured(o, p, e);
 }
 
 /* ---------------------------------------------------------------- prompts */

@@ -195,6 +195,37 @@ static void on_event(const th_event *ev, void *user) {
 
 static bool job_cancelled(void *user) { return atomic_load(&((sub *)user)->j->cancelled); }
 
+/* ---------------------------------------------------------------- warm-up */
+
+/* GPU only: before the server reports ready, a few throw-away requests run
+ * the paths a first client would otherwise pay for once (cuBLAS's and the
+ * kernels' first loads on the prompt path, the decode graphs for one and for
+ * every slot): `parallel` prompts of 40 tokens together, then one alone; 2 tokens
+ * each. Without it the first request's first token waited for all of that. */
+static void warm_up(th_runtime *rt, const th_model *m, int32_t parallel, int32_t slot_ctx) {
+    enum { NP = 40 };
+    if (slot_ctx < NP + 4) return;
+    th_token prompt[NP];
+    int32_t nv = th_model_n_vocab(m);
+    double t0 = srv_now();
+    for (int round = 0; round < 2; round++) {
+        int32_t n = round == 0 ? parallel : 1;
+        th_request **rs = calloc((size_t)n, sizeof *rs);
+        if (!rs) return;
+        for (int32_t k = 0; k < n; k++) {
+            for (int i = 0; i < NP; i++) prompt[i] = (th_token)((100 + 7 * i + 131 * k) % nv);
+            th_request_params rp = th_request_default_params();
+            rp.sampling.temperature = 0.0f;
+            rp.max_tokens = 2;
+            if (th_runtime_submit(rt, &rp, prompt, NP, &rs[k])) rs[k] = NULL;
+        }
+        for (int32_t k = 0; k < n; k++)
+            if (rs[k]) { th_request_wait(rs[k]); th_request_release(rs[k]); }
+        free(rs);
+    }
+    fprintf(stderr, "theseus serve: GPU warm-up %.0f ms\n", 1000.0 * (srv_now() - t0));
+}
+
 /* ---------------------------------------------------------------- public */
 
 th_status sched_start(th_model *m, const srv_config *cfg, srv_sched **out) {
@@ -226,6 +257,7 @@ th_status sched_start(th_model *m, const srv_config *cfg, srv_sched **out) {
     th_status s = th_runtime_new(m, &rp, &S->rt);
     if (!s) s = th_runtime_start(S->rt);
     if (s) { th_runtime_free(S->rt); free(S); return s; }
+    if (cfg->gpu) warm_up(S->rt, m, cfg->parallel, slot_ctx);
     S->slot_ctx = slot_ctx;
     S->n_slots = cfg->parallel;
     atomic_init(&S->stopping, false);
