@@ -101,8 +101,9 @@ typedef struct th_backend {
     th_status (*set_observer)(th_context *c, const th_observer *obs);
     /* copy-on-write of one KV block's data (backends whose KV is not on the host) */
     void (*copy_block)(th_context *c, int32_t dst, int32_t src);
-    /* mixed placement (place.h): the residual stream X of the step's n tokens to / from
-     * host rows (n × n_embd floats); NULL: the backend cannot share a step with another */
+    /* the residual stream X of the step's n tokens to / from host rows (n × n_embd
+     * floats): a mixed placement's hand-over (place.h) and a context's layer resume
+     * (th_context_set_layer_io); NULL: the backend cannot share a step with another */
     th_status (*get_x)(th_context *c, const th_step *s, float *host);
     th_status (*put_x)(th_context *c, const th_step *s, const float *host);
     /* layer il begins (il = n_layer: the output head); NULL: nothing to do. The
@@ -115,9 +116,6 @@ typedef struct th_backend {
      * are the state (the CPU) */
     th_status (*rs_restore)(th_context *c, int32_t seq, int32_t slot);
     th_status (*rs_copy)(th_context *c, int32_t dst, int32_t src);
-    /* X (s->n rows of n_embd floats) to host (save) or from host; NULL: the backend
-     * cannot, and a context's layer resume (th_context_set_layer_io) is refused */
-    th_status (*x_copy)(th_context *c, const th_step *s, float *host, bool save);
     /* lazy logits (device_argmax backends; NULL: none): a step with th_step.logits NULL,
      * argmax set and at most TH_LAZY_LOGITS_MAX rows keeps its n_out logits rows on the
      * device until the next step; this copies them to the host rows dst */

@@ -93,10 +93,10 @@ static th_status feed_forward(th_context *c, const th_step *st, int32_t il) {
 static th_status run_ops(th_context *c, const th_step *st) {
     /* layer resume (th_context_set_layer_io): X given at layer x_from, or saved */
     int32_t l0 = c->x_from > 0 ? c->x_from : 0;
-    th_status s = l0 > 0 ? c->be->x_copy(c, st, (float *)c->x_in, false) : c->be->embed(c, st);
+    th_status s = l0 > 0 ? c->be->put_x(c, st, c->x_in) : c->be->embed(c, st);
     if (s) return s;
     for (int32_t il = l0; il < c->model->hp.n_layer; il++) {
-        if (c->x_out && c->x_out[il] && (s = c->be->x_copy(c, st, c->x_out[il], true))) return s;
+        if (c->x_out && c->x_out[il] && (s = c->be->get_x(c, st, c->x_out[il]))) return s;
         if (c->run_layer && !c->run_layer[il]) continue;   /* a layer-skip draft (context.c) */
         if (c->be->layer && (s = c->be->layer(c, st, il))) return s;   /* mixed placement (place.c) */
         s = c->model->layers[il].recurrent ? recurrent(c, st, il) : attention(c, st, il);
@@ -104,7 +104,7 @@ static th_status run_ops(th_context *c, const th_step *st) {
         if (s) return s;
     }
     if (c->be->layer && (s = c->be->layer(c, st, c->model->hp.n_layer))) return s;
-    if (c->x_out && c->x_out[c->model->hp.n_layer] && (s = c->be->x_copy(c, st, c->x_out[c->model->hp.n_layer], true)))
+    if (c->x_out && c->x_out[c->model->hp.n_layer] && (s = c->be->get_x(c, st, c->x_out[c->model->hp.n_layer])))
         return s;
     return c->be->logits(c, st);
 }

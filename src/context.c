@@ -295,7 +295,10 @@ th_status th_context_set_layer_io(th_context *c, int32_t from, const float *x_in
     if (from < 0 || from > hp->n_layer || (from > 0 && !x_in))
         return th_set_error(TH_ERR_ARG, "th_context_set_layer_io: layer %d (the model has %d) or no hidden states", from,
                             hp->n_layer);
-    if ((from > 0 || x_out) && (!c->be->x_copy || hp->n_recurrent > 0))
+    /* the X hand-over of a backend whose step runs on the host: the CUDA backend's
+     * synchronises its stream, which its decode graphs cannot hold */
+    bool can = c->be->get_x && c->be->put_x && c->be->kv_on_host;
+    if ((from > 0 || x_out) && (!can || hp->n_recurrent > 0))
         return th_set_error(TH_ERR_UNSUPPORTED, "th_context_set_layer_io: not on the %s backend%s", c->be->name,
                             hp->n_recurrent > 0 ? " or with recurrent layers" : "");
     c->x_from = from;

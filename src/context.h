@@ -48,7 +48,8 @@ struct th_context {
  * NULL or n_tokens × n_embd) saves X at each layer's entry. The K/V of the skipped
  * layers is not written: only for batches whose sequences start in them (and no
  * recurrent layers). from 0 and x_out NULL: off. TH_ERR_UNSUPPORTED on a backend
- * without x_copy (the GPU's) or a hybrid model. The caller owns the buffers. */
+ * whose X hand-over (get_x / put_x) cannot run mid-step (the GPU's), on a
+ * mixed placement, or on a hybrid model. The caller owns the buffers. */
 th_status th_context_set_layer_io(th_context *c, int32_t from, const float *x_in, float **x_out);
 
 /* Parses a layer list ("0-14", "0-9,12,20-29": indices and inclusive ranges, comma

@@ -75,15 +75,6 @@ static th_status op_embed(th_context *ctx, const th_step *s) {
     return TH_OK;
 }
 
-/* X to or from the host (layer resume, th_context_set_layer_io) */
-static th_status op_x_copy(th_context *ctx, const th_step *s, float *host, bool save) {
-    th_cpu *c = cpu(ctx);
-    size_t n = (size_t)s->n * (size_t)c->model->hp.n_embd * sizeof(float);
-    if (save) memcpy(host, c->x, n);
-    else memcpy(c->x, host, n);
-    return TH_OK;
-}
-
 /* ------------------------------------------------------------------ attention */
 
 /* q, k, v of the batch from H: separate projections (one pass) or one fused [q; k; v]. */
@@ -269,7 +260,8 @@ static th_status op_begin(th_context *ctx, const th_step *s, bool *replay) {
 
 static th_status op_end(th_context *ctx, const th_step *s, th_status status) { return status; }
 
-/* The residual rows to / from the host (a mixed placement's hand-over, place.c). */
+/* The residual rows to / from the host (a mixed placement's hand-over, place.c;
+ * layer resume, th_context_set_layer_io). */
 static th_status op_get_x(th_context *ctx, const th_step *s, float *host) {
     memcpy(host, cpu(ctx)->x, (size_t)s->n * (size_t)ctx->model->hp.n_embd * sizeof(float));
     return TH_OK;
@@ -395,7 +387,7 @@ const th_backend th_backend_cpu = {
     .probe = cpu_probe, .init = cpu_init, .free = cpu_free, .begin = op_begin, .end = op_end,
     .embed = op_embed, .norm = op_norm, .qkv = op_qkv, .mla_qkv = op_mla_qkv, .rope_kv = op_rope_kv,
     .attention = op_attention, .matmul = op_matmul, .add = op_add, .ffn = op_ffn, .moe = op_moe,
-    .logits = op_logits, .set_observer = cpu_set_observer, .copy_block = NULL, .x_copy = op_x_copy,
+    .logits = op_logits, .set_observer = cpu_set_observer, .copy_block = NULL,
     .recurrent = th_dn_recurrent, .att_gate = th_dn_att_gate, .shexp_gated = th_dn_shexp_gated,
     .get_x = op_get_x, .put_x = op_put_x, .ffn_sub = op_ffn_sub,
 };
