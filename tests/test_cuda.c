@@ -331,7 +331,7 @@ static void check_mma_type(uint32_t type, int64_t rows, int64_t K, const int *ns
      * warp above 32 tokens, bit 3 stages of 4 sub-blocks, bit 4 two row tiles from 9 tokens; bit 2 the
      * gathered form, with bit 1 contiguous
      * K ranges */
-    static const int vs[] = { 0, 1, 8, 9, 16, 4, 5, 6, 7 };
+    static const int vs[] = { 0, 1, 8, 9, 16, 4, 5, 6, 7, 32, 64 };  /* 32: mma_q8g at every n; 64: never */
     const int variants = type == TH_F16 || type == TH_BF16 ? 1 : (int)(sizeof vs / sizeof vs[0]);
     for (int vi = 0; vi < variants; vi++)
         for (int i = 0; i < n_ns; i++) {
@@ -363,9 +363,11 @@ static void test_mma_kernels(void) {
         check_mma_type(types[i], 67, kq ? 2816 : 1312, ns, 6);
     }
     /* many rows (a large grid, a partial last tile of 5 rows), long rows */
-    const int big[] = { 16, 64 };
-    check_mma_type(TH_Q8_0, 3205, 4096, big, 2);
-    check_mma_type(TH_Q4_K, 3205, 4096, big, 2);
+    const int big[] = { 16, 64, 300 };
+    check_mma_type(TH_Q8_0, 3205, 4096, big, 3);
+    check_mma_type(TH_Q4_K, 3205, 4096, big, 3);
+    check_mma_type(TH_Q4_0, 3205, 4096, big + 2, 1);
+    check_mma_type(TH_Q6_K, 3205, 4096, big + 2, 1);
     check_mma_type(TH_F16, 3205, 4096, big, 2);
 }
 

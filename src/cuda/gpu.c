@@ -61,8 +61,9 @@ void th_cu_allocs_free(th_cu_allocs *a) {
  * 8 tokens and beats it from 16 (gate+up 114 vs 182 us), beats cuBLAS's
  * dequantize+GEMM up to 64 (310 vs 572 us) and ties it at 128. The staged form
  * (2026-12-03, the default since) beats cuBLAS up to 128 tokens on every 8B matrix
- * (gate+up 408 vs 576 us, down 209 vs 305) and loses at 256 (769 vs 605): MMA_MAX
- * 128. The F16/BF16 kernel only with tuning.mma_f16. */
+ * (gate+up 408 vs 576 us, down 209 vs 305) and loses at 256 (769 vs 605): MMA_MAX 128.
+ * The prompt-sized form (mma_q8g.cu) is meant to replace cuBLAS above that once
+ * measured (then MMA_MAX unbounded). The F16/BF16 kernel only with tuning.mma_f16. */
 #define TH_CU_MMA_MIN 12   /* at 12 tokens the MMA kernel beat the GEMV on every 8B matrix (Q4_0, Q8_0) */
 #define TH_CU_MMA_MAX 128
 /* F16/BF16 GEMV-path batches from 2 tokens on cuBLAS with the weights in place (lab, 8B F16

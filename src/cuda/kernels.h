@@ -62,8 +62,15 @@ bool th_cu_gemv_qn(const th_cu_mat *w, const float *x, int64_t x_stride, int n, 
 bool th_cu_mma_q8_supports(const th_cu_mat *w);
 bool th_cu_mma_q8(const th_cu_mat *w, const th_cu_q8 *xq, int n, float *y, int64_t y_stride, bool accumulate,
                   cudaStream_t st);
+/* The prompt-sized form (mma_q8g.cu: 128-row × 64/128-token blocks, both operands
+ * staged in shared memory), which th_cu_mma_q8 takes from TH_CU_MMA_PROMPT_MIN tokens.
+ * Off by default (never): not yet measured on a GPU; variant bit 5 selects it. */
+#define TH_CU_MMA_PROMPT_MIN (1 << 30)
+void th_cu_mma_q8g(const th_cu_mat *w, const th_cu_q8 *xq, int n, float *y, int64_t y_stride, bool accumulate,
+                   cudaStream_t st);
 /* Measurement variants of th_cu_mma_q8 (bench/gpu lab and tests): 0 the default;
- * bit 0 two row tiles a warp above 32 tokens, bit 1 contiguous K ranges a warp. */
+ * bit 0 two row tiles a warp above 32 tokens, bit 1 contiguous K ranges a warp;
+ * bit 5 the prompt-sized form at every n, any other bit: never. */
 void th_cu_mma_set_variant(int v);
 /* F16/BF16 weights (GGUF layout, in place) on the 16-bit tensor cores (mma_f16.cu),
  * fp32 activations rounded to the weight type in the kernel; K a multiple of 32,
