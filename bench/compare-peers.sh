@@ -20,6 +20,11 @@
 #   -r, --reps N          repetitions, each one run of every tool (default 3)
 #   -l, --log FILE        raw values, one line per run (default: a temporary file, removed)
 #   --ours-args ARGS      extra arguments for `theseus bench` (e.g. --gpu)
+#   --bw-mib N            decode bandwidth: our tg runs measure the read bandwidth (a
+#                         STREAM-like pass over N MiB, same thread count) right before
+#                         each repetition; a second table shows every tool's achieved
+#                         GB/s (tok/s x weight bytes read per token, as our bench counts
+#                         them) and its % of the bandwidth measured in that repetition
 # Environment: TH_* variables reach our binary as usual (TH_CPU, TH_REPACK, ...).
 set -u
 
@@ -32,7 +37,8 @@ tgs=64
 reps=3
 log=
 ours_args=
-usage() { sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-2}"; }
+bw_mib=0
+usage() { sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-2}"; }
 while [ $# -gt 0 ]; do
     case $1 in
     -b|--theseus) ours=$2; shift 2 ;;
@@ -44,6 +50,7 @@ while [ $# -gt 0 ]; do
     -r|--reps) reps=$2; shift 2 ;;
     -l|--log) log=$2; shift 2 ;;
     --ours-args) ours_args=$2; shift 2 ;;
+    --bw-mib) bw_mib=$2; shift 2 ;;
     -h|--help) usage 0 ;;
     *) echo "compare-peers.sh: unknown option $1" >&2; usage ;;
     esac
@@ -81,7 +88,7 @@ for n in ${tgs//,/ }; do [ "$n" -gt 0 ] && tests+=("tg$n"); done
 [ ${#tests[@]} -gt 0 ] || { echo "compare-peers.sh: no test (-p/-n all 0)" >&2; exit 2; }
 
 echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), $(nproc) cores; load before: $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "ours: $ours bench ${ours_args:+$ours_args }-r 1 --bw-mib 0"
+echo "ours: $ours bench ${ours_args:+$ours_args }-r 1 --bw-mib 0 (tg with --bw-mib $bw_mib)"
 for p in "${peers[@]}"; do echo "peer: ${p%%=*}: ${p#*=} -r 1 -o csv"; done
 echo "interleaved, $reps repetition(s) of one run each; median tok/s; ratio = ours / peer"
 echo
@@ -93,13 +100,24 @@ for m in "${models[@]}"; do
             case $test in pp*) a="-p $k -n 0"; P=$k; N=0 ;; *) a="-p 0 -n $k"; P=0; N=$k ;; esac
             for ((i = 1; i <= reps; i++)); do
                 # shellcheck disable=SC2086
-                v=$("$ours" bench -m "$m" $a -t "$t" -r 1 --bw-mib 0 $ours_args 2>/dev/null | ours_ts "$test")
-                echo "$m|$t|$test|theseus|${v:-}" >> "$log"
+                bw=0 bpt=0
+                if [ "$bw_mib" -gt 0 ] && [ $N -gt 0 ]; then
+                    # shellcheck disable=SC2086
+                    out=$("$ours" bench -m "$m" $a -t "$t" -r 1 --bw-mib "$bw_mib" $ours_args 2>/dev/null)
+                    bw=$(echo "$out" | sed -n 's/^read bandwidth before each tg repetition: \([0-9.]*\)-.*/\1/p' | head -1)
+                    bpt=$(echo "$out" | sed -n 's/^weights read per generated token: \([0-9.]*\) MiB.*/\1/p' | head -1)
+                    bpt=$(awk -v x="${bpt:-0}" 'BEGIN { printf "%.0f", x * 1048576 }')
+                    v=$(echo "$out" | ours_ts "$test")
+                else
+                    # shellcheck disable=SC2086
+                    v=$("$ours" bench -m "$m" $a -t "$t" -r 1 --bw-mib 0 $ours_args 2>/dev/null | ours_ts "$test")
+                fi
+                echo "$m|$t|$test|theseus|${v:-}|${bw:-0}|${bpt:-0}" >> "$log"
                 for j in "${!peers[@]}"; do
                     rest=${peers[$j]#*=}
                     # shellcheck disable=SC2086
                     v=$($rest -m "$m" $a -t "$t" -r 1 -o csv 2>/dev/null | peer_ts "$P" "$N")
-                    echo "$m|$t|$test|${names[$j]}|${v:-}" >> "$log"
+                    echo "$m|$t|$test|${names[$j]}|${v:-}|${bw:-0}|${bpt:-0}" >> "$log"
                 done
             done
         done
@@ -128,6 +146,31 @@ for m in "${models[@]}"; do
         done
     done
 done
+
+# decode bandwidth table: per run GB/s = tok/s x bytes per token; % BW = that over the
+# bandwidth our run measured right before it (same repetition); medians over repetitions
+if [ "$bw_mib" -gt 0 ]; then
+    medf() { awk -F'|' -v m="$1" -v t="$2" -v x="$3" -v o="$4" -v f="$5" '$1 == m && $2 == t && $3 == x && $4 == o && $5 != "" && $6 > 0 && $7 > 0 {
+        if (f == "gbs") print $5 * $7 / 1e9; else if (f == "bw") print $6; else print 100 * $5 * $7 / 1e9 / $6 }' "$log" | median; }
+    echo
+    hdr="| model | threads | test | read BW GB/s | theseus GB/s | % BW |"
+    sep="|---|---:|---|---:|---:|---:|"
+    for n in "${names[@]}"; do hdr="$hdr $n GB/s | % BW |"; sep="$sep---:|---:|"; done
+    echo "$hdr"
+    echo "$sep"
+    for m in "${models[@]}"; do
+        for t in ${threads//,/ }; do
+            for test in "${tests[@]}"; do
+                case $test in tg*) ;; *) continue ;; esac
+                row="| $(basename "$m" .gguf) | $t | $test | $(medf "$m" "$t" "$test" theseus bw) |"
+                for o in theseus "${names[@]}"; do
+                    row="$row $(medf "$m" "$t" "$test" "$o" gbs) | $(medf "$m" "$t" "$test" "$o" pct) |"
+                done
+                echo "$row"
+            done
+        done
+    done
+fi
 echo
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
 [ $tmp_log -eq 1 ] && rm -f "$log"
