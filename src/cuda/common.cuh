@@ -229,12 +229,15 @@ static __device__ __forceinline__ void pdl_begin() {
 
 extern "C" bool th_cu_pdl;  // set by th_cu_set_pdl (misc.cu)
 
+// Kernel launches on st with programmatic dependent launch when th_cu_pdl is set;
+// launch_ks with smem bytes of dynamic shared memory, launch_k with none.
 template <typename... KArgs, typename... Args>
-static inline void launch_k(void (*kernel)(KArgs...), dim3 grid, dim3 block, cudaStream_t st, Args... args) {
+static inline void launch_ks(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t st,
+                             Args... args) {
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = grid;
     cfg.blockDim = block;
-    cfg.dynamicSmemBytes = 0;
+    cfg.dynamicSmemBytes = smem;
     cfg.stream = st;
     cudaLaunchAttribute attr[1];
     attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
@@ -242,6 +245,10 @@ static inline void launch_k(void (*kernel)(KArgs...), dim3 grid, dim3 block, cud
     cfg.attrs = attr;
     cfg.numAttrs = 1;
     cudaLaunchKernelEx(&cfg, kernel, static_cast<KArgs>(args)...);
+}
+template <typename... KArgs, typename... Args>
+static inline void launch_k(void (*kernel)(KArgs...), dim3 grid, dim3 block, cudaStream_t st, Args... args) {
+    launch_ks(kernel, grid, block, 0, st, args...);
 }
 
 #endif

@@ -267,17 +267,7 @@ void launch(const th_cu_mat *w, const th_cu_q8 *xq, int n, float *y, int64_t ys,
         cudaFuncSetAttribute(mma_q8g<TYPE, BN>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
         attr_set = true;
     }
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = grid;
-    cfg.blockDim = block;
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = st;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = th_cu_pdl ? 1 : 0;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-    cudaLaunchKernelEx(&cfg, mma_q8g<TYPE, BN>, *w, *xq, n, y, ys, accum);
+    launch_ks(mma_q8g<TYPE, BN>, grid, block, smem, st, *w, *xq, n, y, ys, accum);
 }
 
 // The fraction of the multiprocessors' block slots (one block each) that a grid of
