@@ -9,8 +9,10 @@ log=$(mktemp)
 pass=0; fail=0; skip=0
 run_one() {
     local name=$1; shift
-    local out rc
+    local out rc t0 t1
+    t0=$(date +%s.%N)
     out=$("$@" 2>&1); rc=$?
+    t1=$(date +%s.%N)
     printf '%s\n' "$out" >>"$log"
     local p f s
     p=$(printf '%s\n' "$out" | grep -c '^ok ')
@@ -22,7 +24,8 @@ FAIL $name (exit code $rc)"; fi
     if [ "$f" -gt 0 ]; then
         printf '%s\n' "$out" | sed 's/^/    /'
     fi
-    printf '%-40s %3d ok %3d failed %3d skipped\n' "$name" "$p" "$f" "$s"
+    printf '%-40s %3d ok %3d failed %3d skipped [%.1f s]\n' "$name" "$p" "$f" "$s" \
+        "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')"
 }
 for t in "$BUILD"/tests/test_*; do
     [ -x "$t" ] || continue
