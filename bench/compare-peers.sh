@@ -20,7 +20,7 @@
 #   -r, --reps N          repetitions, each one run of every tool (default 3)
 #   -l, --log FILE        raw values, one line per run (default: a temporary file, removed)
 #   --ours-args ARGS      extra arguments for `theseus bench` (e.g. --gpu)
-# Environment: TH_* variables reach our binary as usual (TH_CPU, TH_REPACK, ...).
+# Environment: TH_* variables reach our binary as usual (TH_CPU, ...).
 set -u
 
 ours=build/theseus
