@@ -61,7 +61,7 @@ CFLAGS   += -DTH_CUDA=1 -I$(CUDA_HOME)/include
 LDLIBS   += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart_static -ldl -lrt -lstdc++
 endif
 
-.PHONY: all lib tools tests bench test run asan fuzz install clean deps model check-tests neon-test
+.PHONY: all lib tools tests bench test run asan fuzz fuzz-bins install clean deps model check-tests neon-test
 all: lib $(BUILD)/theseus
 
 lib: $(BUILD)/libtheseus.a $(BUILD)/libtheseus.so
@@ -112,8 +112,10 @@ model:
 	@scripts/fetch-model.sh
 
 # The README's test command. Dependencies first (a fresh machine has none).
+# (builds with one job per core: `make test` is run without -j)
+NPROC := $(shell nproc 2>/dev/null || echo 2)
 test: deps
-	@$(MAKE) --no-print-directory all tests bench
+	@$(MAKE) --no-print-directory -j$(NPROC) all tests bench
 	@scripts/fetch-model.sh
 	@scripts/fetch-gemma3.sh || echo "warning: Gemma 3 270M could not be fetched; its checks will be skipped"
 	@BUILD=$(BUILD) SHARED=$(SHARED) tests/run.sh
@@ -135,14 +137,20 @@ FUZZ_EXTRA_fuzz_request := tools/serve/serve_req.c tools/serve/serve_resp.c tool
 FUZZ_EXTRA_fuzz_http    := tools/serve/serve_frame.c
 FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -Itools -Itools/serve $(PKG_CFLAGS) -O1 -g \
               -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
+FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=build/fuzz/bin/%)
+# the library with the sanitizers (static only), then every target, one job per core
 fuzz: deps
-	@$(MAKE) --no-print-directory CC=clang BUILD=build/fuzz \
-	  OPT="-O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer" lib
-	@mkdir -p build/fuzz/bin
-	@$(foreach f,$(FUZZ_SRC),$(call fuzz_one,$(basename $(notdir $(f))),$(f)))
-define fuzz_one
-echo "  fuzz target $(1)" && clang $(FUZZ_FLAGS) -o build/fuzz/bin/$(1) $(2) $(FUZZ_EXTRA_$(1)) build/fuzz/libtheseus.a $(LDLIBS) || exit 1;
-endef
+	@$(MAKE) --no-print-directory -j$(NPROC) CC=clang BUILD=build/fuzz \
+	  OPT="-O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer" \
+	  build/fuzz/libtheseus.a
+	@$(MAKE) --no-print-directory -j$(NPROC) fuzz-bins
+fuzz-bins: $(FUZZ_BIN)
+.SECONDEXPANSION:
+FUZZ_HDRS := $(wildcard include/*.h src/*.h src/*/*.h tools/*.h tools/serve/*.h)
+build/fuzz/bin/%: tests/fuzz/%.c $$(FUZZ_EXTRA_$$*) build/fuzz/libtheseus.a $(FUZZ_HDRS)
+	@mkdir -p $(@D)
+	@echo "  fuzz target $*"
+	@clang $(FUZZ_FLAGS) -o $@ $< $(FUZZ_EXTRA_$*) build/fuzz/libtheseus.a $(LDLIBS)
 
 # NEON kernels on an x86 host: cross-build what the kernel tests need (core, quant,
 # cpu with its neon level, gguf for the fixture weights; no PCRE2/cJSON/utf8proc) with the aarch64 cross compiler,

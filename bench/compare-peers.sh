@@ -25,7 +25,7 @@
 #                         each repetition; a second table shows every tool's achieved
 #                         GB/s (tok/s x weight bytes read per token, as our bench counts
 #                         them) and its % of the bandwidth measured in that repetition
-# Environment: TH_* variables reach our binary as usual (TH_CPU, TH_REPACK, ...).
+# Environment: TH_* variables reach our binary as usual (TH_CPU, ...).
 set -u
 
 ours=build/theseus

@@ -59,6 +59,15 @@ typedef struct th_model_params {
      * --type` would write it ("Q4_K_M", any th_quantize_type_names entry; uses
      * n_threads, a progress line when stderr is a terminal); NULL: weights as stored */
     const char *hf_type;
+    /* CPU weight layout (docs/cpu-performance.md). By default the first CPU context copies
+     * the matmul weights whose type has a packed gemm at this CPU level into one interleaved
+     * allocation; no_repack keeps them as stored (A/B runs, memory). thp asks for 2 MiB
+     * pages for that copy (madvise; opt-in: where the kernel compacts memory at the page
+     * faults it cost more load time than it saved). no_amx keeps the packed BF16 gemm off
+     * AMX even where the CPU and OS offer it. */
+    bool no_repack;
+    bool thp;
+    bool no_amx;
 } th_model_params;
 
 th_model_params th_model_default_params(void);

@@ -161,6 +161,7 @@ struct th_model {
     size_t meta_cache_n;
     void *packed_buf;                        /* one allocation: the repacked weights (cpu/repack_model.c), or NULL */
     bool repacked;                           /* repacking was done (or found nothing to do) */
+    bool no_repack, thp, no_amx;             /* th_model_params' CPU layout switches, from the load */
     void *dev_store;                         /* the CUDA backend's device weights (th_cu_store), or NULL */
     void (*dev_free)(struct th_model *m);    /* frees dev_store (set by the backend that made it) */
     th_status (*dev_refresh)(struct th_model *m);  /* re-makes dev_store from the weights after a live swap (same backend), or NULL */

@@ -192,6 +192,9 @@ th_status th_model_load(const char *path, const th_model_params *params, th_mode
     if (!path) return th_set_error(TH_ERR_ARG, "th_model_load: no path");
     th_model *m = calloc(1, sizeof *m);
     if (!m) return th_set_error(TH_ERR_NOMEM, "out of memory");
+    m->no_repack = params->no_repack;
+    m->thp = params->thp;
+    m->no_amx = params->no_amx;
     /* a Hugging Face directory (or .safetensors file) is presented as a GGUF (src/hf/) */
     bool hf = hf_is_model_path(path), quant = params->hf_type && !params->vocab_only;
     if (quant && !hf) {

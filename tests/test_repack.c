@@ -6,12 +6,18 @@
  * 1..64 blocks). The integer block sums are exact in both, so the only difference is the
  * order of the f32 additions: relative tolerance 1e-5. The type table's packed layouts
  * are checked against the types the levels pack. F16 and BF16 (check_float) at widths,
- * row ranges and batches around their kernels' blocks, and their layout by hand. */
+ * row ranges and batches around their kernels' blocks, and their layout by hand. The
+ * model-wide switches (th_model_params.no_repack / thp / no_amx) on the tiny BF16 model. */
 #include "check.h"
 #include <stddef.h>
 #include "cpu/kernels.h"
 #include "cpu/repack.h"
+#include "logits.h"
+#include "model.h"
+#include <math.h>
+#include <stdint.h>
 #if defined(__x86_64__)
+#include <cpuid.h>
 bool th_avx512_amx_bf16_usable(void);   /* avx512/gemm_amx.c */
 #endif
 
@@ -141,31 +147,38 @@ static void test_packed_gemm_equals_reference(void) {
 }
 
 /* The avx512 level's two BF16 kernels (vdpbf16ps where the CPU has AVX512-BF16, and the
- * FMA one), whichever the vendor rule picks by default: TH_BF16_DOT forces each. */
+ * FMA one), whichever the vendor rule picks by default: th_kernels_set_bf16_dot forces
+ * each (with AMX dropped, th_kernels_no_amx); then AMX where the CPU and OS offer it. */
 static void test_bf16_both_kernels(void) {
     static th_kernels gen, k;
     th_kernels_fill(&gen, TH_LEVEL_GENERIC);
     if (!th_kernels_fill(&k, TH_LEVEL_AVX512)) { SKIP("no avx512 level"); return; }
-    const char *modes[] = { "dp", "fma" }, *env = getenv("TH_AMX");
-    char amx_was[16] = "";
-    if (env) snprintf(amx_was, sizeof amx_was, "%s", env);
-    setenv("TH_AMX", "0", 1);                 /* the two non-AMX kernels first */
-    for (int i = 0; i < 2; i++) {
-        setenv("TH_BF16_DOT", modes[i], 1);
+    th_gemm_fn by_mode[2];
+    for (int mode = 1; mode <= 2; mode++) {   /* vdpbf16ps, FMA */
+        th_kernels_set_bf16_dot(mode);
         th_kernels_fill(&k, TH_LEVEL_AVX512);
+        th_kernels_no_amx(&k);
+        by_mode[mode - 1] = k.gemm_packed[TH_BF16];
         check_float(&gen, &k, TH_BF16);
     }
-    unsetenv("TH_BF16_DOT");
-    if (env) setenv("TH_AMX", amx_was, 1); else unsetenv("TH_AMX");
+    th_kernels_set_bf16_dot(0);
 #if defined(__x86_64__)
-    /* AMX (gemm_amx.c) where the CPU and OS offer it (the default there; TH_AMX=0 skips) */
-    const char *amx = getenv("TH_AMX");
-    if (!(amx && !strcmp(amx, "0")) && th_avx512_amx_bf16_usable()) {
+    /* the two modes are two kernels where the CPU has AVX512-BF16 (one FMA kernel without) */
+    CHECK(by_mode[0] != NULL && by_mode[1] != NULL);
+    unsigned a, b, c, d;   /* cpuid leaf 7 sub-leaf 1, EAX bit 5: AVX512-BF16 */
+    if (__get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 5))) CHECK(by_mode[0] != by_mode[1], "vdpbf16ps and FMA modes gave one kernel");
+    /* AMX (gemm_amx.c) where the CPU and OS offer it (the default there) */
+    th_kernels_fill(&k, TH_LEVEL_AVX512);
+    th_gemm_fn dflt = k.gemm_packed[TH_BF16];
+    th_kernels_no_amx(&k);
+    if (th_avx512_amx_bf16_usable()) {
+        CHECK(dflt != k.gemm_packed[TH_BF16], "no_amx left the AMX kernel in place");
         th_kernels_fill(&k, TH_LEVEL_AVX512);
         check_float(&gen, &k, TH_BF16);
         printf("  avx512: BF16 with AMX checked\n");
     } else {
-        printf("  (AMX kernel not run: no AMX-BF16 here, or TH_AMX=0)\n");
+        CHECK(dflt == k.gemm_packed[TH_BF16], "no AMX here, yet no_amx changed the kernel");
+        printf("  (AMX kernel not run: no AMX-BF16 here)\n");
     }
 #endif
 }
@@ -212,11 +225,82 @@ static void test_16bit_layout(void) {
     CHECK(out[8 * 2 + 5] == 502, "bf16 k 2 row 5: %u", out[21]);
 }
 
+static float *layout_logits(const th_model_params *mp, th_model **out) {
+    static const int32_t tok[8] = { 1, 450, 439, 860, 3347, 113, 1701, 123 };
+    *out = NULL;
+    if (th_model_load(fixture("tiny/tiny-BF16.gguf"), mp, out)) return NULL;
+    th_context_params cp = th_context_default_params();
+    cp.n_ctx = 32; cp.n_batch = 8; cp.n_threads = 2;
+    return decode_all_logits(*out, tok, 8, &cp);
+}
+
+static double max_abs_diff(const float *a, const float *b, size_t n, double *scale) {
+    double d = 0, s = 0;
+    for (size_t i = 0; i < n; i++) {
+        d = fmax(d, fabs((double)a[i] - b[i]));
+        s = fmax(s, fabs((double)a[i]));
+    }
+    *scale = s;
+    return d;
+}
+
+/* Default: the matmul weights packed (where this level packs BF16). no_repack: none
+ * packed, the logits those of the packed run up to f32 addition order. thp: the copy
+ * 2 MiB aligned (it is > 2 MiB), the logits bit-identical. no_amx: without AMX on this
+ * CPU the same kernels, bit-identical; with AMX, equal to rounding. */
+static void test_model_layout_switches(void) {
+    th_model_params mp = th_model_default_params();
+    th_model *m0, *m;
+    float *l0 = layout_logits(&mp, &m0), *l;
+    CHECK(l0 != NULL, "%s", th_last_error());
+    if (!l0) { th_model_free(m0); return; }
+    size_t n = 8 * (size_t)th_model_n_vocab(m0);
+    const th_weight *wq = &m0->layers[0].wq;
+    bool packs = th_repack_supported(th_cpu_kernels(), TH_BF16, wq->ne1, wq->ne0) && wq->ne1 % 8 == 0;
+    if (packs) CHECK(m0->packed_buf != NULL && wq->packed != NULL, "default: blk.0.attn_q not packed");
+    double scale, d;
+
+    mp.no_repack = true;
+    l = layout_logits(&mp, &m);
+    CHECK(l != NULL, "no_repack: %s", th_last_error());
+    if (l) {
+        CHECK(m->packed_buf == NULL && m->layers[0].wq.packed == NULL && m->output.packed == NULL, "no_repack packed");
+        d = max_abs_diff(l0, l, n, &scale);
+        CHECK(d <= 1e-3 * scale, "no_repack: logits differ by %g (largest %g)", d, scale);
+    }
+    free(l); th_model_free(m);
+
+    mp = th_model_default_params();
+    mp.thp = true;
+    l = layout_logits(&mp, &m);
+    CHECK(l != NULL, "thp: %s", th_last_error());
+    if (l) {
+        if (packs) CHECK(m->packed_buf && (uintptr_t)m->packed_buf % ((uintptr_t)2 << 20) == 0, "thp: copy not 2 MiB aligned");
+        CHECK(!memcmp(l0, l, n * sizeof *l), "thp: logits not bit-identical");
+    }
+    free(l); th_model_free(m);
+
+    mp = th_model_default_params();
+    mp.no_amx = true;
+    l = layout_logits(&mp, &m);
+    CHECK(l != NULL, "no_amx: %s", th_last_error());
+    if (l) {
+        bool amx = th_cpu_kernels_no_amx()->gemm_packed[TH_BF16] != th_cpu_kernels()->gemm_packed[TH_BF16];
+        if (!amx) CHECK(!memcmp(l0, l, n * sizeof *l), "no_amx without AMX: logits not bit-identical");
+        d = max_abs_diff(l0, l, n, &scale);
+        CHECK(d <= 1e-3 * scale, "no_amx: logits differ by %g (largest %g)", d, scale);
+        printf("  AMX %s; no_repack / no_amx logits within 1e-3 of the largest\n", amx ? "in use by default" : "not here");
+    }
+    free(l); th_model_free(m);
+    free(l0); th_model_free(m0);
+}
+
 int main(void) {
     RUN(test_16bit_layout);
     RUN(test_repack_supported);
     RUN(test_q4_0_layout);
     RUN(test_packed_gemm_equals_reference);
     RUN(test_bf16_both_kernels);
+    RUN(test_model_layout_switches);
     return CHECK_DONE();
 }

@@ -42,7 +42,8 @@ char *cli_read_stdin(size_t *len);
  * (all commands but inspect) set th_model_params.precision_path / source_path:
  * load-time precision overrides (docs/precision.md); --type T (all but inspect,
  * quantize, convert) sets th_model_params.hf_type: a Hugging Face directory
- * quantized at load to T (docs/hf.md). */
+ * quantized at load to T (docs/hf.md); --no-repack, --no-amx, --thp set
+ * th_model_params.no_repack / no_amx / thp (the CPU weight layout). */
 void cli_common_options(int *argc, char **argv);
 /* --gpu-layers SPEC (or -ngl N, the same as --gpu-layers N) on run, chat, serve, bench,
  * logits and perplexity: th_context_params.gpu_layers (docs/hybrid.md, "Placement"),

@@ -1,6 +1,6 @@
 /* cli_util.c — small helpers shared by the CLI subcommands: error printing,
  * number parsing with range checks, reading files and stdin, the options every
- * command takes (--no-mmap), tokenizing into a buffer of the right size. */
+ * command takes (--no-mmap, --no-repack, --no-amx, --thp), tokenizing into a buffer of the right size. */
 #include "cli.h"
 #include <errno.h>
 #include <limits.h>
@@ -67,7 +67,7 @@ char *cli_read_file(const char *path, size_t *len) {
 
 char *cli_read_stdin(size_t *len) { return read_stream(stdin, len); }
 
-static bool no_mmap;
+static bool no_mmap, no_repack, no_amx, thp;
 
 static const char *precision_path, *source_path, *hf_type;
 static const char *gpu_layers, *gpu_layers_flag = "--gpu-layers";
@@ -97,6 +97,9 @@ void cli_common_options(int *argc, char **argv) {
     bool load_type = overrides && (*argc < 2 || (strcmp(argv[1], "quantize") && strcmp(argv[1], "convert")));
     for (int i = 1; i < *argc; i++) {
         if (!strcmp(argv[i], "--no-mmap")) { no_mmap = true; continue; }
+        if (!strcmp(argv[i], "--no-repack")) { no_repack = true; continue; }
+        if (!strcmp(argv[i], "--no-amx")) { no_amx = true; continue; }
+        if (!strcmp(argv[i], "--thp")) { thp = true; continue; }
         if (overrides && !strcmp(argv[i], "--precision") && i + 1 < *argc) { precision_path = argv[++i]; continue; }
         if (overrides && !strcmp(argv[i], "--source") && i + 1 < *argc) { source_path = argv[++i]; continue; }
         if (load_type && !strcmp(argv[i], "--type") && i + 1 < *argc) { hf_type = argv[++i]; continue; }
@@ -120,6 +123,9 @@ void cli_common_options(int *argc, char **argv) {
 th_model_params cli_model_params(void) {
     th_model_params p = th_model_default_params();
     p.use_mmap = !no_mmap;
+    p.no_repack = no_repack;
+    p.no_amx = no_amx;
+    p.thp = thp;
     p.precision_path = precision_path;
     p.source_path = source_path;
     p.hf_type = hf_type;

@@ -23,7 +23,9 @@ static const command commands[] = {
 
 static void usage(FILE *f) {
     fprintf(f, "theseus %s — LLM inference engine\n\nusage: theseus COMMAND [options]  (theseus COMMAND --help)\n"
-               "  --no-mmap  (every command) read the model into memory instead of mapping it\n\ncommands:\n",
+               "  --no-mmap  (every command) read the model into memory instead of mapping it\n"
+               "  --no-repack, --no-amx, --thp  (every command, CPU) keep the weights as stored (no packed copy);\n"
+               "             no AMX for BF16; 2 MiB pages for the packed copy\n\ncommands:\n",
             THESEUS_VERSION);
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].help);

@@ -354,7 +354,7 @@ static th_status cpu_init(th_context *ctx) {
     ctx->bd = c;
     c->model = ctx->model;
     c->p = ctx->p;
-    c->k = th_cpu_kernels();
+    c->k = ctx->model->no_amx ? th_cpu_kernels_no_amx() : th_cpu_kernels();
     c->kv = &ctx->kv;
     if (!(c->pool = th_pool_new(ctx->p.n_threads))) return th_set_error(TH_ERR_NOMEM, "out of memory for the thread pool");
     th_status s = alloc_scratch(c);

@@ -98,8 +98,8 @@ void th_mla_project(th_cpu *c, int32_t il, int32_t n);
 /* ---- repack.c's model-wide step (backend.c): the packed copies of the matmul weights ---- */
 th_status th_cpu_repack_model(th_model *m, const th_kernels *k);
 /* One matrix stack's packed copy (aligned_alloc'd, free with free()), or NULL when it
- * has no packed layout at k's level (or TH_REPACK=0): for weights swapped in after the
- * model was repacked (src/precision/apply.c). */
+ * has no packed layout at k's level: for weights swapped in after the model was
+ * repacked (src/precision/apply.c, which skips it for a model loaded with no_repack). */
 void *th_cpu_repack_copy(const th_kernels *k, uint32_t type, const void *data, int64_t ne0, int64_t ne1, int64_t n_mat,
                          size_t row_bytes);
 

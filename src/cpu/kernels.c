@@ -161,4 +161,28 @@ const th_kernels *th_cpu_kernels(void) {
     return &table;
 }
 
+void th_kernels_no_amx(th_kernels *k) {
+#if defined(__x86_64__)
+    if (k->level && !strcmp(k->level, "avx512")) th_kernels_drop_amx_avx512(k);
+#else
+    (void)k;
+#endif
+}
+
+static th_kernels table_no_amx;
+static pthread_once_t table_no_amx_once = PTHREAD_ONCE_INIT;
+static void init_table_no_amx(void) {
+    table_no_amx = *th_cpu_kernels();
+    th_kernels_no_amx(&table_no_amx);
+}
+
+const th_kernels *th_cpu_kernels_no_amx(void) {
+    pthread_once(&table_no_amx_once, init_table_no_amx);
+    return &table_no_amx;
+}
+
+#if !defined(__x86_64__)
+void th_kernels_set_bf16_dot(int mode) { (void)mode; }
+#endif
+
 const char *th_cpu_level(void) { return th_cpu_kernels()->level; }

@@ -114,6 +114,18 @@ void th_kernels_fill_avx2(th_kernels *k);    /* avx2/kernels.c (x86-64 only) */
 void th_kernels_fill_avx512(th_kernels *k);  /* avx512/kernels.c (x86-64 only) */
 void th_kernels_fill_neon(th_kernels *k);    /* neon/kernels.c (aarch64 only, needs dotprod) */
 
+/* AMX off (th_model_params.no_amx): *k's packed BF16 gemm, if it is the AMX kernel
+ * (avx512/gemm_amx.c), replaced by the one the level picks without AMX; a no-op
+ * elsewhere. th_cpu_kernels_no_amx() is the process-wide table so changed (the CPU
+ * backend takes it for a model loaded with no_amx). */
+void th_kernels_no_amx(th_kernels *k);
+void th_kernels_drop_amx_avx512(th_kernels *k);   /* avx512/kernels.c: th_kernels_no_amx's x86 part */
+const th_kernels *th_cpu_kernels_no_amx(void);
+/* Measurement switch (tests and bench/, not a user option): the avx512 level's packed
+ * BF16 gemm, for the th_kernels_fill calls after it: 0 by the vendor rule (default),
+ * 1 vdpbf16ps, 2 conversion and FMA (avx512/kernels.c; no-op off x86-64). */
+void th_kernels_set_bf16_dot(int mode);
+
 /* Rows [r0, r1) of W times nb activation rows, one dot product per output (row-major:
  * every activation row for one weight row, then the next weight row). */
 static inline void th_gemm_rows(th_vec_dot_fn dot, int64_t n, int64_t r0, int64_t r1, const void *w,

@@ -1,6 +1,6 @@
 /* repack_model.c — the CPU backend's model-wide repacking: once per model, the
  * matmul weights whose type has a packed gemm at this CPU level are copied into
- * one allocation in the interleaved layout (cpu/repack.h; TH_THP=1: 2 MiB pages) and hung off their
+ * one allocation in the interleaved layout (cpu/repack.h; th_model_params.thp: 2 MiB pages) and hung off their
  * th_weight (w->packed), and the experts' own copies to their slots (th_expert_slot.packed). */
 #include "cpu/forward.h"
 #include "cpu/repack.h"
@@ -40,15 +40,15 @@ static uint64_t slot_bytes(const th_weight *w, const th_expert_slot *x) {
 }
 
 /* The packed copy is anonymous memory that decode streams once per token (GBs for F16
- * models): with 4 KiB pages every 4 KiB of weights is a TLB miss. TH_THP=1 makes a copy of
+ * models): with 4 KiB pages every 4 KiB of weights is a TLB miss. thp (th_model_params.thp,
+ * the CLI's --thp) makes a copy of
  * 2 MiB or more 2 MiB-aligned and asks for transparent huge pages (madvise; a no-op where
  * THP is off). Opt-in: on the development VM (THP "madvise", defrag "madvise") the kernel
  * compacted memory synchronously at the page faults, 8 s of system time and +19 s of
  * load for a 2 GiB copy, against +7-22 points of the read-bandwidth meter in decode. */
-static void *packed_alloc(uint64_t total) {
-    const char *env = getenv("TH_THP");
+static void *packed_alloc(uint64_t total, bool thp) {
     const size_t huge = (size_t)2 << 20;
-    if (total < huge || !env || strcmp(env, "1")) return aligned_alloc(64, (size_t)total);
+    if (total < huge || !thp) return aligned_alloc(64, (size_t)total);
     const size_t bytes = ((size_t)total + huge - 1) & ~(huge - 1);
     void *p = aligned_alloc(huge, bytes);
 #ifdef MADV_HUGEPAGE
@@ -59,13 +59,12 @@ static void *packed_alloc(uint64_t total) {
 
 /* Once per model: copy the weights whose type has a packed gemm at this CPU level into
  * one allocation in the interleaved layout; the matmuls then read only the copy (the
- * mapped originals stay untouched, so resident memory does not double). TH_REPACK=0
- * turns it off (A/B measurements). */
+ * mapped originals stay untouched, so resident memory does not double).
+ * th_model_params.no_repack (--no-repack) turns it off (A/B measurements). */
 th_status th_cpu_repack_model(th_model *m, const th_kernels *k) {
     if (m->repacked) return TH_OK;
     m->repacked = true;
-    const char *env = getenv("TH_REPACK");
-    if (env && !strcmp(env, "0")) return TH_OK;
+    if (m->no_repack) return TH_OK;
     int cap = 4 + 24 * m->hp.n_layer, n;
     th_weight **ws = malloc((size_t)cap * sizeof *ws);
     if (!ws) return th_set_error(TH_ERR_NOMEM, "out of memory");
@@ -82,7 +81,7 @@ th_status th_cpu_repack_model(th_model *m, const th_kernels *k) {
             const th_expert_slot *x = packable_slot(k, ws[i], e);
             if (x) total += slot_bytes(ws[i], x);
         }
-    if (total && !(m->packed_buf = packed_alloc(total))) {
+    if (total && !(m->packed_buf = packed_alloc(total, m->thp))) {
         free(ws);
         return th_set_error(TH_ERR_NOMEM, "out of memory for %llu bytes of repacked weights", (unsigned long long)total);
     }
@@ -109,8 +108,7 @@ th_status th_cpu_repack_model(th_model *m, const th_kernels *k) {
 
 void *th_cpu_repack_copy(const th_kernels *k, uint32_t type, const void *data, int64_t ne0, int64_t ne1, int64_t n_mat,
                          size_t row_bytes) {
-    const char *env = getenv("TH_REPACK");
-    if ((env && !strcmp(env, "0")) || ne1 % 8 != 0 || !th_repack_supported(k, type, ne1 * n_mat, ne0)) return NULL;
+    if (ne1 % 8 != 0 || !th_repack_supported(k, type, ne1 * n_mat, ne0)) return NULL;
     uint64_t bytes = (uint64_t)th_repack_row_bytes(type, row_bytes) * (uint64_t)ne1 * (uint64_t)n_mat;
     void *p = aligned_alloc(64, (size_t)((bytes + 63) & ~(uint64_t)63));
     if (p) th_repack_rows(type, data, p, ne1 * n_mat, row_bytes);

@@ -220,7 +220,7 @@ static void release(th_model *m, const void *old) {
 static th_status repack_new(th_model *m, uint32_t type, const void *data, int64_t ne0, int64_t ne1, int64_t n_mat,
                             size_t row_bytes, const void **packed) {
     *packed = NULL;
-    if (!m->repacked || !data) return TH_OK;
+    if (!m->repacked || m->no_repack || !data) return TH_OK;
     void *p = th_cpu_repack_copy(th_cpu_kernels(), type, data, ne0, ne1, n_mat, row_bytes);
     if (!p) return TH_OK;
     th_status s = th_prec_own(m, p);

@@ -43,13 +43,16 @@ static bool cpu_has_avx512_bf16(void) {
  * (bench/bench_float_gemm), so FMA does twice the work; on AMD's Zen 4 the published
  * instruction tables give vdpbf16ps zmm the FMA's issue rate, i.e. twice the work (not
  * measured here; Zen 5 neither: bench_float_gemm prints both roofs). So vdpbf16ps on AMD
- * CPUs with AVX512-BF16, FMA elsewhere; TH_BF16_DOT=dp or fma forces one (the tests check
- * both). */
+ * CPUs with AVX512-BF16, FMA elsewhere; th_kernels_set_bf16_dot (a measurement switch for
+ * tests and bench/, not a user option) forces one (the tests check both). */
+static int bf16_dot_mode;   /* 0: the vendor rule, 1: vdpbf16ps, 2: FMA */
+
+void th_kernels_set_bf16_dot(int mode) { bf16_dot_mode = mode; }
+
 static bool bf16_dot_wins(void) {
     if (!cpu_has_avx512_bf16()) return false;
-    const char *e = getenv("TH_BF16_DOT");
-    if (e && !strcmp(e, "dp")) return true;
-    if (e && !strcmp(e, "fma")) return false;
+    if (bf16_dot_mode == 1) return true;
+    if (bf16_dot_mode == 2) return false;
     unsigned a, b, c, d;
     return __get_cpuid(0, &a, &b, &c, &d) && b == 0x68747541u && d == 0x69746e65u && c == 0x444d4163u; /* "AuthenticAMD" */
 }
@@ -78,6 +81,10 @@ void th_kernels_fill_avx512(th_kernels *k) {
     k->gemm_packed[TH_Q6_K] = th_avx512_packed_q6_K;
     k->gemm_packed[TH_F16] = th_avx512_fpack_f16;     /* gemm_fpack.c */
     k->gemm_packed[TH_BF16] = bf16_dot_wins() ? th_avx512_fpack_bf16_dp : th_avx512_fpack_bf16;
-    const char *amx = getenv("TH_AMX");                /* gemm_amx.c where usable; TH_AMX=0: off */
-    if (!(amx && !strcmp(amx, "0")) && th_avx512_amx_bf16_usable()) k->gemm_packed[TH_BF16] = th_avx512_amx_bf16;
+    if (th_avx512_amx_bf16_usable()) k->gemm_packed[TH_BF16] = th_avx512_amx_bf16;   /* gemm_amx.c where usable */
+}
+
+void th_kernels_drop_amx_avx512(th_kernels *k) {
+    if (k->gemm_packed[TH_BF16] == th_avx512_amx_bf16)
+        k->gemm_packed[TH_BF16] = bf16_dot_wins() ? th_avx512_fpack_bf16_dp : th_avx512_fpack_bf16;
 }
