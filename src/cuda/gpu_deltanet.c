@@ -21,13 +21,13 @@ struct th_cu_hyb {
     int32_t *last;              /* host, n_seq: staging (a sequence's last token so far, -1) */
     float *cur, *snap;          /* device state, th_rstate's layout */
     float *in, *ba, *u;         /* scratch rows: projections (in_w), gates (2·Nv), conv outputs (Cd) */
-    float *prep;                /* the delta rule's pre-pass (variant 3): Nk + 2·Nv a token */
+    float *prep;                /* the delta rule's pre-pass: Nk + 3·Nv a token */
     float *wide, *gate;         /* gated attention: projections (wide_w), gates (q_w) */
     float *shx;                 /* gated shared experts: the expert's output (E) */
     int64_t in_w, wide_w;
-    size_t meta_off;            /* ints into the batch metadata: per token its snapshot slot (or -1), the batch's
-                                 * distinct sequences (then -1s), each one's first token, per token the next
-                                 * token of its sequence (or -1); n_batch each */
+    size_t meta_off;            /* ints into the batch metadata: per token its snapshot slot (or -1), then
+                                 * th_cu_dn_batch's list, first, nxt, ord, off; n_batch each */
+    int max_run;                /* the staged batch's most tokens of one sequence */
 };
 
 static const float *dvec(const th_weight *w) { return w->data && w->dev ? th_cu_w(w)->vec : NULL; }
@@ -60,8 +60,6 @@ th_status th_cu_hyb_init(th_gpu *g) {
     if (hp->ssm_d_state > TH_CU_DN_MAX_DK)
         return th_set_error(TH_ERR_UNSUPPORTED, "DeltaNet head width %d: the CUDA kernel takes at most %d", hp->ssm_d_state,
                             TH_CU_DN_MAX_DK);
-    const char *var = getenv("TH_GPU_DN_VARIANT");   /* measurement knob: the delta-rule kernel (deltanet.h) */
-    if (var && *var) th_cu_dn_set_variant(atoi(var));
     int64_t dk = hp->ssm_d_state, kd = dk * hp->ssm_n_group, vd = dk * hp->ssm_dt_rank, nv = hp->ssm_dt_rank;
     y->in_w = 2 * kd + 2 * vd;
     if (!(y->slot = malloc((size_t)hp->n_layer * sizeof(int32_t))) || !(y->kv_slot = malloc((size_t)hp->n_layer * sizeof(int32_t))) ||
@@ -73,14 +71,14 @@ th_status th_cu_hyb_init(th_gpu *g) {
         y->kv_slot[il] = m->layers[il].recurrent ? -1 : k++;
     }
     y->meta_off = g->meta_count;
-    g->meta_count += 4 * B;
+    g->meta_count += 6 * B;
     size_t cur = (size_t)rs->n_seq * (size_t)rs->per_seq, snap = cur * (size_t)rs->n_snap;
     if ((s = th_cu_alloc(&g->mem, (void **)&y->cur, cur * 4, "the recurrent state")) ||
         (snap && (s = th_cu_alloc(&g->mem, (void **)&y->snap, snap * 4, "the recurrent state's snapshots"))) ||
         (s = th_cu_alloc(&g->mem, (void **)&y->in, B * y->in_w * 4, "DeltaNet scratch")) ||
         (s = th_cu_alloc(&g->mem, (void **)&y->ba, B * 2 * nv * 4, "DeltaNet scratch")) ||
         (s = th_cu_alloc(&g->mem, (void **)&y->u, B * (2 * kd + vd) * 4, "DeltaNet scratch")) ||
-        (s = th_cu_alloc(&g->mem, (void **)&y->prep, B * (hp->ssm_n_group + 2 * nv) * 4, "DeltaNet scratch")))
+        (s = th_cu_alloc(&g->mem, (void **)&y->prep, B * (hp->ssm_n_group + 3 * nv) * 4, "DeltaNet scratch")))
         return s;
     cudaError_t e = cudaMemsetAsync(y->cur, 0, cur * 4, g->st);
     return e ? th_cu_fail(e, "recurrent state set-up") : TH_OK;
@@ -96,24 +94,40 @@ void th_cu_hyb_free(th_gpu *g) {
     g->hyb = NULL;
 }
 
+int th_cu_dn_order(int n, const int32_t *seq, int32_t *last, int32_t *list, int32_t *first, int32_t *nxt, int32_t *ord,
+                   int32_t *off) {
+    int ns = 0, max_run = 0;
+    for (int t = 0; t < n; t++) {
+        int32_t q = seq[t];
+        nxt[t] = -1;
+        if (last[q] < 0) { first[ns] = t; list[ns++] = q; }
+        else nxt[last[q]] = t;
+        last[q] = t;
+    }
+    for (int i = 0, o = 0; i < ns; i++) {
+        off[i] = o;
+        for (int t = first[i]; t >= 0; t = nxt[t]) ord[o++] = t;
+        if (o - off[i] > max_run) max_run = o - off[i];
+        last[list[i]] = -1;
+    }
+    for (int i = ns; i < n; i++) list[i] = first[i] = -1, off[i] = n;
+    return max_run;
+}
+
 /* Per token the snapshot slot its state goes to (the state after each of the last
- * n_snap positions of its sequence, as the CPU's want_snap), and the distinct
- * sequences of the batch, into the metadata staging. */
+ * n_snap positions of its sequence, as the CPU's want_snap), and the batch's
+ * sequences as the delta rule walks them, into the metadata staging. */
 void th_cu_hyb_stage(th_gpu *g, const th_context *c, const th_step *s) {
     th_cu_hyb *y = g->hyb;
     if (!y || !y->slot) return;
-    int32_t B = (int32_t)g->n_batch, ns = 0, n_snap = c->rs.n_snap;
-    int32_t *snap = g->h_meta + y->meta_off, *list = snap + B, *first = list + B, *nxt = first + B;
+    int32_t B = (int32_t)g->n_batch, n_snap = c->rs.n_snap;
+    int32_t *snap = g->h_meta + y->meta_off, *list = snap + B, *first = list + B, *nxt = first + B, *ord = nxt + B,
+            *off = ord + B;
     for (int t = 0; t < s->n; t++) {
         int32_t q = s->seq[t], p = s->pos[t];
         snap[t] = n_snap > 0 && p + 1 > c->new_len[q] - n_snap ? q * n_snap + (p + 1) % n_snap : -1;
-        nxt[t] = -1;
-        if (y->last[q] < 0) { first[ns] = t; list[ns++] = q; }
-        else nxt[y->last[q]] = t;
-        y->last[q] = t;
     }
-    for (int i = 0; i < ns; i++) y->last[list[i]] = -1;
-    for (int i = ns; i < s->n; i++) list[i] = first[i] = -1;
+    y->max_run = th_cu_dn_order(s->n, s->seq, y->last, list, first, nxt, ord, off);
 }
 
 int32_t th_cu_kv_layer(const th_gpu *g, int32_t il) {
@@ -156,10 +170,13 @@ th_status th_cu_op_recurrent(th_context *c, const th_step *s, int32_t il) {
         if ((st = th_cu_group_mm(g, qz, 2, TH_BUF_H, y->in, y->in_w)) || (st = th_cu_group_mm(g, ba, 2, TH_BUF_H, y->ba, bas)))
             return st;
     }
-    const int32_t *snap = g->d_meta + y->meta_off, *list = snap + g->n_batch, *first = list + g->n_batch,
-                  *nxt = first + g->n_batch;
-    th_cu_dn_conv(&d, y->in, y->in_w, n, g->f.seq, snap, y->u, g->st);
-    th_cu_dn_rule(&d, y->u, y->ba, bas, n, g->f.seq, list, first, nxt, snap, g->att, g->att_w, g->st);
+    const int32_t *m = g->d_meta + y->meta_off;
+    size_t B = g->n_batch;
+    /* a graph replays this step for any sequence mix: the recurrent form there */
+    th_cu_dn_batch b = { .seq = g->f.seq, .snap = m, .list = m + B, .first = m + 2 * B, .nxt = m + 3 * B, .ord = m + 4 * B,
+                         .off = m + 5 * B, .n = n, .n_seq = g->n_seq, .max_run = g->f.graph ? 0 : y->max_run };
+    th_cu_dn_conv(&d, y->in, y->in_w, n, g->f.seq, m, y->u, g->st);
+    th_cu_dn_rule(&d, y->u, y->ba, bas, &b, g->att, g->att_w, g->st);
     th_cu_dn_output(&d, g->att, g->att_w, y->in, y->in_w, n, g->st);
     att_written(g, TH_BUF_ATT);
     return TH_OK;
