@@ -285,7 +285,7 @@ static void test_gpu_qwen35_truncate_copy(void) { check_truncate_copy("qwen35");
 static void test_gpu_qwen3next_truncate_copy(void) { check_truncate_copy("qwen3next"); }
 
 /* The delta-rule forms (deltanet.h: recurrent, recurrent after the pre-pass,
- * chunked) at the model level: the same logits, prefill (80 tokens: one chunk of
+ * chunked in two kernels and in one) at the model level: the same logits, prefill (80 tokens: one chunk of
  * 64 and a partial one of 16) and decode. */
 static void check_variants(const char *arch) {
     NEED_GPU();
@@ -296,10 +296,11 @@ static void check_variants(const char *arch) {
     int nv = th_model_n_vocab(m), n = 80;
     int32_t tok[MAXT];
     more_tokens(tok, 0, n);
-    const int var[3] = { TH_CU_DN_STEP, TH_CU_DN_STEP_PREP, TH_CU_DN_CHUNK };
-    float *lg[3][2];
+    enum { NF = 4 };
+    const int var[NF] = { TH_CU_DN_STEP, TH_CU_DN_STEP_PREP, TH_CU_DN_CHUNK, TH_CU_DN_CHUNK1 };
+    float *lg[NF][2];
     bool ok = true;
-    for (int v = 0; v < 3; v++) {
+    for (int v = 0; v < NF; v++) {
         th_cu_dn_set_variant(var[v]);
         for (int k = 0; k < 2; k++) {   /* one batch (GEMM path), token by token (graphs) */
             lg[v][k] = malloc((size_t)n * nv * 4);
@@ -310,12 +311,12 @@ static void check_variants(const char *arch) {
     }
     th_cu_dn_set_variant(TH_CU_DN_AUTO);
     CHECK(ok, "decodes: %s", th_last_error());
-    for (int v = 1; ok && v < 3; v++) {
+    for (int v = 1; ok && v < NF; v++) {
         double wb = worst_rel(lg[v][0], lg[0][0], n, nv), wt = worst_rel(lg[v][1], lg[0][1], n, nv);
         printf("  %s: delta-rule form %d vs the recurrent one: batch %.3g, tokens %.3g\n", arch, var[v], wb, wt);
         CHECK(wb <= 1e-5 && wt <= 1e-5, "%s form %d: %.3g %.3g", arch, var[v], wb, wt);
     }
-    for (int v = 0; v < 3; v++) free(lg[v][0]), free(lg[v][1]);
+    for (int v = 0; v < NF; v++) free(lg[v][0]), free(lg[v][1]);
     th_model_free(m);
 #else
     (void)arch;
@@ -406,34 +407,37 @@ static double rel_d(const float *a, const double *b, int64_t n) {
 static bool dn_device(const dn_case *k, const dn_inputs *x, int var, float *out, float *S, float *snaps) {
     int dk = k->dk, nv = k->nv, n = k->n;
     int64_t kd = (int64_t)dk * k->nk, vd = (int64_t)dk * nv, cd = 2 * kd + vd, per = vd * dk;
-    float *du = NULL, *dba = NULL, *ddt = NULL, *dA = NULL, *dcur = NULL, *dsnap = NULL, *dscr = NULL, *dout = NULL;
-    int32_t *dm = NULL, *hm = malloc((size_t)7 * n * 4), *last = malloc((size_t)k->n_seq * 4);
+    float *du = NULL, *dba = NULL, *ddt = NULL, *dA = NULL, *dcur = NULL, *dsnap = NULL, *dscr = NULL, *dout = NULL, *dwy = NULL;
+    int32_t *dm = NULL, *hm = malloc((size_t)10 * n * 4), *last = malloc((size_t)k->n_seq * 4);
     bool ok = hm && last;
     ok = ok && !cudaMalloc((void **)&du, (size_t)(n * cd) * 4) && !cudaMalloc((void **)&dba, (size_t)(n * 2 * nv) * 4) &&
          !cudaMalloc((void **)&ddt, (size_t)nv * 4) && !cudaMalloc((void **)&dA, (size_t)nv * 4) &&
          !cudaMalloc((void **)&dcur, (size_t)(k->n_seq * per) * 4) &&
          !cudaMalloc((void **)&dsnap, (size_t)((k->n_snap ? k->n_snap : 1) * per) * 4) &&
          !cudaMalloc((void **)&dscr, (size_t)(n * (k->nk + 3 * nv)) * 4) && !cudaMalloc((void **)&dout, (size_t)(n * vd) * 4) &&
-         !cudaMalloc((void **)&dm, (size_t)7 * n * 4);
+         !cudaMalloc((void **)&dwy, (size_t)(n * TH_CU_DN_WY_FLOATS(vd, nv)) * 4) && !cudaMalloc((void **)&dm, (size_t)10 * n * 4);
     int max_run = 0;
+    th_cu_dn_order_out oo = { 0 };
     if (ok) {
         for (int q = 0; q < k->n_seq; q++) last[q] = -1;
         memcpy(hm, k->seq, (size_t)n * 4);
         memcpy(hm + n, k->snapv, (size_t)n * 4);
-        max_run = th_cu_dn_order(n, k->seq, last, hm + 2 * n, hm + 3 * n, hm + 4 * n, hm + 5 * n, hm + 6 * n);
+        oo = (th_cu_dn_order_out){ hm + 2 * n, hm + 3 * n, hm + 4 * n, hm + 5 * n, hm + 6 * n, hm + 7 * n, hm + 8 * n, hm + 9 * n, 0 };
+        max_run = th_cu_dn_order(n, k->seq, k->snapv, last, &oo);
         ok = !cudaMemcpy(du, x->u, (size_t)(n * cd) * 4, cudaMemcpyHostToDevice) &&
              !cudaMemcpy(dba, x->ba, (size_t)(n * 2 * nv) * 4, cudaMemcpyHostToDevice) &&
              !cudaMemcpy(ddt, x->dt, (size_t)nv * 4, cudaMemcpyHostToDevice) &&
              !cudaMemcpy(dA, x->A, (size_t)nv * 4, cudaMemcpyHostToDevice) &&
              !cudaMemcpy(dcur, x->s0, (size_t)(k->n_seq * per) * 4, cudaMemcpyHostToDevice) &&
-             !cudaMemcpy(dm, hm, (size_t)7 * n * 4, cudaMemcpyHostToDevice);
+             !cudaMemcpy(dm, hm, (size_t)10 * n * 4, cudaMemcpyHostToDevice);
     }
     if (ok) {
         th_cu_dn d = { .dk = dk, .nk = k->nk, .nv = nv, .C = 4, .ratio = nv / k->nk, .kd = kd, .vd = vd, .cd = cd,
                        .repeat = k->repeat, .eps = 1e-6f, .dt = ddt, .A = dA, .cur = dcur, .snap = dsnap, .per_seq = per,
-                       .scratch = dscr };
+                       .scratch = dscr, .wy = dwy };
         th_cu_dn_batch b = { .seq = dm, .snap = dm + n, .list = dm + 2 * n, .first = dm + 3 * n, .nxt = dm + 4 * n,
-                             .ord = dm + 5 * n, .off = dm + 6 * n, .n = n, .n_seq = k->n_seq, .max_run = max_run };
+                             .ord = dm + 5 * n, .off = dm + 6 * n, .ch_start = dm + 7 * n, .ch_len = dm + 8 * n,
+                             .ch_off = dm + 9 * n, .n_chunk = oo.n_chunk, .n = n, .n_seq = k->n_seq, .max_run = max_run };
         cudaStream_t st = NULL;
         ok = !cudaStreamCreate(&st);
         th_cu_dn_set_variant(var);
@@ -447,7 +451,7 @@ static bool dn_device(const dn_case *k, const dn_inputs *x, int var, float *out,
              (!k->n_snap || !cudaMemcpy(snaps, dsnap, (size_t)(k->n_snap * per) * 4, cudaMemcpyDeviceToHost));
     }
     cudaFree(du); cudaFree(dba); cudaFree(ddt); cudaFree(dA); cudaFree(dcur); cudaFree(dsnap); cudaFree(dscr);
-    cudaFree(dout); cudaFree(dm);
+    cudaFree(dout); cudaFree(dwy); cudaFree(dm);
     free(hm); free(last);
     return ok;
 }
@@ -465,9 +469,10 @@ static void check_dn_case(const char *name, const dn_case *k) {
     double *ro = malloc((size_t)(k->n * vd) * 8), *rs = malloc((size_t)(k->n_seq * per) * 8),
            *rn = malloc((size_t)((k->n_snap ? k->n_snap : 1) * per) * 8);
     dn_reference(k, &x, ro, rs, rn);
-    float *o[3], *S[3], *sn[3];
-    const int var[3] = { TH_CU_DN_STEP, TH_CU_DN_STEP_PREP, TH_CU_DN_CHUNK };
-    for (int v = 0; v < 3; v++) {
+    enum { NF = 4 };
+    float *o[NF], *S[NF], *sn[NF];
+    const int var[NF] = { TH_CU_DN_STEP, TH_CU_DN_STEP_PREP, TH_CU_DN_CHUNK, TH_CU_DN_CHUNK1 };
+    for (int v = 0; v < NF; v++) {
         o[v] = malloc((size_t)(k->n * vd) * 4);
         S[v] = malloc((size_t)(k->n_seq * per) * 4);
         sn[v] = malloc((size_t)((k->n_snap ? k->n_snap : 1) * per) * 4);
@@ -479,12 +484,14 @@ static void check_dn_case(const char *name, const dn_case *k) {
         printf("  %-26s form %d vs double: out %.2g state %.2g snapshots %.2g\n", name, var[v], eo, es, en);
         CHECK(eo <= 1e-5 && es <= 1e-5 && en <= 1e-5, "%s form %d: %.3g %.3g %.3g", name, var[v], eo, es, en);
     }
-    double co = 0, cs = 0;
-    for (int64_t i = 0; i < k->n * vd; i++) co = fmax(co, fabs(o[2][i] - o[0][i]) / (fabs(ro[i]) + 1e-3));
-    for (int64_t i = 0; i < k->n_seq * per; i++) cs = fmax(cs, fabs(S[2][i] - S[0][i]) / (fabs(rs[i]) + 1e-3));
-    printf("  %-26s chunked vs recurrent GPU: worst element out %.2g state %.2g (relative, +1e-3 floor)\n", name, co, cs);
-    CHECK(co <= 1e-3 && cs <= 1e-3, "%s: chunked vs recurrent %.3g %.3g", name, co, cs);
-    for (int v = 0; v < 3; v++) free(o[v]), free(S[v]), free(sn[v]);
+    for (int v = 2; v < NF; v++) {
+        double co = 0, cs = 0;
+        for (int64_t i = 0; i < k->n * vd; i++) co = fmax(co, fabs(o[v][i] - o[0][i]) / (fabs(ro[i]) + 1e-3));
+        for (int64_t i = 0; i < k->n_seq * per; i++) cs = fmax(cs, fabs(S[v][i] - S[0][i]) / (fabs(rs[i]) + 1e-3));
+        printf("  %-26s form %d vs recurrent GPU: worst element out %.2g state %.2g (relative, +1e-3 floor)\n", name, var[v], co, cs);
+        CHECK(co <= 1e-3 && cs <= 1e-3, "%s: form %d vs recurrent %.3g %.3g", name, var[v], co, cs);
+    }
+    for (int v = 0; v < NF; v++) free(o[v]), free(S[v]), free(sn[v]);
     free(ro); free(rs); free(rn);
     dn_free_in(&x);
 }

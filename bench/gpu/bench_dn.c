@@ -17,7 +17,8 @@
 #include <string.h>
 #include <time.h>
 
-static const int forms[3] = { TH_CU_DN_STEP, TH_CU_DN_STEP_PREP, TH_CU_DN_CHUNK };
+enum { NF = 4 };
+static const int forms[NF] = { TH_CU_DN_STEP, TH_CU_DN_STEP_PREP, TH_CU_DN_CHUNK, TH_CU_DN_CHUNK1 };
 static const int lens[7] = { 64, 128, 256, 512, 1024, 2048, 4096 };
 
 static int cmpf(const void *a, const void *b) { float x = *(const float *)a, y = *(const float *)b; return (x > y) - (x < y); }
@@ -36,10 +37,11 @@ static int kernel_lab(int nseq) {
     unsigned rng = 7;
     float *u = dev_rand((size_t)N * cd, -1, 1, &rng), *ba = dev_rand((size_t)N * 2 * nv, -2, 2, &rng);
     float *dt = dev_rand(nv, -0.5f, 0.5f, &rng), *A = dev_rand(nv, -1.5f, -0.3f, &rng);
-    float *cur = dev_rand((size_t)nseq * per, -0.1f, 0.1f, &rng), *scr = NULL, *out = NULL;
-    int32_t *dm = NULL, *hm = malloc((size_t)7 * N * 4), last[64];
+    float *cur = dev_rand((size_t)nseq * per, -0.1f, 0.1f, &rng), *scr = NULL, *out = NULL, *wy = NULL;
+    int32_t *dm = NULL, *hm = malloc((size_t)10 * N * 4), last[64];
     if (!u || !ba || !dt || !A || !cur || cudaMalloc((void **)&scr, (size_t)N * (nk + 3 * nv) * 4) ||
-        cudaMalloc((void **)&out, (size_t)N * vd * 4) || cudaMalloc((void **)&dm, (size_t)7 * N * 4)) {
+        cudaMalloc((void **)&out, (size_t)N * vd * 4) || cudaMalloc((void **)&dm, (size_t)10 * N * 4) ||
+        cudaMalloc((void **)&wy, (size_t)N * TH_CU_DN_WY_FLOATS(vd, nv) * 4)) {
         fprintf(stderr, "bench_dn: device memory\n");
         return 1;
     }
@@ -49,19 +51,22 @@ static int kernel_lab(int nseq) {
     cudaEventCreate(&e0);
     cudaEventCreate(&e1);
     th_cu_dn d = { .dk = dk, .nk = nk, .nv = nv, .C = 4, .ratio = 1, .kd = kd, .vd = vd, .cd = cd, .repeat = true,
-                   .eps = 1e-6f, .dt = dt, .A = A, .cur = cur, .per_seq = per, .scratch = scr };
+                   .eps = 1e-6f, .dt = dt, .A = A, .cur = cur, .per_seq = per, .scratch = scr, .wy = wy };
     printf("delta rule alone, Dk %d, %d k / %d v heads, %d sequence(s): µs a call (median of 15)\n", dk, nk, nv, nseq);
-    printf("| tokens | step | step+prep | chunk | chunk speed-up over the best recurrent |\n|---|---|---|---|---|\n");
+    printf("| tokens | step | step+prep | chunk (WY, 2 kernels) | chunk1 (1 kernel) | best chunked vs best recurrent |\n"
+           "|---|---|---|---|---|---|\n");
     for (int li = 0; li < 7; li++) {
         int n = lens[li];
         for (int q = 0; q < nseq; q++) last[q] = -1;
         for (int t = 0; t < n; t++) hm[t] = t % nseq, hm[n + t] = -1;
-        int max_run = th_cu_dn_order(n, hm, last, hm + 2 * n, hm + 3 * n, hm + 4 * n, hm + 5 * n, hm + 6 * n);
-        cudaMemcpy(dm, hm, (size_t)7 * n * 4, cudaMemcpyHostToDevice);
+        th_cu_dn_order_out o = { hm + 2 * n, hm + 3 * n, hm + 4 * n, hm + 5 * n, hm + 6 * n, hm + 7 * n, hm + 8 * n, hm + 9 * n, 0 };
+        int max_run = th_cu_dn_order(n, hm, hm + n, last, &o);
+        cudaMemcpy(dm, hm, (size_t)10 * n * 4, cudaMemcpyHostToDevice);
         th_cu_dn_batch b = { .seq = dm, .snap = dm + n, .list = dm + 2 * n, .first = dm + 3 * n, .nxt = dm + 4 * n,
-                             .ord = dm + 5 * n, .off = dm + 6 * n, .n = n, .n_seq = nseq, .max_run = max_run };
-        float med[3];
-        for (int f = 0; f < 3; f++) {
+                             .ord = dm + 5 * n, .off = dm + 6 * n, .ch_start = dm + 7 * n, .ch_len = dm + 8 * n,
+                             .ch_off = dm + 9 * n, .n_chunk = o.n_chunk, .n = n, .n_seq = nseq, .max_run = max_run };
+        float med[NF];
+        for (int f = 0; f < NF; f++) {
             float ms[15];
             th_cu_dn_set_variant(forms[f]);
             for (int r = 0; r < 18; r++) {
@@ -76,8 +81,8 @@ static int kernel_lab(int nseq) {
         }
         cudaError_t e = cudaGetLastError();
         if (e) { fprintf(stderr, "bench_dn: %s\n", cudaGetErrorString(e)); return 1; }
-        float best = med[0] < med[1] ? med[0] : med[1];
-        printf("| %d | %.1f | %.1f | %.1f | %.2fx |\n", n, med[0], med[1], med[2], best / med[2]);
+        float best = med[0] < med[1] ? med[0] : med[1], bc = med[2] < med[3] ? med[2] : med[3];
+        printf("| %d | %.1f | %.1f | %.1f | %.1f | %.2fx |\n", n, med[0], med[1], med[2], med[3], best / bc);
     }
     th_cu_dn_set_variant(TH_CU_DN_AUTO);
     return 0;
@@ -97,12 +102,12 @@ static int model_lab(const char *path) {
     static int8_t want[512];
     for (int i = 0; i < 4096; i++) tok[i] = 3 + (int32_t)(((uint32_t)i * 2654435761u >> 7) % (uint32_t)(nvocab - 3));
     printf("prefill through th_decode (batches of 512, logits of the last token only): tok/s (median of 5)\n");
-    printf("| tokens | step | step+prep | chunk | auto |\n|---|---|---|---|---|\n");
+    printf("| tokens | step | step+prep | chunk | chunk1 | auto |\n|---|---|---|---|---|---|\n");
     for (int li = 0; li < 7; li++) {
         int n = lens[li];
-        double tps[4];
-        for (int f = 0; f < 4; f++) {
-            th_cu_dn_set_variant(f < 3 ? forms[f] : TH_CU_DN_AUTO);
+        double tps[NF + 1];
+        for (int f = 0; f <= NF; f++) {
+            th_cu_dn_set_variant(f < NF ? forms[f] : TH_CU_DN_AUTO);
             th_context_params cp = th_context_default_params();
             cp.n_ctx = 4096 + 64;
             cp.n_batch = 512;
@@ -129,7 +134,7 @@ static int model_lab(const char *path) {
             tps[f] = n / t[2];
             th_context_free(c);
         }
-        printf("| %d | %.0f | %.0f | %.0f | %.0f |\n", n, tps[0], tps[1], tps[2], tps[3]);
+        printf("| %d | %.0f | %.0f | %.0f | %.0f | %.0f |\n", n, tps[0], tps[1], tps[2], tps[3], tps[4]);
     }
     th_cu_dn_set_variant(TH_CU_DN_AUTO);
     th_model_free(m);

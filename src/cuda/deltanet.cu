@@ -368,7 +368,9 @@ extern "C" void th_cu_dn_rule(const th_cu_dn *d, float *u, const float *ba, int6
     }
     float *kq = d->scratch, *bd = d->scratch + (int64_t)n * d->nk;
     launch_k(dn_prep, dim3((unsigned)n, (unsigned)d->nk), dim3(32), st, *d, u, ba, bas, kq, bd);
-    if (variant == TH_CU_DN_CHUNK && th_cu_dn_chunk(d, u, bd, b, out, os, st)) return;
+    if ((variant == TH_CU_DN_CHUNK || variant == TH_CU_DN_CHUNK1) &&
+        th_cu_dn_chunk(d, u, bd, b, out, os, variant == TH_CU_DN_CHUNK, st))
+        return;
     step_dk<true>(d, u, ba, bas, kq, bd, b, out, os, st);
 }
 

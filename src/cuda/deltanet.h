@@ -33,6 +33,7 @@ typedef struct th_cu_dn {
     float *cur, *snap;                  /* device state: [seq][per_seq], snapshots [seq·n_snap + slot][per_seq] */
     int64_t per_seq, layer_off, conv_n; /* floats: per sequence, this layer's offset in it, its conv window */
     float *scratch;                     /* n_batch × (Nk + 3·Nv) floats for the pre-pass */
+    float *wy;                          /* n_batch × TH_CU_DN_WY_FLOATS(Vd, Nv) floats for the chunked form, or NULL */
 } th_cu_dn;
 
 /* in rows (stride is): the projections, [q k v | z] (or qwen3next's grouped
@@ -51,17 +52,25 @@ typedef struct th_cu_dn_batch {
     const int32_t *nxt;                 /* per token the next token of its sequence, or -1 */
     const int32_t *ord;                 /* the tokens grouped by listed sequence, batch order within one */
     const int32_t *off;                 /* where each list entry's tokens start in ord (n past the last) */
+    const int32_t *ch_start, *ch_len;   /* the chunked form's chunks: first position in ord, tokens (<= 64) */
+    const int32_t *ch_off;              /* each list entry's first chunk (n_chunk past the last) */
+    int n_chunk;                        /* chunks (n when unknown) */
     int n;                              /* tokens */
     int n_seq;                          /* the most distinct sequences a batch can have (the chunked grid) */
     int max_run;                        /* the most tokens of one sequence, 0 when unknown (a CUDA graph
                                          * replays the step for any sequence mix: the recurrent form) */
 } th_cu_dn_batch;
 
-/* list, first, nxt, ord and off of the n tokens with sequences seq (< n_seq) into
- * host arrays of n; last: n_seq ints, all -1 (left so). Returns the most tokens of
- * one sequence. */
-int th_cu_dn_order(int n, const int32_t *seq, int32_t *last, int32_t *list, int32_t *first, int32_t *nxt, int32_t *ord,
-                   int32_t *off);
+/* Host arrays of n each for a batch of n tokens with sequences seq (< n_seq) and
+ * snapshot slots snap: list, first, nxt, ord, off, and the chunks (a sequence's
+ * tokens in runs of up to TH_CU_DN_CHUNK_LEN, a run ending after each snapshotted
+ * token) ch_start, ch_len, ch_off, their count in *n_chunk; last: n_seq ints, all
+ * -1 (left so). Returns the most tokens of one sequence. */
+typedef struct th_cu_dn_order_out {
+    int32_t *list, *first, *nxt, *ord, *off, *ch_start, *ch_len, *ch_off;
+    int n_chunk;
+} th_cu_dn_order_out;
+int th_cu_dn_order(int n, const int32_t *seq, const int32_t *snap, int32_t *last, th_cu_dn_order_out *o);
 
 /* The delta rule over the batch: per v head, per sequence of b->list, that
  * sequence's tokens in batch order: L2 norms of q and k, beta = sigmoid(b),
@@ -78,8 +87,10 @@ void th_cu_dn_rule(const th_cu_dn *d, float *u, const float *ba, int64_t bas, co
  * warp's 4-lane groups owning a state column each, the next token's inputs loaded
  * while this one is computed; TH_CU_DN_STEP_PREP the same after a parallel
  * pre-pass over the batch (q/k norms in u, k·q, beta, decay); TH_CU_DN_CHUNK the
- * chunked form after that pre-pass (Dk <= 128; wider heads take the recurrent one). */
-enum { TH_CU_DN_AUTO = -1, TH_CU_DN_STEP = 0, TH_CU_DN_STEP_PREP = 1, TH_CU_DN_CHUNK = 2 };
+ * chunked form after that pre-pass, W and U of every chunk at once, then the
+ * sequential state pass; TH_CU_DN_CHUNK1 the chunked form in one kernel
+ * (dn_chunk.cu; Dk <= 128, wider heads take the recurrent form). */
+enum { TH_CU_DN_AUTO = -1, TH_CU_DN_STEP = 0, TH_CU_DN_STEP_PREP = 1, TH_CU_DN_CHUNK = 2, TH_CU_DN_CHUNK1 = 3 };
 void th_cu_dn_set_variant(int v);
 
 /* Batches with fewer than this many tokens in every sequence run the recurrent form
@@ -87,10 +98,13 @@ void th_cu_dn_set_variant(int v);
 #define TH_CU_DN_CHUNK_MIN 64
 /* The chunked form (dn_chunk.cu): the most tokens of a chunk. */
 #define TH_CU_DN_CHUNK_LEN 64
-/* Internal: the chunked delta rule on the pre-pass's outputs (kq unused, bd rows of
- * [beta | decay | log decay], 3·Nv). False if it does not take this Dk. */
+/* The chunked form's scratch a token: W and U rows (Vd each), a row of P and γ, r per head. */
+#define TH_CU_DN_WY_FLOATS(vd, nv) (2 * (int64_t)(vd) + (int64_t)(nv) * (TH_CU_DN_CHUNK_LEN + 2))
+/* Internal: the chunked delta rule on the pre-pass's outputs (bd rows of [beta |
+ * decay | log decay], 3·Nv); wy: the two-kernel form (needs d->wy). False if it does
+ * not take this Dk (or has no scratch). */
 bool th_cu_dn_chunk(const th_cu_dn *d, const float *u, const float *bd, const th_cu_dn_batch *b, float *out,
-                    int64_t os, cudaStream_t st);
+                    int64_t os, bool wy, cudaStream_t st);
 
 /* out[t][h] = rmsnorm(out[t][h])·norm ⊙ silu(z[t][h]), z from the projection rows in. */
 void th_cu_dn_output(const th_cu_dn *d, float *out, int64_t os, const float *in, int64_t is, int n, cudaStream_t st);
