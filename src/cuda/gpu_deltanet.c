@@ -10,7 +10,9 @@
  * A recurrent layer: projections through th_cu_mm (qwen35: [ssm_qkv | ssm_gate]
  * and [ssm_beta | ssm_alpha], each pair one joint matrix when the types match;
  * qwen3next: ssm_in and ssm_ba as stored), then deltanet.cu's conv, delta rule
- * and gated output norm into ATT (the block then adds ATT·ssm_out to X). */
+ * and gated output norm into ATT (the block then adds ATT·ssm_out to X). The delta
+ * rule's form (deltanet.h): recurrent for decode and short runs, chunked (dn_chunk.cu)
+ * once a sequence has TH_CU_DN_CHUNK_MIN tokens in a batch that is not a graph. */
 #include "cuda/gpu_internal.h"
 #include "cuda/deltanet.h"
 #include <stdlib.h>
