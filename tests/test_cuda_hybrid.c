@@ -4,8 +4,8 @@
  * are). Without a GPU (or CUDA) every test prints "skipped". With one:
  *   - each fixture's 64-token prompt against ik_llama.cpp's golden (the CPU test's
  *     1e-3, test_hybrid.c) and against the CPU backend's logits, in three modes:
- *     one batch on the GEMM path, one batch on the GEMV path (a CUDA graph), and
- *     token by token (graphs replayed);
+ *     one batch on the GEMM path, one batch on the GEMV path (a CUDA graph),
+ *     token by token (graphs replayed), and the GEMM path with the chunked delta rule;
  *   - the prompt then 64 single-token steps equal to 128 tokens in one batch;
  *   - a ragged batch of three interleaved sequences (then one more token each)
  *     equal to each sequence alone;
@@ -122,13 +122,19 @@ static void check_golden(const char *arch) {
     bool ok = cpu && gpu && cc && feed(cc, 0, g.tok, n, n, cpu, nv);
     th_context_free(cc);
     CHECK(ok, "CPU run");
-    const char *modes[3] = { "gemm", "gemv", "tokens" };
-    const int gemm_min[3] = { 1, 65, 33 }, chunk[3] = { 64, 64, 1 };
-    for (int k = 0; ok && k < 3; k++) {
+    const char *modes[4] = { "gemm", "gemv", "tokens", "chunked" };   /* chunked: gemm, the chunked delta rule pinned */
+    const int gemm_min[4] = { 1, 65, 33, 1 }, chunk[4] = { 64, 64, 1, 64 };
+    for (int k = 0; ok && k < 4; k++) {
         tune(gemm_min[k]);
+#ifdef TH_CUDA
+        th_cu_dn_set_variant(k == 3 ? TH_CU_DN_CHUNK : TH_CU_DN_AUTO);
+#endif
         th_context *c = new_ctx(m, true, 64, 1, 0);
         bool r = c && feed(c, 0, g.tok, n, chunk[k], gpu, nv);
         th_context_free(c);
+#ifdef TH_CUDA
+        th_cu_dn_set_variant(TH_CU_DN_AUTO);
+#endif
         CHECK(r, "%s %s: %s", arch, modes[k], th_last_error());
         if (!r) continue;
         double wg, wc, top1;

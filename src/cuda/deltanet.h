@@ -93,9 +93,11 @@ void th_cu_dn_rule(const th_cu_dn *d, float *u, const float *ba, int64_t bas, co
 enum { TH_CU_DN_AUTO = -1, TH_CU_DN_STEP = 0, TH_CU_DN_STEP_PREP = 1, TH_CU_DN_CHUNK = 2, TH_CU_DN_CHUNK1 = 3 };
 void th_cu_dn_set_variant(int v);
 
-/* Batches with fewer than this many tokens in every sequence run the recurrent form
- * (chosen by bench/gpu/bench_dn.c's timings, docs in gpu_deltanet.c). */
-#define TH_CU_DN_CHUNK_MIN 64
+/* TH_CU_DN_AUTO takes the chunked form once a sequence has this many tokens in the
+ * batch; 0: never. 0 until an H200 run has checked the chunked form and
+ * bench/gpu/bench_dn.c's timings pick the value (the chunk is 64 tokens, the
+ * intended threshold 64). */
+#define TH_CU_DN_CHUNK_MIN 0
 /* The chunked form (dn_chunk.cu): the most tokens of a chunk. */
 #define TH_CU_DN_CHUNK_LEN 64
 /* The chunked form's scratch a token: W and U rows (Vd each), a row of P and γ, r per head. */

@@ -12,7 +12,8 @@
  * qwen3next: ssm_in and ssm_ba as stored), then deltanet.cu's conv, delta rule
  * and gated output norm into ATT (the block then adds ATT·ssm_out to X). The delta
  * rule's form (deltanet.h): recurrent for decode and short runs, chunked (dn_chunk.cu)
- * once a sequence has TH_CU_DN_CHUNK_MIN tokens in a batch that is not a graph. */
+ * once a sequence has TH_CU_DN_CHUNK_MIN tokens in a batch that is not a graph
+ * (TH_CU_DN_CHUNK_MIN 0: not yet, see deltanet.h). */
 #include "cuda/gpu_internal.h"
 #include "cuda/deltanet.h"
 #include <stdlib.h>
@@ -84,7 +85,7 @@ th_status th_cu_hyb_init(th_gpu *g) {
         (s = th_cu_alloc(&g->mem, (void **)&y->u, B * (2 * kd + vd) * 4, "DeltaNet scratch")) ||
         (s = th_cu_alloc(&g->mem, (void **)&y->prep, B * (hp->ssm_n_group + 3 * nv) * 4, "DeltaNet scratch")))
         return s;
-    if (dk <= 128 && B >= TH_CU_DN_CHUNK_MIN &&   /* the chunked form takes these */
+    if (dk <= 128 &&   /* the chunked form takes these */
         (s = th_cu_alloc(&g->mem, (void **)&y->wy, B * (size_t)TH_CU_DN_WY_FLOATS(vd, nv) * 4, "DeltaNet chunk scratch")))
         return s;
     cudaError_t e = cudaMemsetAsync(y->cur, 0, cur * 4, g->st);
