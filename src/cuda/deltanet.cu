@@ -320,8 +320,8 @@ __global__ void shexp_gate(float *out, const float *h, const float *y, const flo
 }  // namespace
 
 // TH_CU_DN_AUTO: TH_CU_DN_STEP for batches under 16 tokens (decode: the pre-pass's
-// extra launch costs more than it saves), TH_CU_DN_STEP_PREP from 16, TH_CU_DN_CHUNK
-// once a sequence has TH_CU_DN_CHUNK_MIN tokens in the batch (deltanet.h: 0 = off). H200, the 8-layer
+// extra launch costs more than it saves), TH_CU_DN_STEP_PREP from 16, TH_CU_DN_CHUNK1
+// once a sequence has TH_CU_DN_CHUNK_MIN tokens in the batch (deltanet.h). H200, the 8-layer
 // qwen35 bench model (F16), before the chunked form: pp512 71.8k / 87.5k tok/s and
 // tg128 2614 / 2503 tok/s for STEP / STEP_PREP (two losing variants, one lane a
 // column and no prefetch, were 10.5k / 1577 and 53.7k / 2506, and are gone).
@@ -361,7 +361,7 @@ extern "C" void th_cu_dn_rule(const th_cu_dn *d, float *u, const float *ba, int6
     if (n <= 0) return;
     int variant = dn_variant;
     if (variant < 0)
-        variant = TH_CU_DN_CHUNK_MIN > 0 && b->max_run >= TH_CU_DN_CHUNK_MIN ? TH_CU_DN_CHUNK
+        variant = TH_CU_DN_CHUNK_MIN > 0 && b->max_run >= TH_CU_DN_CHUNK_MIN ? TH_CU_DN_CHUNK1
                   : n < 16                                                 ? TH_CU_DN_STEP
                                                                            : TH_CU_DN_STEP_PREP;
     if (variant == TH_CU_DN_STEP) {

@@ -93,11 +93,12 @@ void th_cu_dn_rule(const th_cu_dn *d, float *u, const float *ba, int64_t bas, co
 enum { TH_CU_DN_AUTO = -1, TH_CU_DN_STEP = 0, TH_CU_DN_STEP_PREP = 1, TH_CU_DN_CHUNK = 2, TH_CU_DN_CHUNK1 = 3 };
 void th_cu_dn_set_variant(int v);
 
-/* TH_CU_DN_AUTO takes the chunked form once a sequence has this many tokens in the
- * batch; 0: never. 0 until an H200 run has checked the chunked form and
- * bench/gpu/bench_dn.c's timings pick the value (the chunk is 64 tokens, the
- * intended threshold 64). */
-#define TH_CU_DN_CHUNK_MIN 0
+/* TH_CU_DN_AUTO takes the chunked form (in one kernel, TH_CU_DN_CHUNK1) once a
+ * sequence has this many tokens in the batch. H200, bench_dn kernel (Dk 128, 16
+ * heads, µs a call, recurrent after the pre-pass vs chunk1): one sequence of 64
+ * tokens 72.9 vs 57.2, of 512 484 vs 367; 4 sequences of 16 each 50.8 vs 63.6
+ * (the recurrent form wins), of 32 each 85.6 vs 75.3 (the chunked one wins). */
+#define TH_CU_DN_CHUNK_MIN 32
 /* The chunked form (dn_chunk.cu): the most tokens of a chunk. */
 #define TH_CU_DN_CHUNK_LEN 64
 /* The chunked form's scratch a token: W and U rows (Vd each), a row of P and γ, r per head. */

@@ -13,7 +13,7 @@
  * and gated output norm into ATT (the block then adds ATT·ssm_out to X). The delta
  * rule's form (deltanet.h): recurrent for decode and short runs, chunked (dn_chunk.cu)
  * once a sequence has TH_CU_DN_CHUNK_MIN tokens in a batch that is not a graph
- * (TH_CU_DN_CHUNK_MIN 0: not yet, see deltanet.h). */
+ * (deltanet.h). */
 #include "cuda/gpu_internal.h"
 #include "cuda/deltanet.h"
 #include <stdlib.h>
