@@ -99,6 +99,9 @@ $(BUILD)/bench/%: bench/%.c $(BUILD)/libtheseus.a
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libtheseus.a $(LDLIBS)
 
+# the hybrid tests' shared speculative-decoding check
+$(BUILD)/tests/test_hybrid $(BUILD)/tests/test_cuda_hybrid: tests/hyb_spec.h
+
 # test_harden also compiles the server's pure parts (request-head checks, key digest)
 $(BUILD)/tests/test_harden: tools/serve/serve_frame.c tools/serve/serve_frame.h tools/serve/serve_auth.c tools/serve/serve.h
 

@@ -1,6 +1,6 @@
 /* gen_model.c — writes random-weight, Llama-shaped GGUF models for speed work.
  *
- *   gen_model --shape 135M|1.1B|8B|qwen35|custom [--dim N --layers N --heads N --kv-heads N
+ *   gen_model --shape 135M|1.1B|8B|qwen35|qwen3next|custom [--dim N --layers N --heads N --kv-heads N
  *             --ffn N --vocab N] [--ctx N] [--tied|--untied] [--seed S]
  *             [--random-blocks] --type TYPE -o FILE
  *
@@ -9,6 +9,12 @@
  * dims, FFN 3584, Gated DeltaNet 16 k / 16 v heads of 128, conv 4; every 4th layer
  * full attention), 8 layers, a 4096-token vocabulary, tied output. The DeltaNet's
  * conv taps, dt, A (-0.5, so decays stay in (0, 1)) and norms are F32.
+ * qwen3next is the other hybrid family at the same scale: a Qwen3-Next-class
+ * layer narrowed to E 1024 (attention 8 / 2 heads of 256, rope on 64 dims; Gated
+ * DeltaNet 16 k / 32 v heads of 128 with the fused, per-k-head grouped ssm_in and
+ * ssm_ba; every 4th layer full attention), every layer's FFN routed experts (32 of
+ * 512, 8 used; F32 router) plus a shared expert of 512 behind an F32 sigmoid gate;
+ * 8 layers, the same vocabulary, tied output.
  *
  * TYPE is a single weight type (F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K
  * Q4_K Q5_K Q6_K IQ4_NL IQ4_XS, theseus's q2..q8 ...) used for every 2-D weight, or a mix:
@@ -55,13 +61,14 @@ typedef struct shape {
     int tied;   /* 1 tied output, 0 separate output.weight */
     /* hybrid (qwen35) only: head width, rope dims, DeltaNet head width, k and v heads, conv taps, attention interval */
     long hd, rot, dk, nk, nv, conv, every;
-    int hybrid;
+    int hybrid;   /* 1 qwen35, 2 qwen3next */
+    long experts, used, ffn_exp, ffn_shexp;   /* qwen3next only */
 } shape;
 
 typedef struct tensor {
     char name[64];
     uint32_t type, n_dims;
-    uint64_t ne[2], nbytes, offset;
+    uint64_t ne[3], nbytes, offset;   /* ne[2]: experts (1 for a plain matrix) */
     float sd;        /* standard deviation; 0 = all cval (norms: ones) */
     float cval;
 } tensor;
@@ -153,21 +160,28 @@ static uint32_t fallback_type(uint32_t type) {
     }
 }
 
+static bool add_tensor3(gen *g, uint32_t type, uint64_t ne0, uint64_t ne1, uint64_t ne2, const char *fmt, int layer);
 static bool add_tensor(gen *g, uint32_t type, uint64_t ne0, uint64_t ne1, const char *fmt, int layer) {
+    return add_tensor3(g, type, ne0, ne1, 1, fmt, layer);
+}
+
+/* One tensor of ne2 stacked ne0 × ne1 matrices (ne2 > 1: an expert stack). */
+static bool add_tensor3(gen *g, uint32_t type, uint64_t ne0, uint64_t ne1, uint64_t ne2, const char *fmt, int layer) {
     if (g->n_t == MAX_TENSORS) { fprintf(stderr, "gen_model: too many tensors\n"); return false; }
     tensor *t = &g->t[g->n_t];
     snprintf(t->name, sizeof t->name, fmt, layer);
     uint64_t rb;
     if (ne1 > 1 && !th_row_bytes(type, ne0, &rb)) type = fallback_type(type);
-    if (!th_row_bytes(type, ne0, &rb) || !th_mul_u64(rb, ne1, &t->nbytes)) {
+    if (!th_row_bytes(type, ne0, &rb) || !th_mul_u64(rb, ne1, &t->nbytes) || !th_mul_u64(t->nbytes, ne2, &t->nbytes)) {
         fprintf(stderr, "gen_model: tensor %s: row length %llu does not fit type %s\n", t->name,
                 (unsigned long long)ne0, th_type_name(type));
         return false;
     }
     t->type = type;
-    t->n_dims = ne1 > 1 ? 2 : 1;
+    t->n_dims = ne2 > 1 ? 3 : ne1 > 1 ? 2 : 1;
     t->ne[0] = ne0;
     t->ne[1] = ne1;
+    t->ne[2] = ne2;
     t->sd = ne1 > 1 ? (float)(1.0 / sqrt((double)ne0)) : 0.0f;
     t->cval = 1.0f;
     t->offset = g->data_size;
@@ -176,7 +190,8 @@ static bool add_tensor(gen *g, uint32_t type, uint64_t ne0, uint64_t ne1, const 
     return true;
 }
 
-/* qwen35: DeltaNet layers, every `every`-th layer gated full attention (qwen35.c's names). */
+/* qwen35 / qwen3next: DeltaNet layers, every `every`-th layer gated full attention
+ * (qwen35.c's names); qwen3next's fused ssm_in / ssm_ba and expert FFNs. */
 static bool plan_hybrid(gen *g) {
     const shape *s = &g->sh;
     uint64_t E = (uint64_t)s->dim, D = (uint64_t)s->hd, F = (uint64_t)s->ffn, V = (uint64_t)s->vocab;
@@ -187,11 +202,15 @@ static bool plan_hybrid(gen *g) {
         ok = add_tensor(g, TH_F32, E, 1, "blk.%d.attn_norm.weight", l) &&
              add_tensor(g, TH_F32, E, 1, "blk.%d.post_attention_norm.weight", l);
         if (ok && (l + 1) % s->every != 0) {
-            ok = add_tensor(g, g->base, E, cd, "blk.%d.attn_qkv.weight", l) &&
-                 add_tensor(g, g->base, E, vd, "blk.%d.attn_gate.weight", l) &&
-                 add_tensor(g, g->base, E, nv, "blk.%d.ssm_beta.weight", l) &&
-                 add_tensor(g, g->base, E, nv, "blk.%d.ssm_alpha.weight", l) &&
-                 add_tensor(g, TH_F32, C, cd, "blk.%d.ssm_conv1d.weight", l) &&
+            if (s->hybrid == 2)
+                ok = add_tensor(g, g->base, E, cd + vd, "blk.%d.ssm_in.weight", l) &&   /* per k head [q k v z] */
+                     add_tensor(g, g->base, E, 2 * nv, "blk.%d.ssm_ba.weight", l);
+            else
+                ok = add_tensor(g, g->base, E, cd, "blk.%d.attn_qkv.weight", l) &&
+                     add_tensor(g, g->base, E, vd, "blk.%d.attn_gate.weight", l) &&
+                     add_tensor(g, g->base, E, nv, "blk.%d.ssm_beta.weight", l) &&
+                     add_tensor(g, g->base, E, nv, "blk.%d.ssm_alpha.weight", l);
+            ok = ok && add_tensor(g, TH_F32, C, cd, "blk.%d.ssm_conv1d.weight", l) &&
                  add_tensor(g, TH_F32, nv, 1, "blk.%d.ssm_dt.bias", l) &&
                  add_tensor(g, TH_F32, nv, 1, "blk.%d.ssm_a", l) &&
                  add_tensor(g, TH_F32, (uint64_t)s->dk, 1, "blk.%d.ssm_norm.weight", l) &&
@@ -204,6 +223,19 @@ static bool plan_hybrid(gen *g) {
                  add_tensor(g, g->base, q, E, "blk.%d.attn_output.weight", l) &&
                  add_tensor(g, TH_F32, D, 1, "blk.%d.attn_q_norm.weight", l) &&
                  add_tensor(g, TH_F32, D, 1, "blk.%d.attn_k_norm.weight", l);
+        }
+        if (s->hybrid == 2) {
+            uint64_t X = (uint64_t)s->experts, Fx = (uint64_t)s->ffn_exp, Fs = (uint64_t)s->ffn_shexp;
+            ok = ok && add_tensor(g, TH_F32, E, X, "blk.%d.ffn_gate_inp.weight", l) &&
+                 add_tensor3(g, g->base, E, Fx, X, "blk.%d.ffn_gate_exps.weight", l) &&
+                 add_tensor3(g, g->base, E, Fx, X, "blk.%d.ffn_up_exps.weight", l) &&
+                 add_tensor3(g, g->base, Fx, E, X, "blk.%d.ffn_down_exps.weight", l) &&
+                 add_tensor(g, TH_F32, E, 1, "blk.%d.ffn_gate_inp_shexp.weight", l) &&
+                 add_tensor(g, g->base, E, Fs, "blk.%d.ffn_gate_shexp.weight", l) &&
+                 add_tensor(g, g->base, E, Fs, "blk.%d.ffn_up_shexp.weight", l) &&
+                 add_tensor(g, g->base, Fs, E, "blk.%d.ffn_down_shexp.weight", l);
+            if (ok) g->t[g->n_t - 4].cval = 0.01f;   /* the shared expert's gate: sigmoid(0.01 Σ h) */
+            continue;
         }
         ok = ok && add_tensor(g, g->base, E, F, "blk.%d.ffn_gate.weight", l) &&
              add_tensor(g, g->base, E, F, "blk.%d.ffn_up.weight", l) && add_tensor(g, g->base, F, E, "blk.%d.ffn_down.weight", l);
@@ -258,7 +290,7 @@ static void pad_to(out *o, uint64_t align) {
     w_bytes(o, zeros, (size_t)((align - o->pos % align) % align));
 }
 
-enum { N_KV = 22, N_KV_HYBRID = 29 };   /* keep in step with write_header + write_vocab */
+enum { N_KV = 22, N_KV_HYBRID = 29, N_KV_NEXT = 33 };   /* keep in step with write_header + write_vocab */
 
 static void token_text(long i, char *buf, size_t cap) {
     if (i == 0) snprintf(buf, cap, "<unk>");
@@ -284,18 +316,25 @@ static void write_vocab(out *o, long n) {
     kv_bool(o, "tokenizer.ggml.add_eos_token", false);
 }
 
-/* "qwen35.<key>" = v */
+/* "<hybrid arch>.<key>" = v */
+static const char *hyb_arch = "qwen35";
 static void kv_u32h(out *o, const char *key, uint32_t v) {
     char k[96];
-    snprintf(k, sizeof k, "qwen35.%s", key);
+    snprintf(k, sizeof k, "%s.%s", hyb_arch, key);
     kv_u32(o, k, v);
+}
+static void kv_f32h(out *o, const char *key, float v) {
+    char k[96];
+    snprintf(k, sizeof k, "%s.%s", hyb_arch, key);
+    kv_f32(o, k, v);
 }
 
 static void write_header_hybrid(out *o, const gen *g) {
     const shape *s = &g->sh;
     char name[96];
-    snprintf(name, sizeof name, "theseus synthetic qwen35 %s", g->type_name);
-    kv_str(o, "general.architecture", "qwen35");                       /* 1 */
+    hyb_arch = s->hybrid == 2 ? "qwen3next" : "qwen35";
+    snprintf(name, sizeof name, "theseus synthetic %s %s", hyb_arch, g->type_name);
+    kv_str(o, "general.architecture", hyb_arch);                       /* 1 */
     kv_str(o, "general.name", name);
     kv_u32(o, "general.alignment", ALIGN);
     kv_u32h(o, "context_length", (uint32_t)s->ctx);
@@ -307,15 +346,21 @@ static void write_header_hybrid(out *o, const gen *g) {
     kv_u32h(o, "attention.key_length", (uint32_t)s->hd);               /* 10 */
     kv_u32h(o, "attention.value_length", (uint32_t)s->hd);
     kv_u32h(o, "rope.dimension_count", (uint32_t)s->rot);
-    kv_f32(o, "qwen35.rope.freq_base", 10000000.0f);
-    kv_f32(o, "qwen35.attention.layer_norm_rms_epsilon", 1e-6f);
+    kv_f32h(o, "rope.freq_base", 10000000.0f);
+    kv_f32h(o, "attention.layer_norm_rms_epsilon", 1e-6f);
     kv_u32h(o, "ssm.conv_kernel", (uint32_t)s->conv);                  /* 15 */
     kv_u32h(o, "ssm.state_size", (uint32_t)s->dk);
     kv_u32h(o, "ssm.group_count", (uint32_t)s->nk);
     kv_u32h(o, "ssm.time_step_rank", (uint32_t)s->nv);
     kv_u32h(o, "ssm.inner_size", (uint32_t)(s->dk * s->nv));
     kv_u32h(o, "full_attention_interval", (uint32_t)s->every);         /* 20 */
-    write_vocab(o, s->vocab);                                          /* 29 */
+    if (s->hybrid == 2) {
+        kv_u32h(o, "expert_count", (uint32_t)s->experts);
+        kv_u32h(o, "expert_used_count", (uint32_t)s->used);
+        kv_u32h(o, "expert_feed_forward_length", (uint32_t)s->ffn_exp);
+        kv_u32h(o, "expert_shared_feed_forward_length", (uint32_t)s->ffn_shexp);   /* 24 */
+    }
+    write_vocab(o, s->vocab);                                          /* 29 (33) */
 }
 
 static void write_header_llama(out *o, const gen *g) {
@@ -342,7 +387,7 @@ static void write_header(out *o, const gen *g) {
     w_u32(o, 0x46554747u);
     w_u32(o, 3);
     w_u64(o, (uint64_t)g->n_t);
-    w_u64(o, g->sh.hybrid ? N_KV_HYBRID : N_KV);
+    w_u64(o, g->sh.hybrid == 2 ? N_KV_NEXT : g->sh.hybrid ? N_KV_HYBRID : N_KV);
     if (g->sh.hybrid) write_header_hybrid(o, g);
     else write_header_llama(o, g);
     for (int i = 0; i < g->n_t; i++) {
@@ -369,8 +414,9 @@ static bool write_tensor(out *o, const gen *g, const tensor *t, float *fbuf, uin
         fprintf(stderr, "gen_model: tensor %s: no way to generate type %s\n", t->name, ti->name);
         return false;
     }
-    for (uint64_t r0 = 0; r0 < t->ne[1] && o->ok; r0 += rows_per) {
-        uint64_t nr = TH_MIN(rows_per, t->ne[1] - r0), n = nr * t->ne[0];
+    const uint64_t rows = t->ne[1] * t->ne[2];
+    for (uint64_t r0 = 0; r0 < rows && o->ok; r0 += rows_per) {
+        uint64_t nr = TH_MIN(rows_per, rows - r0), n = nr * t->ne[0];
         if (random) {
             fill_random_blocks(bs, qbuf, n / ti->block, ti->bytes, t->sd);
         } else {
@@ -388,7 +434,7 @@ static bool write_tensor(out *o, const gen *g, const tensor *t, float *fbuf, uin
 /* ---------------------------------------------------------------- options */
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: gen_model --shape 135M|1.1B|8B|qwen35|custom --type TYPE -o FILE [options]\n"
+    fprintf(f, "usage: gen_model --shape 135M|1.1B|8B|qwen35|qwen3next|custom --type TYPE -o FILE [options]\n"
                "  --dim N --layers N --heads N --kv-heads N --ffn N --vocab N   (custom; override a preset)\n"
                "  --ctx N            llama.context_length (default 2048)\n"
                "  --tied | --untied  output shares token_embd (default: tied for 135M, else untied)\n"
@@ -399,13 +445,16 @@ static void usage(FILE *f) {
 }
 
 static bool set_preset(shape *s, const char *name) {
-    if (!strcmp(name, "135M")) *s = (shape){ 576, 30, 9, 3, 1536, 49152, 2048, 1, 0, 0, 0, 0, 0, 0, 0, 0 };
-    else if (!strcmp(name, "1.1B")) *s = (shape){ 2048, 16, 32, 8, 8192, 32000, 2048, 0, 0, 0, 0, 0, 0, 0, 0, 0 };
-    else if (!strcmp(name, "8B")) *s = (shape){ 4096, 32, 32, 8, 14336, 128256, 2048, 0, 0, 0, 0, 0, 0, 0, 0, 0 };
+    if (!strcmp(name, "135M")) *s = (shape){ 576, 30, 9, 3, 1536, 49152, 2048, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 };
+    else if (!strcmp(name, "1.1B")) *s = (shape){ 2048, 16, 32, 8, 8192, 32000, 2048, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 };
+    else if (!strcmp(name, "8B")) *s = (shape){ 4096, 32, 32, 8, 14336, 128256, 2048, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 };
     else if (!strcmp(name, "qwen35"))   /* make_hybrid.py --bench's shape */
         *s = (shape){ 1024, 8, 8, 2, 3584, 4096, 2048, 1, .hd = 256, .rot = 64, .dk = 128, .nk = 16, .nv = 16, .conv = 4,
                       .every = 4, .hybrid = 1 };
-    else if (!strcmp(name, "custom")) *s = (shape){ 0, 0, 0, 0, 0, 0, 2048, 0, 0, 0, 0, 0, 0, 0, 0, 0 };
+    else if (!strcmp(name, "qwen3next"))
+        *s = (shape){ 1024, 8, 8, 2, 3584, 4096, 2048, 1, .hd = 256, .rot = 64, .dk = 128, .nk = 16, .nv = 32, .conv = 4,
+                      .every = 4, .hybrid = 2, .experts = 32, .used = 8, .ffn_exp = 512, .ffn_shexp = 512 };
+    else if (!strcmp(name, "custom")) *s = (shape){ 0, 0, 0, 0, 0, 0, 2048, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 };
     else return false;
     return true;
 }

@@ -7,6 +7,7 @@
 #include "check.h"
 #include "logits.h"
 #include "theseus.h"
+#include "hyb_spec.h"
 #include "context.h"
 #include "cpu/kernels.h"
 #include "cpu/ops.h"
@@ -306,79 +307,10 @@ static void test_gpu_context(void) {
     th_model_free(m);
 }
 
-/* Greedy generation through the runtime with speculative decoding (n-gram, the same
- * file as draft, a layer-skip draft) equals plain greedy generation, token for token:
- * rejected drafts roll the recurrent state back from its snapshots (the runtime sets
- * rs_snapshots for speculative decoding). Four requests in four slots at once. */
-typedef struct { th_token tok[128]; int n; th_status st; } hgen;
-static void on_tok(const th_event *ev, void *user) {
-    hgen *g = user;
-    if (ev->kind == TH_EVENT_TOKEN && g->n < 128) g->tok[g->n++] = ev->token;
-    if (ev->kind == TH_EVENT_END) g->st = ev->status;
-}
-static bool spec_run(th_model *m, const th_spec_params *sp, hgen *out, int nreq, uint64_t *drafted) {
-    th_runtime_params p = th_runtime_default_params();
-    p.context.n_threads = 2;
-    p.context.kv_type = TH_KV_F32;
-    p.n_slots = nreq;
-    p.slot_ctx = 256;
-    p.n_batch = 128;
-    p.batch_invariant = true;
-    if (sp) p.spec = *sp;
-    th_runtime *rt = NULL;
-    if (th_runtime_new(m, &p, &rt)) { fprintf(stderr, "runtime: %s\n", th_last_error()); return false; }
-    th_request *rq[8] = { 0 };
-    bool ok = true;
-    for (int i = 0; i < nreq && ok; i++) {
-        th_token pr[40];
-        for (int j = 0; j < 40; j++) pr[j] = 3 + (j % (5 + i)) * 11 + i;   /* repetitive: n-grams to draft */
-        th_request_params rp = th_request_default_params();
-        rp.max_tokens = 48;
-        rp.on_event = on_tok;
-        rp.user = &out[i];
-        memset(&out[i], 0, sizeof out[i]);
-        ok = th_runtime_submit(rt, &rp, pr, 40, &rq[i]) == TH_OK;
-    }
-    for (int guard = 0; ok && guard < 100000; guard++) {
-        bool all = true;
-        for (int i = 0; i < nreq; i++) all &= th_request_done(rq[i]);
-        if (all) break;
-        if (th_runtime_step(rt, NULL)) { fprintf(stderr, "step: %s\n", th_last_error()); ok = false; }
-    }
-    for (int i = 0; i < nreq; i++) {
-        ok = ok && rq[i] && th_request_status(rq[i]) == TH_OK;
-        th_request_release(rq[i]);
-    }
-    th_runtime_stats st;
-    th_runtime_stats_get(rt, &st);
-    if (drafted) *drafted = st.spec_drafted;
-    th_runtime_free(rt);
-    return ok;
-}
-
+/* Speculative decoding (n-gram, same-file draft, layer skip) equals plain greedy
+ * generation token for token (hyb_spec.h; rollback from the recurrent snapshots). */
 static void test_qwen35_speculative(void) {
-    th_model *m = load("qwen35"), *d = load("qwen35");
-    CHECK(m && d, "models");
-    if (!m || !d) { th_model_free(m); th_model_free(d); return; }
-    enum { NR = 4 };
-    hgen plain[NR], g[NR];
-    CHECK(spec_run(m, NULL, plain, NR, NULL), "plain run");
-    th_spec_params sps[3] = { { .kind = TH_SPEC_NGRAM }, { .kind = TH_SPEC_DRAFT, .draft = d, .draft_max = 6 },
-                              { .kind = TH_SPEC_LAYERS, .layers = "0-1", .draft_max = 4 } };
-    const char *names[3] = { "ngram", "draft", "layers 0-1" };
-    for (int k = 0; k < 3; k++) {
-        uint64_t drafted = 0;
-        bool ok = spec_run(m, &sps[k], g, NR, &drafted);
-        int same = 0;
-        for (int i = 0; ok && i < NR; i++)
-            same += g[i].n == plain[i].n && !memcmp(g[i].tok, plain[i].tok, (size_t)g[i].n * sizeof(th_token));
-        printf("  qwen35 %s: %d/%d requests identical to plain greedy, %llu drafted\n", names[k], same, NR,
-               (unsigned long long)drafted);
-        CHECK(ok && same == NR && drafted > 0, "%s: %d/%d identical, %llu drafted", names[k], same, NR,
-              (unsigned long long)drafted);
-    }
-    th_model_free(m);
-    th_model_free(d);
+    hyb_check_speculative(load("qwen35"), load("qwen35"), false);
 }
 
 /* Every SIMD level's delta-rule step against the reference (th_op_dn_step) at awkward

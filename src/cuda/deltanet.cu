@@ -3,13 +3,13 @@
 // output norm; the gated attention's [q; gate] split and sigmoid gate; the
 // sigmoid-gated shared experts' sum. Arithmetic as src/cpu/deltanet.c.
 //
-// The delta rule runs the recurrent form token by token for prefill too, inside
-// one kernel: a warp owns 32 columns (value index j) of one v head's Dk × Dk state
-// of one sequence and keeps them in registers across the batch's tokens, so the
-// state is read and written once a step however many tokens the step has; q and k
-// of a token are normalised once in shared memory. Grid: the batch's distinct
-// sequences (padded to n: the grid depends only on the batch size, so a CUDA
-// graph replays it for any sequence mix) × column blocks × v heads.
+// The delta rule's recurrent form (dn_step) walks the tokens one by one inside one
+// kernel: a warp owns 8 columns (value index j) of one v head's Dk × Dk state of one
+// sequence and keeps them in registers across the batch's tokens, so the state is
+// read and written once a step however many tokens the step has. Grid: the batch's
+// distinct sequences (padded to n: the grid depends only on the batch size, so a
+// CUDA graph replays it for any sequence mix) × column blocks × v heads. Long runs
+// of one sequence take the chunked form instead (dn_chunk.cu, after dn_prep).
 #include "cuda/common.cuh"
 #include "cuda/deltanet.h"
 
@@ -73,7 +73,7 @@ __device__ __forceinline__ void raw_ba(const th_cu_dn &d, const float *ba, int h
 // dn_conv with the window in registers while consecutive tokens belong to one
 // sequence (written back when the sequence changes and at the end) and the next
 // token's input loaded ahead: the chain from one token to the next stays in
-// registers (C - 1 <= CM). Variants >= 1.
+// registers (C - 1 <= CM; dn_conv takes wider windows).
 template <int CM>
 __global__ void dn_conv_r(th_cu_dn d, const float *in, int64_t is, int n, const int32_t *seq, const int32_t *snap, float *u) {
     pdl_begin();
@@ -119,259 +119,19 @@ __global__ void dn_conv_r(th_cu_dn d, const float *in, int64_t is, int n, const 
     for (int j = 0; j < CM; j++) if (cs >= 0 && j < Cm) wg[j] = win[j];
 }
 
-// beta and decay of v head h from its projection row.
-__device__ __forceinline__ void gates(const th_cu_dn &d, const float *ba, int h, float &beta, float &decay) {
+// beta, decay and log decay of v head h from its projection row.
+__device__ __forceinline__ void gates(const th_cu_dn &d, const float *ba, int h, float &beta, float &decay, float &lg) {
     float b, a;
     raw_ba(d, ba, h, b, a);
     beta = sigm(b);
-    decay = expf(fminf(softplus(a + d.dt[h]) * d.A[h], 50.0f));
+    lg = fminf(softplus(a + d.dt[h]) * d.A[h], 50.0f);
+    decay = expf(lg);
 }
 
-template <int DK>
-__global__ void __launch_bounds__(32) dn_rule(th_cu_dn d, const float *u, const float *ba, int64_t bas, int n,
-                                              const int32_t *seq, const int32_t *seq_list, const int32_t *snap,
-                                              float *out, int64_t os) {
-    pdl_begin();
-    const int s = seq_list[blockIdx.x];
-    if (s < 0) return;
-    const int h = blockIdx.z, lane = threadIdx.x, dk = d.dk;
-    const int j = blockIdx.y * 32 + lane;
-    const bool on = j < dk;
-    const int kh = d.repeat ? h % d.nk : h / d.ratio;
-    __shared__ float qs[DK], ks[DK];
-    float S[DK];
-    const int64_t hoff = d.layer_off + d.conv_n + (int64_t)h * dk * dk;
-    float *Sg = d.cur + (int64_t)s * d.per_seq + hoff;
-#pragma unroll
-    for (int i = 0; i < DK; i++) S[i] = on && i < dk ? Sg[(int64_t)i * dk + j] : 0.0f;
-    const float scale = rsqrtf((float)dk);
-    for (int t = 0; t < n; t++) {
-        if (seq[t] != s) continue;
-        const float *row = u + (int64_t)t * d.cd;
-        float sq = 0.0f, sk = 0.0f;
-        for (int i = lane; i < dk; i += 32) {
-            float q = row[(int64_t)kh * dk + i], k = row[d.kd + (int64_t)kh * dk + i];
-            qs[i] = q;
-            ks[i] = k;
-            sq += q * q;
-            sk += k * k;
-        }
-        sq = warp_sum(sq);
-        sk = warp_sum(sk);
-        const float rq = 1.0f / fmaxf(sqrtf(sq), d.eps), rk = 1.0f / fmaxf(sqrtf(sk), d.eps);
-        float kq = 0.0f;
-        for (int i = lane; i < dk; i += 32) {
-            qs[i] *= rq;
-            ks[i] *= rk;
-            kq += qs[i] * ks[i];
-        }
-        kq = warp_sum(kq);
-        __syncwarp();
-        float beta, decay;
-        gates(d, ba + (int64_t)t * bas, h, beta, decay);
-        float vp = 0.0f, ov = 0.0f;
-#pragma unroll
-        for (int i = 0; i < DK; i++)
-            if (i < dk) { vp += S[i] * ks[i]; ov += S[i] * qs[i]; }
-        const float v = on ? row[2 * d.kd + (int64_t)h * dk + j] : 0.0f;
-        const float nw = v * beta - vp * beta * decay;
-        if (on) out[(int64_t)t * os + (int64_t)h * dk + j] = ov * decay * scale + nw * kq * scale;
-#pragma unroll
-        for (int i = 0; i < DK; i++)
-            if (i < dk) S[i] = fminf(fmaxf(decay * S[i] + nw * ks[i], -1e6f), 1e6f);
-        if (on && snap[t] >= 0) {
-            float *Sn = d.snap + (int64_t)snap[t] * d.per_seq + hoff;
-#pragma unroll
-            for (int i = 0; i < DK; i++)
-                if (i < dk) Sn[(int64_t)i * dk + j] = S[i];
-        }
-        __syncwarp();
-    }
-#pragma unroll
-    for (int i = 0; i < DK; i++)
-        if (on && i < dk) Sg[(int64_t)i * dk + j] = S[i];
-}
-
-// The same with G lanes to a column: lane = c·G + g owns column j = block·(32/G) + c
-// and keys i = m·G + g (m < DK/G; interleaved, so the G lanes read distinct shared
-// banks), its dot products are partial and summed over the G lanes by shuffles. A
-// token's dependent chain is DK/G long instead of DK, and a head has G times as
-// many warps (variant 1, the default; variant 0 is dn_rule).
-template <int DK, int G>
-__global__ void __launch_bounds__(32) dn_rule_g(th_cu_dn d, const float *u, const float *ba, int64_t bas, int n,
-                                                const int32_t *seq, const int32_t *seq_list, const int32_t *snap,
-                                                float *out, int64_t os) {
-    pdl_begin();
-    constexpr int KPT = DK / G, CPW = 32 / G;
-    const int s = seq_list[blockIdx.x];
-    if (s < 0) return;
-    const int h = blockIdx.z, lane = threadIdx.x, dk = d.dk, g = lane % G;
-    const int j = blockIdx.y * CPW + lane / G;
-    const bool on = j < dk;
-    const int kh = d.repeat ? h % d.nk : h / d.ratio;
-    __shared__ float qs[DK], ks[DK];
-    float S[KPT];
-    const int64_t hoff = d.layer_off + d.conv_n + (int64_t)h * dk * dk;
-    float *Sg = d.cur + (int64_t)s * d.per_seq + hoff;
-#pragma unroll
-    for (int m = 0; m < KPT; m++) {
-        const int i = m * G + g;
-        S[m] = on && i < dk ? Sg[(int64_t)i * dk + j] : 0.0f;
-    }
-    const float scale = rsqrtf((float)dk);
-    for (int t = 0; t < n; t++) {
-        if (seq[t] != s) continue;
-        const float *row = u + (int64_t)t * d.cd;
-        float sq = 0.0f, sk = 0.0f;
-        for (int i = lane; i < dk; i += 32) {
-            float q = row[(int64_t)kh * dk + i], k = row[d.kd + (int64_t)kh * dk + i];
-            qs[i] = q;
-            ks[i] = k;
-            sq += q * q;
-            sk += k * k;
-        }
-        sq = warp_sum(sq);
-        sk = warp_sum(sk);
-        const float rq = 1.0f / fmaxf(sqrtf(sq), d.eps), rk = 1.0f / fmaxf(sqrtf(sk), d.eps);
-        float kq = 0.0f;
-        for (int i = lane; i < dk; i += 32) {
-            qs[i] *= rq;
-            ks[i] *= rk;
-            kq += qs[i] * ks[i];
-        }
-        kq = warp_sum(kq);
-        for (int i = dk + lane; i < DK; i += 32) qs[i] = ks[i] = 0.0f;   /* keys past dk: zero */
-        __syncwarp();
-        float beta, decay;
-        gates(d, ba + (int64_t)t * bas, h, beta, decay);
-        float vp = 0.0f, ov = 0.0f;
-#pragma unroll
-        for (int m = 0; m < KPT; m++) { vp += S[m] * ks[m * G + g]; ov += S[m] * qs[m * G + g]; }
-#pragma unroll
-        for (int o = 1; o < G; o <<= 1) {
-            vp += __shfl_xor_sync(0xffffffffu, vp, o);
-            ov += __shfl_xor_sync(0xffffffffu, ov, o);
-        }
-        const float v = on ? row[2 * d.kd + (int64_t)h * dk + j] : 0.0f;
-        const float nw = v * beta - vp * beta * decay;
-        if (on && g == 0) out[(int64_t)t * os + (int64_t)h * dk + j] = ov * decay * scale + nw * kq * scale;
-#pragma unroll
-        for (int m = 0; m < KPT; m++) S[m] = fminf(fmaxf(decay * S[m] + nw * ks[m * G + g], -1e6f), 1e6f);
-        if (on && snap[t] >= 0) {
-            float *Sn = d.snap + (int64_t)snap[t] * d.per_seq + hoff;
-#pragma unroll
-            for (int m = 0; m < KPT; m++)
-                if (m * G + g < dk) Sn[(int64_t)(m * G + g) * dk + j] = S[m];
-        }
-        __syncwarp();
-    }
-#pragma unroll
-    for (int m = 0; m < KPT; m++)
-        if (on && m * G + g < dk) Sg[(int64_t)(m * G + g) * dk + j] = S[m];
-}
-
-// Token t's inputs as a lane of dn_rule_p holds them: q and k elements lane + 32·e,
-// its column's v, the head's raw beta and alpha.
-template <int QPL>
-__device__ __forceinline__ void dn_load(const th_cu_dn &d, const float *u, const float *ba, int64_t bas, int t, int kh,
-                                        int h, int j, bool on, int lane, float *q, float *k, float &v, float &b, float &a) {
-    const float *row = u + (int64_t)t * d.cd;
-#pragma unroll
-    for (int e = 0; e < QPL; e++) {
-        const int i = lane + 32 * e;
-        q[e] = i < d.dk ? row[(int64_t)kh * d.dk + i] : 0.0f;
-        k[e] = i < d.dk ? row[d.kd + (int64_t)kh * d.dk + i] : 0.0f;
-    }
-    v = on ? row[2 * d.kd + (int64_t)h * d.dk + j] : 0.0f;
-    raw_ba(d, ba + (int64_t)t * bas, h, b, a);
-}
-
-// dn_rule_g walking its sequence's tokens by first / nxt, with the next token's
-// inputs (and its successor's index) loaded before this token is computed, so the
-// global loads' latency hides behind the arithmetic (variant 2).
-template <int DK, int G>
-__global__ void __launch_bounds__(32) dn_rule_p(th_cu_dn d, const float *u, const float *ba, int64_t bas,
-                                                const int32_t *seq_list, const int32_t *first, const int32_t *nxt,
-                                                const int32_t *snap, float *out, int64_t os) {
-    pdl_begin();
-    constexpr int KPT = DK / G, CPW = 32 / G, QPL = DK / 32;
-    const int s = seq_list[blockIdx.x];
-    if (s < 0) return;
-    const int h = blockIdx.z, lane = threadIdx.x, dk = d.dk, g = lane % G;
-    const int j = blockIdx.y * CPW + lane / G;
-    const bool on = j < dk;
-    const int kh = d.repeat ? h % d.nk : h / d.ratio;
-    __shared__ float qs[DK], ks[DK];
-    float S[KPT];
-    const int64_t hoff = d.layer_off + d.conv_n + (int64_t)h * dk * dk;
-    float *Sg = d.cur + (int64_t)s * d.per_seq + hoff;
-#pragma unroll
-    for (int m = 0; m < KPT; m++) {
-        const int i = m * G + g;
-        S[m] = on && i < dk ? Sg[(int64_t)i * dk + j] : 0.0f;
-    }
-    const float scale = rsqrtf((float)dk), dt = d.dt[h], A = d.A[h];
-    int t = first[blockIdx.x], tn = nxt[t], sc = snap[t];
-    float qc[QPL], kc[QPL], vc, bc, ac;
-    dn_load<QPL>(d, u, ba, bas, t, kh, h, j, on, lane, qc, kc, vc, bc, ac);
-    while (t >= 0) {
-        float qn[QPL], kn[QPL], vn = 0.0f, bn = 0.0f, an = 0.0f;
-        int tnn = -1, sn = -1;
-        if (tn >= 0) {
-            dn_load<QPL>(d, u, ba, bas, tn, kh, h, j, on, lane, qn, kn, vn, bn, an);
-            tnn = nxt[tn];
-            sn = snap[tn];
-        }
-        float sq = 0.0f, sk = 0.0f;
-#pragma unroll
-        for (int e = 0; e < QPL; e++) { sq += qc[e] * qc[e]; sk += kc[e] * kc[e]; }
-        sq = warp_sum(sq);
-        sk = warp_sum(sk);
-        const float rq = 1.0f / fmaxf(sqrtf(sq), d.eps), rk = 1.0f / fmaxf(sqrtf(sk), d.eps);
-        float kq = 0.0f;
-#pragma unroll
-        for (int e = 0; e < QPL; e++) {
-            const float qq = qc[e] * rq, kk = kc[e] * rk;
-            qs[lane + 32 * e] = qq;
-            ks[lane + 32 * e] = kk;
-            kq += qq * kk;
-        }
-        kq = warp_sum(kq);
-        __syncwarp();
-        const float beta = sigm(bc), decay = expf(fminf(softplus(ac + dt) * A, 50.0f));
-        float vp = 0.0f, ov = 0.0f;
-#pragma unroll
-        for (int m = 0; m < KPT; m++) { vp += S[m] * ks[m * G + g]; ov += S[m] * qs[m * G + g]; }
-#pragma unroll
-        for (int o = 1; o < G; o <<= 1) {
-            vp += __shfl_xor_sync(0xffffffffu, vp, o);
-            ov += __shfl_xor_sync(0xffffffffu, ov, o);
-        }
-        const float nw = vc * beta - vp * beta * decay;
-        if (on && g == 0) out[(int64_t)t * os + (int64_t)h * dk + j] = ov * decay * scale + nw * kq * scale;
-#pragma unroll
-        for (int m = 0; m < KPT; m++) S[m] = fminf(fmaxf(decay * S[m] + nw * ks[m * G + g], -1e6f), 1e6f);
-        if (on && sc >= 0) {
-            float *Sn = d.snap + (int64_t)sc * d.per_seq + hoff;
-#pragma unroll
-            for (int m = 0; m < KPT; m++)
-                if (m * G + g < dk) Sn[(int64_t)(m * G + g) * dk + j] = S[m];
-        }
-        __syncwarp();
-        t = tn; tn = tnn; sc = sn;
-#pragma unroll
-        for (int e = 0; e < QPL; e++) { qc[e] = qn[e]; kc[e] = kn[e]; }
-        vc = vn; bc = bn; ac = an;
-    }
-#pragma unroll
-    for (int m = 0; m < KPT; m++)
-        if (on && m * G + g < dk) Sg[(int64_t)(m * G + g) * dk + j] = S[m];
-}
-
-// Variant 3's pre-pass, everything of a token that does not need the state, for
-// all tokens at once: one warp per (token, k head) L2-normalises q and k in u (in
-// place) and stores k·q in kq[t][kh]; warp (t, 0) also stores beta and decay of
-// every v head in bd[t] ([beta | decay], 2·Nv).
+// The pre-pass, everything of a token that does not need the state, for all
+// tokens at once: one warp per (token, k head) L2-normalises q and k in u (in
+// place) and stores k·q in kq[t][kh]; warp (t, 0) also stores beta, decay and log
+// decay of every v head in bd[t] ([beta | decay | log decay], 3·Nv).
 __global__ void dn_prep(th_cu_dn d, float *u, const float *ba, int64_t bas, float *kq, float *bd) {
     pdl_begin();
     const int t = blockIdx.x, kh = blockIdx.y, lane = threadIdx.x, dk = d.dk;
@@ -384,16 +144,52 @@ __global__ void dn_prep(th_cu_dn d, float *u, const float *ba, int64_t bas, floa
     const float rq = 1.0f / fmaxf(sqrtf(sq), d.eps), rk = 1.0f / fmaxf(sqrtf(sk), d.eps);
     for (int i = lane; i < dk; i += 32) { q[i] *= rq; k[i] *= rk; }
     if (lane == 0) kq[(int64_t)t * d.nk + kh] = qk * rq * rk;
-    if (kh == 0)
-        for (int h = lane; h < d.nv; h += 32) gates(d, ba + (int64_t)t * bas, h, bd[(int64_t)t * 2 * d.nv + h], bd[(int64_t)t * 2 * d.nv + d.nv + h]);
+    if (kh == 0) {
+        float *o = bd + (int64_t)t * 3 * d.nv;
+        for (int h = lane; h < d.nv; h += 32) gates(d, ba + (int64_t)t * bas, h, o[h], o[d.nv + h], o[2 * d.nv + h]);
+    }
 }
 
-// Variant 3: dn_rule_p on the pre-pass's normalised q, k, k·q, beta and decay: a
-// token's sequential work is two dot chains of DK/G, two shuffle steps and the update.
-template <int DK, int G>
-__global__ void __launch_bounds__(32) dn_rule_q(th_cu_dn d, const float *u, const float *kqb, const float *bd,
-                                                const int32_t *seq_list, const int32_t *first, const int32_t *nxt,
-                                                const int32_t *snap, float *out, int64_t os) {
+// One token's inputs as a lane of dn_step holds them: q and k elements lane + 32·e,
+// its column's v; PREP: the pre-pass's normalised q, k, beta, decay and k·q, else
+// the raw q, k and the head's raw beta (in b) and alpha (in dc).
+template <int QPL, bool PREP>
+struct dn_tok {
+    float q[QPL], k[QPL], v, b, dc, kq;
+    __device__ __forceinline__ void load(const th_cu_dn &d, const float *u, const float *ba, int64_t bas, const float *kqb,
+                                         const float *bd, int t, int kh, int h, int j, bool on, int lane) {
+        const float *row = u + (int64_t)t * d.cd;
+#pragma unroll
+        for (int e = 0; e < QPL; e++) {
+            const int i = lane + 32 * e;
+            q[e] = i < d.dk ? row[(int64_t)kh * d.dk + i] : 0.0f;
+            k[e] = i < d.dk ? row[d.kd + (int64_t)kh * d.dk + i] : 0.0f;
+        }
+        v = on ? row[2 * d.kd + (int64_t)h * d.dk + j] : 0.0f;
+        if (PREP) {
+            b = bd[(int64_t)t * 3 * d.nv + h];
+            dc = bd[(int64_t)t * 3 * d.nv + d.nv + h];
+            kq = kqb[(int64_t)t * d.nk + kh];
+        } else {
+            raw_ba(d, ba + (int64_t)t * bas, h, b, dc);
+            kq = 0.0f;
+        }
+    }
+};
+
+// The recurrent form: G lanes to a state column (lane = c·G + g owns column
+// j = block·(32/G) + c and keys i = m·G + g, m < DK/G, interleaved so the G lanes
+// read distinct shared banks); the dot products are partial and summed over the G
+// lanes by shuffles, so a token's dependent chain is DK/G long. The block walks its
+// sequence's tokens by first / nxt with the next token's inputs (and its
+// successor's index) loaded before this token is computed, so the loads' latency
+// hides behind the arithmetic. PREP: on the pre-pass's outputs, the sequential
+// part is the state's arithmetic alone (TH_CU_DN_STEP_PREP), else the norms and
+// gates are computed here too (TH_CU_DN_STEP).
+template <int DK, int G, bool PREP>
+__global__ void __launch_bounds__(32) dn_step(th_cu_dn d, const float *u, const float *ba, int64_t bas, const float *kqb,
+                                              const float *bd, const int32_t *seq_list, const int32_t *first,
+                                              const int32_t *nxt, const int32_t *snap, float *out, int64_t os) {
     pdl_begin();
     constexpr int KPT = DK / G, CPW = 32 / G, QPL = DK / 32;
     const int s = seq_list[blockIdx.x];
@@ -412,32 +208,37 @@ __global__ void __launch_bounds__(32) dn_rule_q(th_cu_dn d, const float *u, cons
         S[m] = on && i < dk ? Sg[(int64_t)i * dk + j] : 0.0f;
     }
     const float scale = rsqrtf((float)dk);
-    float qc[QPL], kc[QPL], vc, bc, dc, kqc;
-    auto load = [&](int t, float *q, float *k, float &v, float &b, float &dd, float &kq) {
-        const float *row = u + (int64_t)t * d.cd;
-#pragma unroll
-        for (int e = 0; e < QPL; e++) {
-            const int i = lane + 32 * e;
-            q[e] = i < dk ? row[(int64_t)kh * dk + i] : 0.0f;
-            k[e] = i < dk ? row[d.kd + (int64_t)kh * dk + i] : 0.0f;
-        }
-        v = on ? row[2 * d.kd + (int64_t)h * dk + j] : 0.0f;
-        b = bd[(int64_t)t * 2 * d.nv + h];
-        dd = bd[(int64_t)t * 2 * d.nv + d.nv + h];
-        kq = kqb[(int64_t)t * d.nk + kh];
-    };
     int t = first[blockIdx.x], tn = nxt[t], sc = snap[t];
-    load(t, qc, kc, vc, bc, dc, kqc);
+    dn_tok<QPL, PREP> cur, nx;
+    cur.load(d, u, ba, bas, kqb, bd, t, kh, h, j, on, lane);
     while (t >= 0) {
-        float qn[QPL], kn[QPL], vn = 0.0f, bn = 0.0f, dn = 0.0f, kqn = 0.0f;
         int tnn = -1, sn = -1;
         if (tn >= 0) {
-            load(tn, qn, kn, vn, bn, dn, kqn);
+            nx.load(d, u, ba, bas, kqb, bd, tn, kh, h, j, on, lane);
             tnn = nxt[tn];
             sn = snap[tn];
         }
+        float beta = cur.b, decay = cur.dc, kq = cur.kq;
+        if (!PREP) {
+            float sq = 0.0f, sk = 0.0f;
 #pragma unroll
-        for (int e = 0; e < QPL; e++) { qs[lane + 32 * e] = qc[e]; ks[lane + 32 * e] = kc[e]; }
+            for (int e = 0; e < QPL; e++) { sq += cur.q[e] * cur.q[e]; sk += cur.k[e] * cur.k[e]; }
+            sq = warp_sum(sq);
+            sk = warp_sum(sk);
+            const float rq = 1.0f / fmaxf(sqrtf(sq), d.eps), rk = 1.0f / fmaxf(sqrtf(sk), d.eps);
+            kq = 0.0f;
+#pragma unroll
+            for (int e = 0; e < QPL; e++) {
+                cur.q[e] *= rq;
+                cur.k[e] *= rk;
+                kq += cur.q[e] * cur.k[e];
+            }
+            kq = warp_sum(kq);
+            beta = sigm(cur.b);
+            decay = expf(fminf(softplus(cur.dc + d.dt[h]) * d.A[h], 50.0f));
+        }
+#pragma unroll
+        for (int e = 0; e < QPL; e++) { qs[lane + 32 * e] = cur.q[e]; ks[lane + 32 * e] = cur.k[e]; }
         __syncwarp();
         float vp = 0.0f, ov = 0.0f;
 #pragma unroll
@@ -447,10 +248,10 @@ __global__ void __launch_bounds__(32) dn_rule_q(th_cu_dn d, const float *u, cons
             vp += __shfl_xor_sync(0xffffffffu, vp, o);
             ov += __shfl_xor_sync(0xffffffffu, ov, o);
         }
-        const float nw = vc * bc - vp * bc * dc;
-        if (on && g == 0) out[(int64_t)t * os + (int64_t)h * dk + j] = ov * dc * scale + nw * kqc * scale;
+        const float nw = cur.v * beta - vp * beta * decay;
+        if (on && g == 0) out[(int64_t)t * os + (int64_t)h * dk + j] = ov * decay * scale + nw * kq * scale;
 #pragma unroll
-        for (int m = 0; m < KPT; m++) S[m] = fminf(fmaxf(dc * S[m] + nw * ks[m * G + g], -1e6f), 1e6f);
+        for (int m = 0; m < KPT; m++) S[m] = fminf(fmaxf(decay * S[m] + nw * ks[m * G + g], -1e6f), 1e6f);
         if (on && sc >= 0) {
             float *Sn = d.snap + (int64_t)sc * d.per_seq + hoff;
 #pragma unroll
@@ -459,9 +260,7 @@ __global__ void __launch_bounds__(32) dn_rule_q(th_cu_dn d, const float *u, cons
         }
         __syncwarp();
         t = tn; tn = tnn; sc = sn;
-#pragma unroll
-        for (int e = 0; e < QPL; e++) { qc[e] = qn[e]; kc[e] = kn[e]; }
-        vc = vn; bc = bn; dc = dn; kqc = kqn;
+        cur = nx;
     }
 #pragma unroll
     for (int m = 0; m < KPT; m++)
@@ -520,62 +319,61 @@ __global__ void shexp_gate(float *out, const float *h, const float *y, const flo
 
 }  // namespace
 
-// -1 (default): variant 2 for batches under 16 tokens (decode: the pre-pass's extra
-// launch costs more than it saves), 3 from 16 (prefill). H200, the 8-layer qwen35 bench
-// model (F16): pp512 53.7k / 71.8k / 87.5k tok/s and tg128 2506 / 2614 / 2503 tok/s for
-// variants 1 / 2 / 3; variant 0 10.5k and 1577.
-static int dn_variant = -1;
+// TH_CU_DN_AUTO: TH_CU_DN_STEP for batches under 16 tokens (decode: the pre-pass's
+// extra launch costs more than it saves), TH_CU_DN_STEP_PREP from 16, TH_CU_DN_CHUNK1
+// once a sequence has TH_CU_DN_CHUNK_MIN tokens in the batch (deltanet.h). H200, the 8-layer
+// qwen35 bench model (F16), before the chunked form: pp512 71.8k / 87.5k tok/s and
+// tg128 2614 / 2503 tok/s for STEP / STEP_PREP (two losing variants, one lane a
+// column and no prefetch, were 10.5k / 1577 and 53.7k / 2506, and are gone).
+static int dn_variant = TH_CU_DN_AUTO;
 extern "C" void th_cu_dn_set_variant(int v) { dn_variant = v; }
 
 extern "C" void th_cu_dn_conv(const th_cu_dn *d, const float *in, int64_t is, int n, const int32_t *seq,
                               const int32_t *snap, float *u, cudaStream_t st) {
     if (n <= 0) return;
-    if (dn_variant != 0 && d->C >= 1 && d->C <= 8) {
+    if (d->C >= 1 && d->C <= 8) {
         launch_k(dn_conv_r<7>, dim3((unsigned)((d->cd + 127) / 128)), dim3(128), st, *d, in, is, n, seq, snap, u);
         return;
     }
     launch_k(dn_conv, dim3((unsigned)((d->cd + 127) / 128)), dim3(128), st, *d, in, is, n, seq, snap, u);
 }
 
-extern "C" void th_cu_dn_rule(const th_cu_dn *d, float *u, const float *ba, int64_t bas, int n,
-                              const int32_t *seq, const int32_t *seq_list, const int32_t *first, const int32_t *nxt,
-                              const int32_t *snap, float *out, int64_t os, cudaStream_t st) {
+template <int DK, bool PREP>
+static void step_launch(const th_cu_dn *d, const float *u, const float *ba, int64_t bas, const float *kq,
+                        const float *bd, const th_cu_dn_batch *b, float *out, int64_t os, cudaStream_t st) {
+    constexpr int G = 4;
+    dim3 grid((unsigned)b->n, (unsigned)((d->dk + 32 / G - 1) / (32 / G)), (unsigned)d->nv);
+    launch_k(dn_step<DK, G, PREP>, grid, dim3(32), st, *d, u, ba, bas, kq, bd, b->list, b->first, b->nxt, b->snap, out, os);
+}
+
+template <bool PREP>
+static void step_dk(const th_cu_dn *d, const float *u, const float *ba, int64_t bas, const float *kq, const float *bd,
+                    const th_cu_dn_batch *b, float *out, int64_t os, cudaStream_t st) {
+    if (d->dk <= 32) step_launch<32, PREP>(d, u, ba, bas, kq, bd, b, out, os, st);
+    else if (d->dk <= 64) step_launch<64, PREP>(d, u, ba, bas, kq, bd, b, out, os, st);
+    else if (d->dk <= 128) step_launch<128, PREP>(d, u, ba, bas, kq, bd, b, out, os, st);
+    else step_launch<256, PREP>(d, u, ba, bas, kq, bd, b, out, os, st);
+}
+
+extern "C" void th_cu_dn_rule(const th_cu_dn *d, float *u, const float *ba, int64_t bas, const th_cu_dn_batch *b,
+                              float *out, int64_t os, cudaStream_t st) {
+    const int n = b->n;
     if (n <= 0) return;
-    const int variant = dn_variant >= 0 ? dn_variant : n < 16 ? 2 : 3;
-    if (variant == 3) {
-        constexpr int G = 4;
-        float *kq = d->scratch, *bd = d->scratch + (int64_t)n * d->nk;
-        launch_k(dn_prep, dim3((unsigned)n, (unsigned)d->nk), dim3(32), st, *d, u, ba, bas, kq, bd);
-        dim3 grid((unsigned)n, (unsigned)((d->dk + 32 / G - 1) / (32 / G)), (unsigned)d->nv);
-        if (d->dk <= 32) launch_k(dn_rule_q<32, G>, grid, dim3(32), st, *d, u, (const float *)kq, (const float *)bd, seq_list, first, nxt, snap, out, os);
-        else if (d->dk <= 64) launch_k(dn_rule_q<64, G>, grid, dim3(32), st, *d, u, (const float *)kq, (const float *)bd, seq_list, first, nxt, snap, out, os);
-        else if (d->dk <= 128) launch_k(dn_rule_q<128, G>, grid, dim3(32), st, *d, u, (const float *)kq, (const float *)bd, seq_list, first, nxt, snap, out, os);
-        else launch_k(dn_rule_q<256, G>, grid, dim3(32), st, *d, u, (const float *)kq, (const float *)bd, seq_list, first, nxt, snap, out, os);
+    int variant = dn_variant;
+    if (variant < 0)
+        variant = TH_CU_DN_CHUNK_MIN > 0 && b->max_run >= TH_CU_DN_CHUNK_MIN ? TH_CU_DN_CHUNK1
+                  : n < 16                                                 ? TH_CU_DN_STEP
+                                                                           : TH_CU_DN_STEP_PREP;
+    if (variant == TH_CU_DN_STEP) {
+        step_dk<false>(d, u, ba, bas, nullptr, nullptr, b, out, os, st);
         return;
     }
-    if (variant == 2) {
-        constexpr int G = 4;
-        dim3 grid((unsigned)n, (unsigned)((d->dk + 32 / G - 1) / (32 / G)), (unsigned)d->nv);
-        if (d->dk <= 32) launch_k(dn_rule_p<32, G>, grid, dim3(32), st, *d, u, ba, bas, seq_list, first, nxt, snap, out, os);
-        else if (d->dk <= 64) launch_k(dn_rule_p<64, G>, grid, dim3(32), st, *d, u, ba, bas, seq_list, first, nxt, snap, out, os);
-        else if (d->dk <= 128) launch_k(dn_rule_p<128, G>, grid, dim3(32), st, *d, u, ba, bas, seq_list, first, nxt, snap, out, os);
-        else launch_k(dn_rule_p<256, G>, grid, dim3(32), st, *d, u, ba, bas, seq_list, first, nxt, snap, out, os);
+    float *kq = d->scratch, *bd = d->scratch + (int64_t)n * d->nk;
+    launch_k(dn_prep, dim3((unsigned)n, (unsigned)d->nk), dim3(32), st, *d, u, ba, bas, kq, bd);
+    if ((variant == TH_CU_DN_CHUNK || variant == TH_CU_DN_CHUNK1) &&
+        th_cu_dn_chunk(d, u, bd, b, out, os, variant == TH_CU_DN_CHUNK, st))
         return;
-    }
-    if (variant == 1) {
-        constexpr int G = 4;
-        dim3 grid((unsigned)n, (unsigned)((d->dk + 32 / G - 1) / (32 / G)), (unsigned)d->nv);
-        if (d->dk <= 32) launch_k(dn_rule_g<32, G>, grid, dim3(32), st, *d, u, ba, bas, n, seq, seq_list, snap, out, os);
-        else if (d->dk <= 64) launch_k(dn_rule_g<64, G>, grid, dim3(32), st, *d, u, ba, bas, n, seq, seq_list, snap, out, os);
-        else if (d->dk <= 128) launch_k(dn_rule_g<128, G>, grid, dim3(32), st, *d, u, ba, bas, n, seq, seq_list, snap, out, os);
-        else launch_k(dn_rule_g<256, G>, grid, dim3(32), st, *d, u, ba, bas, n, seq, seq_list, snap, out, os);
-        return;
-    }
-    dim3 grid((unsigned)n, (unsigned)((d->dk + 31) / 32), (unsigned)d->nv);
-    if (d->dk <= 32) launch_k(dn_rule<32>, grid, dim3(32), st, *d, u, ba, bas, n, seq, seq_list, snap, out, os);
-    else if (d->dk <= 64) launch_k(dn_rule<64>, grid, dim3(32), st, *d, u, ba, bas, n, seq, seq_list, snap, out, os);
-    else if (d->dk <= 128) launch_k(dn_rule<128>, grid, dim3(32), st, *d, u, ba, bas, n, seq, seq_list, snap, out, os);
-    else launch_k(dn_rule<256>, grid, dim3(32), st, *d, u, ba, bas, n, seq, seq_list, snap, out, os);
+    step_dk<true>(d, u, ba, bas, kq, bd, b, out, os, st);
 }
 
 extern "C" void th_cu_dn_output(const th_cu_dn *d, float *out, int64_t os, const float *in, int64_t is, int n,

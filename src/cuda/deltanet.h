@@ -32,7 +32,8 @@ typedef struct th_cu_dn {
     const float *norm;                  /* [Dk] */
     float *cur, *snap;                  /* device state: [seq][per_seq], snapshots [seq·n_snap + slot][per_seq] */
     int64_t per_seq, layer_off, conv_n; /* floats: per sequence, this layer's offset in it, its conv window */
-    float *scratch;                     /* n_batch × (Nk + 2·Nv) floats for variant 3's pre-pass */
+    float *scratch;                     /* n_batch × (Nk + 3·Nv) floats for the pre-pass */
+    float *wy;                          /* n_batch × TH_CU_DN_WY_FLOATS(Vd, Nv) floats for the chunked form, or NULL */
 } th_cu_dn;
 
 /* in rows (stride is): the projections, [q k v | z] (or qwen3next's grouped
@@ -41,23 +42,73 @@ typedef struct th_cu_dn {
  * window after token t is also written to snapshot slot snap[t]. */
 void th_cu_dn_conv(const th_cu_dn *d, const float *in, int64_t is, int n, const int32_t *seq, const int32_t *snap,
                    float *u, cudaStream_t st);
-/* The delta rule over the batch: per v head, per sequence of seq_list (n entries,
- * the batch's distinct sequences then -1s; first: each one's first token, nxt: per
- * token the next token of its sequence or -1), that sequence's tokens in batch order:
- * L2 norms of q and k, beta = sigmoid(b), decay = exp(min(softplus(a + dt)·A, 50)),
- * the state update and out[t][h·Dk ..] (stride os) before the output norm. ba rows
- * (stride bas): [b | a] (qwen35) or grouped per k head (qwen3next). */
-void th_cu_dn_rule(const th_cu_dn *d, float *u, const float *ba, int64_t bas, int n, const int32_t *seq,
-                   const int32_t *seq_list, const int32_t *first, const int32_t *nxt, const int32_t *snap, float *out,
+/* The batch as the delta rule walks it (device arrays of n ints each, staged with
+ * the batch metadata; th_cu_dn_order fills list .. off on the host). */
+typedef struct th_cu_dn_batch {
+    const int32_t *seq;                 /* per token its sequence */
+    const int32_t *snap;                /* per token the snapshot slot its state goes to, or -1 */
+    const int32_t *list;                /* the batch's distinct sequences, then -1s */
+    const int32_t *first;               /* each listed sequence's first token */
+    const int32_t *nxt;                 /* per token the next token of its sequence, or -1 */
+    const int32_t *ord;                 /* the tokens grouped by listed sequence, batch order within one */
+    const int32_t *off;                 /* where each list entry's tokens start in ord (n past the last) */
+    const int32_t *ch_start, *ch_len;   /* the chunked form's chunks: first position in ord, tokens (<= 64) */
+    const int32_t *ch_off;              /* each list entry's first chunk (n_chunk past the last) */
+    int n_chunk;                        /* chunks (n when unknown) */
+    int n;                              /* tokens */
+    int n_seq;                          /* the most distinct sequences a batch can have (the chunked grid) */
+    int max_run;                        /* the most tokens of one sequence, 0 when unknown (a CUDA graph
+                                         * replays the step for any sequence mix: the recurrent form) */
+} th_cu_dn_batch;
+
+/* Host arrays of n each for a batch of n tokens with sequences seq (< n_seq) and
+ * snapshot slots snap: list, first, nxt, ord, off, and the chunks (a sequence's
+ * tokens in runs of up to TH_CU_DN_CHUNK_LEN, a run ending after each snapshotted
+ * token) ch_start, ch_len, ch_off, their count in *n_chunk; last: n_seq ints, all
+ * -1 (left so). Returns the most tokens of one sequence. */
+typedef struct th_cu_dn_order_out {
+    int32_t *list, *first, *nxt, *ord, *off, *ch_start, *ch_len, *ch_off;
+    int n_chunk;
+} th_cu_dn_order_out;
+int th_cu_dn_order(int n, const int32_t *seq, const int32_t *snap, int32_t *last, th_cu_dn_order_out *o);
+
+/* The delta rule over the batch: per v head, per sequence of b->list, that
+ * sequence's tokens in batch order: L2 norms of q and k, beta = sigmoid(b),
+ * decay = exp(min(softplus(a + dt)·A, 50)), the state update and out[t][h·Dk ..]
+ * (stride os) before the output norm. ba rows (stride bas): [b | a] (qwen35) or
+ * grouped per k head (qwen3next). Recurrent form (token by token) for short runs,
+ * the chunked form (dn_chunk.cu) from TH_CU_DN_CHUNK_MIN tokens of one sequence;
+ * either may normalise q and k of u in place. */
+void th_cu_dn_rule(const th_cu_dn *d, float *u, const float *ba, int64_t bas, const th_cu_dn_batch *b, float *out,
                    int64_t os, cudaStream_t st);
-/* Which delta-rule kernel runs (measurement and tests): -1 (default) 2 for batches
- * under 16 tokens, else 3; 1 G = 4 lanes a state column, each over a quarter of the
- * keys; 0 one lane a column; 2 as 1, the
- * next token's inputs loaded while this one is computed (walking first / nxt);
- * 3 as 2 after a parallel pre-pass over the batch (q/k norms in u, in place, k·q,
- * beta, decay), so the sequential part is the state's arithmetic alone. Every
- * variant but 0 also runs the conv with each window in registers (C <= 8). */
+
+/* Which delta-rule form runs (lab and tests only; the library never sets it):
+ * TH_CU_DN_AUTO the default choice above; TH_CU_DN_STEP the recurrent form, a
+ * warp's 4-lane groups owning a state column each, the next token's inputs loaded
+ * while this one is computed; TH_CU_DN_STEP_PREP the same after a parallel
+ * pre-pass over the batch (q/k norms in u, k·q, beta, decay); TH_CU_DN_CHUNK the
+ * chunked form after that pre-pass, W and U of every chunk at once, then the
+ * sequential state pass; TH_CU_DN_CHUNK1 the chunked form in one kernel
+ * (dn_chunk.cu; Dk <= 128, wider heads take the recurrent form). */
+enum { TH_CU_DN_AUTO = -1, TH_CU_DN_STEP = 0, TH_CU_DN_STEP_PREP = 1, TH_CU_DN_CHUNK = 2, TH_CU_DN_CHUNK1 = 3 };
 void th_cu_dn_set_variant(int v);
+
+/* TH_CU_DN_AUTO takes the chunked form (in one kernel, TH_CU_DN_CHUNK1) once a
+ * sequence has this many tokens in the batch. H200, bench_dn kernel (Dk 128, 16
+ * heads, µs a call, recurrent after the pre-pass vs chunk1): one sequence of 64
+ * tokens 72.9 vs 57.2, of 512 484 vs 367; 4 sequences of 16 each 50.8 vs 63.6
+ * (the recurrent form wins), of 32 each 85.6 vs 75.3 (the chunked one wins). */
+#define TH_CU_DN_CHUNK_MIN 32
+/* The chunked form (dn_chunk.cu): the most tokens of a chunk. */
+#define TH_CU_DN_CHUNK_LEN 64
+/* The chunked form's scratch a token: W and U rows (Vd each), a row of P and γ, r per head. */
+#define TH_CU_DN_WY_FLOATS(vd, nv) (2 * (int64_t)(vd) + (int64_t)(nv) * (TH_CU_DN_CHUNK_LEN + 2))
+/* Internal: the chunked delta rule on the pre-pass's outputs (bd rows of [beta |
+ * decay | log decay], 3·Nv); wy: the two-kernel form (needs d->wy). False if it does
+ * not take this Dk (or has no scratch). */
+bool th_cu_dn_chunk(const th_cu_dn *d, const float *u, const float *bd, const th_cu_dn_batch *b, float *out,
+                    int64_t os, bool wy, cudaStream_t st);
+
 /* out[t][h] = rmsnorm(out[t][h])·norm ⊙ silu(z[t][h]), z from the projection rows in. */
 void th_cu_dn_output(const th_cu_dn *d, float *out, int64_t os, const float *in, int64_t is, int n, cudaStream_t st);
 /* A gated attention layer's projection rows wide (stride ws: per head [q; gate] of

@@ -10,7 +10,10 @@
  * A recurrent layer: projections through th_cu_mm (qwen35: [ssm_qkv | ssm_gate]
  * and [ssm_beta | ssm_alpha], each pair one joint matrix when the types match;
  * qwen3next: ssm_in and ssm_ba as stored), then deltanet.cu's conv, delta rule
- * and gated output norm into ATT (the block then adds ATT·ssm_out to X). */
+ * and gated output norm into ATT (the block then adds ATT·ssm_out to X). The delta
+ * rule's form (deltanet.h): recurrent for decode and short runs, chunked (dn_chunk.cu)
+ * once a sequence has TH_CU_DN_CHUNK_MIN tokens in a batch that is not a graph
+ * (deltanet.h). */
 #include "cuda/gpu_internal.h"
 #include "cuda/deltanet.h"
 #include <stdlib.h>
@@ -21,13 +24,15 @@ struct th_cu_hyb {
     int32_t *last;              /* host, n_seq: staging (a sequence's last token so far, -1) */
     float *cur, *snap;          /* device state, th_rstate's layout */
     float *in, *ba, *u;         /* scratch rows: projections (in_w), gates (2·Nv), conv outputs (Cd) */
-    float *prep;                /* the delta rule's pre-pass (variant 3): Nk + 2·Nv a token */
+    float *prep;                /* the delta rule's pre-pass: Nk + 3·Nv a token */
     float *wide, *gate;         /* gated attention: projections (wide_w), gates (q_w) */
     float *shx;                 /* gated shared experts: the expert's output (E) */
     int64_t in_w, wide_w;
-    size_t meta_off;            /* ints into the batch metadata: per token its snapshot slot (or -1), the batch's
-                                 * distinct sequences (then -1s), each one's first token, per token the next
-                                 * token of its sequence (or -1); n_batch each */
+    size_t meta_off;            /* ints into the batch metadata: per token its snapshot slot (or -1), then
+                                 * th_cu_dn_batch's list, first, nxt, ord, off, ch_start, ch_len, ch_off;
+                                 * n_batch each */
+    int max_run, n_chunk;       /* the staged batch's most tokens of one sequence, its chunks */
+    float *wy;                  /* the chunked delta rule's scratch (TH_CU_DN_WY_FLOATS a token), or NULL */
 };
 
 static const float *dvec(const th_weight *w) { return w->data && w->dev ? th_cu_w(w)->vec : NULL; }
@@ -60,8 +65,6 @@ th_status th_cu_hyb_init(th_gpu *g) {
     if (hp->ssm_d_state > TH_CU_DN_MAX_DK)
         return th_set_error(TH_ERR_UNSUPPORTED, "DeltaNet head width %d: the CUDA kernel takes at most %d", hp->ssm_d_state,
                             TH_CU_DN_MAX_DK);
-    const char *var = getenv("TH_GPU_DN_VARIANT");   /* measurement knob: the delta-rule kernel (deltanet.h) */
-    if (var && *var) th_cu_dn_set_variant(atoi(var));
     int64_t dk = hp->ssm_d_state, kd = dk * hp->ssm_n_group, vd = dk * hp->ssm_dt_rank, nv = hp->ssm_dt_rank;
     y->in_w = 2 * kd + 2 * vd;
     if (!(y->slot = malloc((size_t)hp->n_layer * sizeof(int32_t))) || !(y->kv_slot = malloc((size_t)hp->n_layer * sizeof(int32_t))) ||
@@ -73,14 +76,17 @@ th_status th_cu_hyb_init(th_gpu *g) {
         y->kv_slot[il] = m->layers[il].recurrent ? -1 : k++;
     }
     y->meta_off = g->meta_count;
-    g->meta_count += 4 * B;
+    g->meta_count += 9 * B;
     size_t cur = (size_t)rs->n_seq * (size_t)rs->per_seq, snap = cur * (size_t)rs->n_snap;
     if ((s = th_cu_alloc(&g->mem, (void **)&y->cur, cur * 4, "the recurrent state")) ||
         (snap && (s = th_cu_alloc(&g->mem, (void **)&y->snap, snap * 4, "the recurrent state's snapshots"))) ||
         (s = th_cu_alloc(&g->mem, (void **)&y->in, B * y->in_w * 4, "DeltaNet scratch")) ||
         (s = th_cu_alloc(&g->mem, (void **)&y->ba, B * 2 * nv * 4, "DeltaNet scratch")) ||
         (s = th_cu_alloc(&g->mem, (void **)&y->u, B * (2 * kd + vd) * 4, "DeltaNet scratch")) ||
-        (s = th_cu_alloc(&g->mem, (void **)&y->prep, B * (hp->ssm_n_group + 2 * nv) * 4, "DeltaNet scratch")))
+        (s = th_cu_alloc(&g->mem, (void **)&y->prep, B * (hp->ssm_n_group + 3 * nv) * 4, "DeltaNet scratch")))
+        return s;
+    if (dk <= 128 &&   /* the chunked form takes these */
+        (s = th_cu_alloc(&g->mem, (void **)&y->wy, B * (size_t)TH_CU_DN_WY_FLOATS(vd, nv) * 4, "DeltaNet chunk scratch")))
         return s;
     cudaError_t e = cudaMemsetAsync(y->cur, 0, cur * 4, g->st);
     return e ? th_cu_fail(e, "recurrent state set-up") : TH_OK;
@@ -96,24 +102,49 @@ void th_cu_hyb_free(th_gpu *g) {
     g->hyb = NULL;
 }
 
+int th_cu_dn_order(int n, const int32_t *seq, const int32_t *snap, int32_t *last, th_cu_dn_order_out *o) {
+    int ns = 0, max_run = 0, nc = 0;
+    for (int t = 0; t < n; t++) {
+        int32_t q = seq[t];
+        o->nxt[t] = -1;
+        if (last[q] < 0) { o->first[ns] = t; o->list[ns++] = q; }
+        else o->nxt[last[q]] = t;
+        last[q] = t;
+    }
+    for (int i = 0, p = 0; i < ns; i++) {
+        o->off[i] = p;
+        o->ch_off[i] = nc;
+        int len = 0;
+        for (int t = o->first[i]; t >= 0; t = o->nxt[t]) {
+            if (len == 0) o->ch_start[nc] = p;
+            o->ord[p++] = t;
+            if (++len == TH_CU_DN_CHUNK_LEN || snap[t] >= 0) o->ch_len[nc++] = len, len = 0;
+        }
+        if (len) o->ch_len[nc++] = len;
+        if (p - o->off[i] > max_run) max_run = p - o->off[i];
+        last[o->list[i]] = -1;
+    }
+    for (int i = ns; i < n; i++) o->list[i] = o->first[i] = -1, o->off[i] = n, o->ch_off[i] = nc;
+    for (int c = nc; c < n; c++) o->ch_start[c] = o->ch_len[c] = 0;   /* a grid of n chunks: the rest exit */
+    o->n_chunk = nc;
+    return max_run;
+}
+
 /* Per token the snapshot slot its state goes to (the state after each of the last
- * n_snap positions of its sequence, as the CPU's want_snap), and the distinct
- * sequences of the batch, into the metadata staging. */
+ * n_snap positions of its sequence, as the CPU's want_snap), and the batch's
+ * sequences as the delta rule walks them, into the metadata staging. */
 void th_cu_hyb_stage(th_gpu *g, const th_context *c, const th_step *s) {
     th_cu_hyb *y = g->hyb;
     if (!y || !y->slot) return;
-    int32_t B = (int32_t)g->n_batch, ns = 0, n_snap = c->rs.n_snap;
-    int32_t *snap = g->h_meta + y->meta_off, *list = snap + B, *first = list + B, *nxt = first + B;
+    int32_t B = (int32_t)g->n_batch, n_snap = c->rs.n_snap;
+    int32_t *snap = g->h_meta + y->meta_off, *m = snap + B;
     for (int t = 0; t < s->n; t++) {
         int32_t q = s->seq[t], p = s->pos[t];
         snap[t] = n_snap > 0 && p + 1 > c->new_len[q] - n_snap ? q * n_snap + (p + 1) % n_snap : -1;
-        nxt[t] = -1;
-        if (y->last[q] < 0) { first[ns] = t; list[ns++] = q; }
-        else nxt[y->last[q]] = t;
-        y->last[q] = t;
     }
-    for (int i = 0; i < ns; i++) y->last[list[i]] = -1;
-    for (int i = ns; i < s->n; i++) list[i] = first[i] = -1;
+    th_cu_dn_order_out o = { m, m + B, m + 2 * B, m + 3 * B, m + 4 * B, m + 5 * B, m + 6 * B, m + 7 * B, 0 };
+    y->max_run = th_cu_dn_order(s->n, s->seq, snap, y->last, &o);
+    y->n_chunk = o.n_chunk;
 }
 
 int32_t th_cu_kv_layer(const th_gpu *g, int32_t il) {
@@ -126,7 +157,7 @@ static th_cu_dn layer_dn(const th_gpu *g, const th_layer *L, int32_t r) {
     th_cu_dn d = { .dk = hp->ssm_d_state, .nk = hp->ssm_n_group, .nv = hp->ssm_dt_rank, .C = hp->ssm_d_conv,
                    .fused = L->ssm_in.data != NULL, .repeat = hp->ssm_repeat != 0, .eps = hp->norm_eps,
                    .conv_w = dvec(&L->ssm_conv1d), .dt = dvec(&L->ssm_dt), .A = dvec(&L->ssm_a), .norm = dvec(&L->ssm_norm),
-                   .cur = g->hyb->cur, .snap = g->hyb->snap, .per_seq = rs->per_seq, .scratch = g->hyb->prep,
+                   .cur = g->hyb->cur, .snap = g->hyb->snap, .per_seq = rs->per_seq, .scratch = g->hyb->prep, .wy = g->hyb->wy,
                    .layer_off = (int64_t)r * (rs->conv_n + rs->ssm_n), .conv_n = rs->conv_n };
     d.ratio = d.nv / (d.nk > 0 ? d.nk : 1);
     d.kd = (int64_t)d.dk * d.nk;
@@ -156,10 +187,15 @@ th_status th_cu_op_recurrent(th_context *c, const th_step *s, int32_t il) {
         if ((st = th_cu_group_mm(g, qz, 2, TH_BUF_H, y->in, y->in_w)) || (st = th_cu_group_mm(g, ba, 2, TH_BUF_H, y->ba, bas)))
             return st;
     }
-    const int32_t *snap = g->d_meta + y->meta_off, *list = snap + g->n_batch, *first = list + g->n_batch,
-                  *nxt = first + g->n_batch;
-    th_cu_dn_conv(&d, y->in, y->in_w, n, g->f.seq, snap, y->u, g->st);
-    th_cu_dn_rule(&d, y->u, y->ba, bas, n, g->f.seq, list, first, nxt, snap, g->att, g->att_w, g->st);
+    const int32_t *m = g->d_meta + y->meta_off;
+    size_t B = g->n_batch;
+    /* a graph replays this step for any sequence mix: the recurrent form there */
+    th_cu_dn_batch b = { .seq = g->f.seq, .snap = m, .list = m + B, .first = m + 2 * B, .nxt = m + 3 * B, .ord = m + 4 * B,
+                         .off = m + 5 * B, .ch_start = m + 6 * B, .ch_len = m + 7 * B, .ch_off = m + 8 * B,
+                         .n_chunk = g->f.graph ? n : y->n_chunk, .n = n, .n_seq = g->n_seq,
+                         .max_run = g->f.graph ? 0 : y->max_run };
+    th_cu_dn_conv(&d, y->in, y->in_w, n, g->f.seq, m, y->u, g->st);
+    th_cu_dn_rule(&d, y->u, y->ba, bas, &b, g->att, g->att_w, g->st);
     th_cu_dn_output(&d, g->att, g->att_w, y->in, y->in_w, n, g->st);
     att_written(g, TH_BUF_ATT);
     return TH_OK;
