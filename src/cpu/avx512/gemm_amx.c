@@ -2,7 +2,7 @@
  * quant/repack.c th_repack8_16bit, where the CPU and OS offer AMX-BF16: cpuid leaf 7
  * (EDX bits 22 AMX-BF16, 24 AMX-TILE), XCR0 bits 17/18 (tile state enabled by the OS), and
  * the Linux permission for the tile data (arch_prctl ARCH_REQ_XCOMP_PERM, once per
- * process); avx512/kernels.c then uses it for BF16 (TH_AMX=0 turns it off). Written on a
+ * process); avx512/kernels.c then uses it for BF16 (th_model_params.no_amx, --no-amx, turns it off). Written on a
  * VM without AMX (indexing checked against a C emulation of the tile ops), checked on the
  * GPU machine's host CPU: tests/test_repack.c against the reference wherever AMX is
  * usable; bench_float_gemm there: 433-506 GFLOP/s at N = 512 on one core, 2.6-3.1x its
