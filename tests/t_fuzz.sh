@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # t_fuzz.sh — `make fuzz` (clang, ASan + UBSan) and a short smoke run of every
-# libFuzzer target on its seeds (FUZZ_SMOKE_S seconds each, default 10): each
-# must finish without a crash, leak or sanitizer report. Skipped without clang.
+# libFuzzer target on its seeds (FUZZ_SMOKE_S seconds each, default 10, as many
+# at once as there are cores): each must finish without a crash, leak or
+# sanitizer report. Skipped without clang.
 # The long runs (10 minutes a target) are scripts/fuzz-long.sh.
 set -u
 if ! command -v clang >/dev/null 2>&1; then echo "SKIP fuzz (no clang)"; exit 0; fi
@@ -13,8 +14,8 @@ rm -f /tmp/t_fuzz_build.$$
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 BUILD=${BUILD:-build} tests/fuzz/make-seeds.sh "$tmp/seeds" >/dev/null
-for bin in build/fuzz/bin/fuzz_*; do
-    t=$(basename "$bin")
+smoke() {  # one target's smoke run; its result line(s) on stdout
+    local bin=$1 t; t=$(basename "$bin")
     mkdir -p "$tmp/corpus/$t" "$tmp/seeds/$t"   # a target without seeds starts from nothing
     if "$bin" -max_total_time="$S" -print_final_stats=1 -timeout=20 -artifact_prefix="$tmp/$t-" \
         "$tmp/corpus/$t" "$tmp/seeds/$t" >"$tmp/$t.log" 2>&1; then
@@ -24,5 +25,13 @@ for bin in build/fuzz/bin/fuzz_*; do
     else
         echo "FAIL ${t}_smoke"; grep -E 'ERROR|SUMMARY|==[0-9]+==|#0 |#1 |#2 ' "$tmp/$t.log" | head -20 | sed 's/^/    /'
     fi
+}
+# one target per core at a time (each is single-threaded), results in name order
+P=$(nproc 2>/dev/null || echo 1)
+for bin in build/fuzz/bin/fuzz_*; do
+    smoke "$bin" >"$tmp/$(basename "$bin").res" &
+    while [ "$(jobs -rp | wc -l)" -ge "$P" ]; do wait -n; done
 done
+wait
+for bin in build/fuzz/bin/fuzz_*; do cat "$tmp/$(basename "$bin").res"; done
 exit 0
