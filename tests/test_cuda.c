@@ -331,12 +331,12 @@ static void check_mma_type(uint32_t type, int64_t rows, int64_t K, const int *ns
      * warp above 32 tokens, bit 3 stages of 4 sub-blocks, bit 4 two row tiles from 9 tokens; bit 2 the
      * gathered form, with bit 1 contiguous
      * K ranges */
-    static const int vs[] = { 0, 1, 8, 9, 16, 4, 5, 6, 7, 32, 64 };  /* 32: mma_q8g at every n; 64: never */
+    static const int vs[] = { 0, 1, 8, 9, 16, 4, 5, 6, 7, 32, 33, 34, 64 };  /* 32: mma_q8g at every n (33: 64-token tiles, 34: 128); 64: never */
     const int variants = type == TH_F16 || type == TH_BF16 ? 1 : (int)(sizeof vs / sizeof vs[0]);
     for (int vi = 0; vi < variants; vi++)
         for (int i = 0; i < n_ns; i++) {
             const int v = vs[vi];
-            if ((v & 1) && ns[i] <= 32) continue;
+            if ((v & 1) && !(v & 32) && ns[i] <= 32) continue;
             th_cu_mma_set_variant(v);
             const char *e = th_cu_test_matmul(type, wq, rows, K, x, ns[i], y, 5, false);
             th_cu_mma_set_variant(0);

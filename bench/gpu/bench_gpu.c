@@ -13,7 +13,9 @@
  * mode), TH_GPU_MOE_GEMV=1 (the MoE experts on the per-pair GEMV at every batch
  * size instead of the grouped GEMM of prefill), TH_GPU_MMA_MIN=N / TH_GPU_MMA_MAX=N
  * (the int8 MMA kernel for GEMV-path batches of N+ tokens / GEMM-path batches
- * of at most N tokens).
+ * of at most N tokens), TH_GPU_MMA_PIN=V (every int8 MMA product through
+ * variant V of th_cu_mma_set_variant, e.g. 32 the prompt-sized kernel),
+ * TH_GPU_PP=N (pp's prompt length, default 512).
  * Runs the real path (th_context_new with gpu = true, th_decode) and prints
  *   copy   device-to-device copy bandwidth (bytes read + written), the ceiling
  *   gemm   an fp16 cuBLAS GEMM 8192³ (TFLOP/s), the tensor-core ceiling
@@ -311,6 +313,7 @@ static void tuning_from_env(void) {
     t.mma_f16 = env_int("TH_GPU_MMA_F16", 0) != 0;
     t.f16_cublas_min = env_int("TH_GPU_F16_CUBLAS_MIN", t.f16_cublas_min);
     th_cu_tuning_set(&t);
+    th_cu_mma_set_variant(env_int("TH_GPU_MMA_PIN", 0));  /* every int8 MMA product through this variant */
 }
 
 /* llama-batched-bench's method on a context of its own: `streams` prompts of
@@ -477,10 +480,11 @@ int main(int argc, char **argv) {
         tg(c, 3, 1, false);
     }
     if (all || !strcmp(what, "pp")) {
-        pp(c, 512, 1);
-        double r = pp(c, 512, 3);
+        const int npp = env_int("TH_GPU_PP", 512);  /* the prompt length (lab) */
+        pp(c, npp, 1);
+        double r = pp(c, npp, 3);
         bool gemv = sh->experts && th_cu_tuning_get().moe_gemv_only;
-        printf("%-5s %-5s pp512  %8.1f tok/s  %6.1f TFLOP/s (matmuls)%s\n", sh->name, th_type_name(type), r,
+        printf("%-5s %-5s pp%-4d %8.1f tok/s  %6.1f TFLOP/s (matmuls)%s\n", sh->name, th_type_name(type), npp, r,
                r * 2.0 * params / 1e12, !sh->experts ? "" : gemv ? "  experts: per-pair GEMV" : "  experts: grouped GEMM");
     }
     if (do_b16) {

@@ -62,10 +62,13 @@ void th_cu_allocs_free(th_cu_allocs *a) {
  * dequantize+GEMM up to 64 (310 vs 572 us) and ties it at 128. The staged form
  * (2026-12-03, the default since) beats cuBLAS up to 128 tokens on every 8B matrix
  * (gate+up 408 vs 576 us, down 209 vs 305) and loses at 256 (769 vs 605): MMA_MAX 128.
- * The prompt-sized form (mma_q8g.cu) is meant to replace cuBLAS above that once
- * measured (then MMA_MAX unbounded). The F16/BF16 kernel only with tuning.mma_f16. */
+ * The prompt-sized form (mma_q8g.cu, from TH_CU_MMA_PROMPT_MIN tokens), 2026-12-03,
+ * us at 256 tokens vs cuBLAS: Q4_0 gate+up 442 vs 601, down 219 vs 318, qkv 96 vs
+ * 139; Q4_K 557 vs 594, 276 vs 315, 124 vs 138; at 512 it loses on some (Q4_K
+ * gate+up 841 vs 660; Q4_0 qkv 189 vs 157, a 1.5-wave grid): MMA_MAX 256. The
+ * F16/BF16 kernel only with tuning.mma_f16. */
 #define TH_CU_MMA_MIN 12   /* at 12 tokens the MMA kernel beat the GEMV on every 8B matrix (Q4_0, Q8_0) */
-#define TH_CU_MMA_MAX 128
+#define TH_CU_MMA_MAX 256
 /* F16/BF16 GEMV-path batches from 2 tokens on cuBLAS with the weights in place (lab, 8B F16
  * gate+up: 16 tokens 62.3 us against the GEMV's 555.5 and mma_f16's 99.1; 2 tokens 57.6 vs 78.5) */
 #define TH_CU_F16_CUBLAS_MIN 2

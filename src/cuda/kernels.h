@@ -63,11 +63,13 @@ bool th_cu_mma_q8_supports(const th_cu_mat *w);
 bool th_cu_mma_q8(const th_cu_mat *w, const th_cu_q8 *xq, int n, float *y, int64_t y_stride, bool accumulate,
                   cudaStream_t st);
 /* The prompt-sized form (mma_q8g.cu: 128-row × 64/128-token blocks, both operands
- * staged in shared memory), which th_cu_mma_q8 takes from TH_CU_MMA_PROMPT_MIN tokens.
- * Off by default (never): not yet measured on a GPU; variant bit 5 selects it. */
-#define TH_CU_MMA_PROMPT_MIN (1 << 30)
+ * staged in shared memory), which th_cu_mma_q8 takes from TH_CU_MMA_PROMPT_MIN tokens
+ * (variant bit 5 at every size). H200 lab, 8B Q4_0 matrices, us: at 128 tokens it
+ * beats the staged form everywhere (gate+up 191 vs 507, qkv 65 vs 120, down 221 vs
+ * 248); at 64 the staged form wins on the narrow ones (down 131 vs 332). */
+#define TH_CU_MMA_PROMPT_MIN 128
 void th_cu_mma_q8g(const th_cu_mat *w, const th_cu_q8 *xq, int n, float *y, int64_t y_stride, bool accumulate,
-                   cudaStream_t st);
+                   int tile, cudaStream_t st);  /* tile: 64 or 128 tokens a block, 0 chosen by size */
 /* Measurement variants of th_cu_mma_q8 (bench/gpu lab and tests): 0 the default;
  * bit 0 two row tiles a warp above 32 tokens, bit 1 contiguous K ranges a warp;
  * bit 5 the prompt-sized form at every n, any other bit: never. */

@@ -31,7 +31,9 @@ constexpr int U = 2;  // sub-blocks a warp loads ahead
 // tiles a warp above 32 tokens; bit 3 (staged) stages of 4 sub-blocks instead of 2
 // up to 32 tokens; bit 4 (staged) two row tiles a warp from 9 to 32 tokens (the
 // activation fragments serve both); bit 2 the gathered form instead (mma_q8: every B fragment
-// loaded from the token rows in global memory), with bit 1 contiguous ranges.
+// loaded from the token rows in global memory), with bit 1 contiguous ranges; bit 5
+// the prompt-sized kernel (mma_q8g.cu) at every size, its tile pinned to 64 tokens
+// with bit 0, to 128 with bit 1.
 // H200 lab, Q8_0 8B matrices (bench/gpu/NOTES.md): staged 94.6 vs gathered 114.6 us
 // for gate+up at 16 tokens, 215.6 vs 343.0 at 64.
 int variant = 0;
@@ -423,7 +425,7 @@ extern "C" bool th_cu_mma_q8(const th_cu_mat *w, const th_cu_q8 *xq, int n, floa
                              cudaStream_t st) {
     if (n <= 0 || !th_cu_mma_q8_supports(w)) return false;
     if ((variant == 0 && n >= TH_CU_MMA_PROMPT_MIN) || (variant & 32)) {  /* prompt-sized: mma_q8g.cu */
-        th_cu_mma_q8g(w, xq, n, y, ys, accum, st);
+        th_cu_mma_q8g(w, xq, n, y, ys, accum, variant & 32 ? (variant & 1 ? 64 : variant & 2 ? 128 : 0) : 0, st);
         return true;
     }
     with_split_type(w->type, [&](auto t) {
