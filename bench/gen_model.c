@@ -290,7 +290,7 @@ static void pad_to(out *o, uint64_t align) {
     w_bytes(o, zeros, (size_t)((align - o->pos % align) % align));
 }
 
-enum { N_KV = 22, N_KV_HYBRID = 29, N_KV_NEXT = 33 };   /* keep in step with write_header + write_vocab */
+enum { N_KV = 22, N_KV_HYBRID = 30, N_KV_NEXT = 33 };   /* keep in step with write_header + write_vocab */
 
 static void token_text(long i, char *buf, size_t cap) {
     if (i == 0) snprintf(buf, cap, "<unk>");
@@ -354,13 +354,19 @@ static void write_header_hybrid(out *o, const gen *g) {
     kv_u32h(o, "ssm.time_step_rank", (uint32_t)s->nv);
     kv_u32h(o, "ssm.inner_size", (uint32_t)(s->dk * s->nv));
     kv_u32h(o, "full_attention_interval", (uint32_t)s->every);         /* 20 */
+    if (s->hybrid == 1) {  /* M-RoPE sections (all at the text position); ik_llama.cpp requires the key */
+        const uint32_t half = (uint32_t)s->rot / 2, s2 = half / 3, s0 = (half - s2 + 1) / 2;  /* 64: 11, 11, 10 */
+        const uint32_t sec[4] = { s0, half - s2 - s0, s2, 0 };
+        w_key(o, "qwen35.rope.dimension_sections", GGUF_ARRAY); w_u32(o, GGUF_I32); w_u64(o, 4);
+        for (int i = 0; i < 4; i++) w_u32(o, sec[i]);                  /* 21 */
+    }
     if (s->hybrid == 2) {
         kv_u32h(o, "expert_count", (uint32_t)s->experts);
         kv_u32h(o, "expert_used_count", (uint32_t)s->used);
         kv_u32h(o, "expert_feed_forward_length", (uint32_t)s->ffn_exp);
         kv_u32h(o, "expert_shared_feed_forward_length", (uint32_t)s->ffn_shexp);   /* 24 */
     }
-    write_vocab(o, s->vocab);                                          /* 29 (33) */
+    write_vocab(o, s->vocab);                                          /* 30 (33) */
 }
 
 static void write_header_llama(out *o, const gen *g) {

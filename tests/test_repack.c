@@ -16,6 +16,8 @@
 #include "model.h"
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <unistd.h>
 #if defined(__x86_64__)
 #include <cpuid.h>
 bool th_avx512_amx_bf16_usable(void);   /* avx512/gemm_amx.c */
@@ -295,8 +297,47 @@ static void test_model_layout_switches(void) {
     free(l0); th_model_free(m0);
 }
 
+/* The DeltaNet projections of a hybrid model are packed too (repack_model.c's list):
+ * the qwen35 fixture quantized to Q8_0 (pure), its attn_qkv packed where this level
+ * packs Q8_0, the logits those of the unpacked run up to f32 addition order. */
+static void test_hybrid_projections_packed(void) {
+    char q8[64];
+    snprintf(q8, sizeof q8, "/tmp/th_test_qwen35_q8_%d.gguf", (int)getpid());
+    th_quantize_params qp = th_quantize_default_params();
+    qp.type = "Q8_0";
+    qp.pure = true;
+    qp.n_threads = 2;
+    if (th_quantize_file("tests/fixtures/hybrid/qwen35-F32.gguf", q8, &qp)) {
+        CHECK(0, "quantize the qwen35 fixture: %s", th_last_error());
+        return;
+    }
+    static const int32_t tok[8] = { 1, 45, 39, 86, 33, 113, 170, 12 };
+    th_context_params cp = th_context_default_params();
+    cp.n_ctx = 32; cp.n_batch = 8; cp.n_threads = 2;
+    th_model_params mp = th_model_default_params();
+    th_model *m0 = NULL, *m1 = NULL;
+    float *l0 = NULL, *l1 = NULL;
+    if (!th_model_load(q8, &mp, &m0)) l0 = decode_all_logits(m0, tok, 8, &cp);
+    mp.no_repack = true;
+    if (!th_model_load(q8, &mp, &m1)) l1 = decode_all_logits(m1, tok, 8, &cp);
+    CHECK(l0 && l1, "qwen35 Q8_0: %s", th_last_error());
+    if (l0 && l1) {
+        const th_weight *w = &m0->layers[0].ssm_qkv;
+        CHECK(w->data != NULL, "layer 0 has no attn_qkv (not a DeltaNet layer?)");
+        if (th_repack_supported(th_cpu_kernels(), TH_Q8_0, w->ne1, w->ne0) && w->ne1 % 8 == 0)
+            CHECK(w->packed != NULL && m0->layers[0].ssm_gate.packed != NULL, "blk.0.attn_qkv / attn_gate not packed");
+        CHECK(m1->layers[0].ssm_qkv.packed == NULL, "no_repack: attn_qkv packed");
+        double scale, d = max_abs_diff(l0, l1, 8 * (size_t)th_model_n_vocab(m0), &scale);
+        CHECK(d <= 1e-3 * scale, "qwen35 Q8_0 packed vs unpacked: logits differ by %g (largest %g)", d, scale);
+        printf("  qwen35 Q8_0: packed vs unpacked logits differ by %.2g (largest %.3g)\n", d, scale);
+    }
+    free(l0); free(l1); th_model_free(m0); th_model_free(m1);
+    remove(q8);
+}
+
 int main(void) {
     RUN(test_16bit_layout);
+    RUN(test_hybrid_projections_packed);
     RUN(test_repack_supported);
     RUN(test_q4_0_layout);
     RUN(test_packed_gemm_equals_reference);

@@ -20,6 +20,8 @@ static int matmul_weights(th_model *m, th_weight **out, int cap) {
         W(L->w_gate); W(L->w_up); W(L->w_down);
         W(L->gate_exps); W(L->up_exps); W(L->down_exps);
         W(L->gate_shexp); W(L->up_shexp); W(L->down_shexp);
+        W(L->ssm_in); W(L->ssm_ba); W(L->ssm_qkv); W(L->ssm_gate);   /* DeltaNet projections (cpu/deltanet.c) */
+        W(L->ssm_beta); W(L->ssm_alpha); W(L->ssm_out);
     }
 #undef W
     return n;
@@ -65,7 +67,7 @@ th_status th_cpu_repack_model(th_model *m, const th_kernels *k) {
     if (m->repacked) return TH_OK;
     m->repacked = true;
     if (m->no_repack) return TH_OK;
-    int cap = 4 + 24 * m->hp.n_layer, n;
+    int cap = 4 + 32 * m->hp.n_layer, n;
     th_weight **ws = malloc((size_t)cap * sizeof *ws);
     if (!ws) return th_set_error(TH_ERR_NOMEM, "out of memory");
     n = matmul_weights(m, ws, cap);
