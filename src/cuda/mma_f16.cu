@@ -113,17 +113,8 @@ __global__ void __launch_bounds__(NW * 32) mma_f16(th_cu_mat w, const float *x, 
 template <bool BF, int NW, int NT8>
 void launch_t(const th_cu_mat *w, const float *x, int64_t xs, int n, float *y, int64_t ys, bool accum, cudaStream_t st) {
     const int tile = 8 * NT8;
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3((unsigned)((n + tile - 1) / tile), (unsigned)((w->rows + 15) / 16));
-    cfg.blockDim = dim3(NW * 32);
-    cfg.dynamicSmemBytes = NW > 1 ? (size_t)NW * NT8 * 4 * 32 * sizeof(float) : 0;
-    cfg.stream = st;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = th_cu_pdl ? 1 : 0;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-    cudaLaunchKernelEx(&cfg, mma_f16<BF, NW, NT8>, *w, x, xs, n, y, ys, accum);
+    launch_ks(mma_f16<BF, NW, NT8>, dim3((unsigned)((n + tile - 1) / tile), (unsigned)((w->rows + 15) / 16)),
+              dim3(NW * 32), NW > 1 ? (size_t)NW * NT8 * 4 * 32 * sizeof(float) : 0, st, *w, x, xs, n, y, ys, accum);
 }
 
 template <bool BF>

@@ -312,22 +312,12 @@ void launch_s(const th_cu_mat *w, const th_cu_q8 *xq, int n, float *y, int64_t y
     dim3 grid((unsigned)((n + tile - 1) / tile), (unsigned)((w->rows + 16 * MT - 1) / (16 * MT))), block(NW * 32);
     const size_t stg = (size_t)NW * 2 * stage_bytes<8 * NT8, SG>(), red = NW > 1 ? (size_t)NW * MT * NT8 * 4 * 32 * 4 : 0;
     const size_t smem = stg > red ? stg : red;
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = grid;
-    cfg.blockDim = block;
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = st;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = th_cu_pdl ? 1 : 0;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
     static bool attr_set = false;
     if (!attr_set && smem > 48 * 1024) {
         cudaFuncSetAttribute(mma_q8s<TYPE, NW, MT, NT8, SG>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
         attr_set = true;
     }
-    cudaLaunchKernelEx(&cfg, mma_q8s<TYPE, NW, MT, NT8, SG>, *w, *xq, n, y, ys, accum);
+    launch_ks(mma_q8s<TYPE, NW, MT, NT8, SG>, grid, block, smem, st, *w, *xq, n, y, ys, accum);
 }
 
 template <uint32_t TYPE, int NW, int MT, int NT8>
@@ -335,22 +325,12 @@ void launch_t(const th_cu_mat *w, const th_cu_q8 *xq, int n, float *y, int64_t y
     const int tile = 8 * NT8;
     dim3 grid((unsigned)((n + tile - 1) / tile), (unsigned)((w->rows + 16 * MT - 1) / (16 * MT))), block(NW * 32);
     size_t smem = NW > 1 ? (size_t)NW * MT * NT8 * 4 * 32 * sizeof(float) : 0;
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = grid;
-    cfg.blockDim = block;
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = st;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = th_cu_pdl ? 1 : 0;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
     static bool attr_set = false;  // above 48 KiB of dynamic shared memory needs the opt-in
     if (!attr_set && smem > 48 * 1024) {
         cudaFuncSetAttribute(mma_q8<TYPE, NW, MT, NT8>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
         attr_set = true;
     }
-    cudaLaunchKernelEx(&cfg, mma_q8<TYPE, NW, MT, NT8>, *w, *xq, n, y, ys, accum, (variant & 2) != 0);
+    launch_ks(mma_q8<TYPE, NW, MT, NT8>, grid, block, smem, st, *w, *xq, n, y, ys, accum, (variant & 2) != 0);
 }
 
 
