@@ -129,6 +129,18 @@ if ! $T logits -m "$tmp/bloom" -p hi --out "$tmp/x.logits" 2>"$tmp/err" && grep 
     ok hf_error_model_type
 else bad hf_error_model_type "$(cat "$tmp/err")"; fi
 
+# absurd numbers in config.json (a fuzzer found 1e300 cast to an integer): a clean error naming the key
+mkdir -p "$tmp/huge"; cp "$HF/llama/"* "$tmp/huge/"
+python3 - "$tmp/huge/config.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c["rope_scaling"] = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 1e300}
+json.dump(c, open(sys.argv[1], "w"))
+PY
+if ! $T convert "$tmp/huge" -o "$tmp/x.gguf" 2>"$tmp/err" && grep -q "original_max_position_embeddings" "$tmp/err"; then
+    ok hf_error_huge_number
+else bad hf_error_huge_number "$(cat "$tmp/err")"; fi
+
 # llama.cpp runs the converted files (mainline, Feb 2025: the families it has; not gemma2, which it
 # refuses to build for a layer count other than 26/42/46). phi3 is converted from a copy named "tiny-p":
 # llama.cpp sets strip attributes of "</s>", "<unk>", "<s>" when general.name contains "phi3", and our

@@ -12,6 +12,7 @@
  * phi3; olmoe; deepseek_v2 / deepseek_v3 -> deepseek2 and gpt_oss -> gpt-oss
  * (their keys and layers in hf_mla_oss.c). */
 #include "hf/hf_internal.h"
+#include "hf/hf_json.h"
 #include "hf/safetensors.h"
 #include "quant/quant.h"
 
@@ -138,8 +139,8 @@ static const st_tensor *fp8_view(hf_conv *c, const st_tensor *t, const char *nam
     const cJSON *bs = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(c->root, "quantization_config"),
                                                        "weight_block_size");
     if (cJSON_IsArray(bs) && cJSON_GetArraySize(bs) == 2 && cJSON_IsNumber(bs->child) && cJSON_IsNumber(bs->child->next)) {
-        b0 = (int64_t)bs->child->valuedouble;
-        b1 = (int64_t)bs->child->next->valuedouble;
+        b0 = hf_json_i64(bs->child, 0);
+        b1 = hf_json_i64(bs->child->next, 0);
     }
     if (b0 < 1 || b1 < 1 || b0 > (1 << 20) || b1 > (1 << 20)) {
         *s = th_set_error(TH_ERR_FORMAT, "%s/config.json: quantization_config.weight_block_size must be two positive integers", c->dir);
@@ -304,7 +305,7 @@ static const cJSON *local_rope_obj(const hf_conv *c) {
 static th_status longrope(hf_conv *c, const cJSON *rs, int64_t n_rot) {
     int64_t orig = 0, ctx = 4096;
     const cJSON *o = cJSON_GetObjectItemCaseSensitive(rs, "original_max_position_embeddings");
-    if (cJSON_IsNumber(o) && o->valuedouble >= 1) orig = (int64_t)o->valuedouble;
+    if (hf_json_i64(o, 0) >= 1) orig = hf_json_i64(o, 0);
     else TRY(hf_cfg_int(c, "original_max_position_embeddings", true, &orig));
     if (hf_has(c, "max_position_embeddings")) TRY(hf_cfg_int(c, "max_position_embeddings", true, &ctx));
     if (orig < 1) return th_set_error(TH_ERR_FORMAT, "%s/config.json: original_max_position_embeddings must be positive", c->dir);
@@ -358,8 +359,11 @@ static th_status rope_scaling(hf_conv *c, double theta, int64_t n_rot) {
         hf_w_f32(c, "rope.scaling.factor", factor);
         const cJSON *o = cJSON_GetObjectItemCaseSensitive(rs, "original_max_position_embeddings");
         if (!strcmp(type, "yarn")) {
-            if (!cJSON_IsNumber(o)) return th_set_error(TH_ERR_FORMAT, "%s/config.json: rope_scaling.original_max_position_embeddings is missing (yarn)", c->dir);
-            hf_w_u32(c, "rope.scaling.original_context_length", (int64_t)o->valuedouble);
+            const int64_t orig = hf_json_i64(o, 0);
+            if (orig < 1 || orig > UINT32_MAX)
+                return th_set_error(TH_ERR_FORMAT, "%s/config.json: rope_scaling.original_max_position_embeddings is missing or not "
+                                    "a positive 32-bit integer (yarn)", c->dir);
+            hf_w_u32(c, "rope.scaling.original_context_length", orig);
         }
         return TH_OK;
     }

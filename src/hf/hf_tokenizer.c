@@ -17,6 +17,7 @@
  * A directory with tokenizer.json but no config.json loads vocabulary-only.  */
 #include "hf/hf.h"
 #include "hf/safetensors.h"
+#include "hf/hf_json.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -414,7 +415,7 @@ static th_status write_unigram(const char *path, const char *dir, const cJSON *t
         else s = put_token(path, &t, item(e, "id"), c, cJSON_IsTrue(item(e, "special")) ? TT_CONTROL : TT_USER);
     }
     const cJSON *uid = item(model, "unk_id");
-    int64_t unk = cJSON_IsNumber(uid) ? (int64_t)uid->valuedouble : -1;
+    int64_t unk = hf_json_i64(uid, -1);
     if (!s && (unk < 0 || unk >= n_vocab || !t.text[unk]))
         s = th_set_error(TH_ERR_FORMAT, "%s: Unigram model.unk_id is missing or not a token", path);
     for (int64_t k = 0; !s && k < n_vocab; k++) {
