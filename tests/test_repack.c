@@ -31,7 +31,8 @@ static float frand(void) { rng = rng * 1664525u + 1013904223u; return (float)(rn
 static bool random_blocks(uint32_t type, uint8_t *p, size_t bytes) {
     size_t bsz = th_type_info_get(type)->bytes, nf = type == TH_Q4_K ? 2 : 1;
     size_t at = type == TH_Q6_K ? offsetof(th_block_q6_K, d) : 0;   /* first f16 field */
-    if (type != TH_Q4_0 && type != TH_Q8_0 && type != TH_Q4_K && type != TH_Q6_K && !th_is_qn(type)) return false;
+    if (type != TH_Q4_0 && type != TH_Q8_0 && type != TH_Q4_K && type != TH_Q6_K && type != TH_IQ4_XS &&
+        !th_is_qn(type)) return false;
     for (size_t i = 0; i < bytes; i++) { rng = rng * 1664525u + 1013904223u; p[i] = (uint8_t)(rng >> 24); }
     for (size_t b = 0; b + bsz <= bytes; b += bsz)
         for (size_t f = 0; f < nf; f++) {

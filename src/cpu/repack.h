@@ -3,7 +3,8 @@
  * group's 8 rows are interleaved block by block (the layouts are quant/repack.c's;
  * the type table says which types have one). The packed "row size"
  * th_repack_row_bytes is the original's, except Q4_K (148 bytes per 256 elements
- * instead of 144: scales and mins unpacked to bytes); row r (a multiple of 8) starts
+ * instead of 144: scales and mins unpacked to bytes) and IQ4_XS (138 instead of
+ * 136: scales unpacked to bytes); row r (a multiple of 8) starts
  * at r times it, so row ranges and per-expert offsets carry over, and gemm_packed
  * takes it as the row stride. */
 #ifndef TH_CPU_REPACK_H

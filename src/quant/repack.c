@@ -73,6 +73,28 @@ void th_repack8_q6_K(const uint8_t *const rows[8], int64_t nsb, uint8_t *dst) {
     }
 }
 
+/* IQ4_XS: per super-block (8 x 138 bytes): the 8 rows' d, their 8 sub-block scales as
+ * signed bytes (ls - 32, byte 16 + 8c + i: row i, sub-block c), then for c < 8, k < 4:
+ * 32 bytes = the 8 rows' qs[16c+4k..+3] (byte 80 + 128c + 32k + 4i), whose low nibbles
+ * are the codes of elements 32c+4k..+3 and high nibbles those of 32c+16+4k..+3. */
+void th_repack8_iq4_xs(const uint8_t *const rows[8], int64_t nsb, uint8_t *dst) {
+    const th_block_iq4_xs *row[8];
+    for (int i = 0; i < 8; i++) row[i] = (const th_block_iq4_xs *)(const void *)rows[i];
+    for (int64_t b = 0; b < nsb; b++, dst += 8 * TH_IQ4_XS_PACKED_BYTES) {
+        for (int i = 0; i < 8; i++) {
+            const th_block_iq4_xs *x = &row[i][b];
+            memcpy(dst + 2 * i, &x->d, 2);
+            for (int c = 0; c < 8; c++) {
+                int ls = ((x->scales_l[c / 2] >> (4 * (c & 1))) & 0xf) | (((x->scales_h >> (2 * c)) & 3) << 4);
+                dst[16 + 8 * c + i] = (uint8_t)(int8_t)(ls - 32);
+            }
+        }
+        for (int c = 0; c < 8; c++)
+            for (int k = 0; k < 4; k++)
+                for (int i = 0; i < 8; i++) memcpy(dst + 80 + 128 * c + 32 * k + 4 * i, row[i][b].qs + 16 * c + 4 * k, 4);
+    }
+}
+
 /* qN (n bits, groups of 64): per group of the 8 rows (8 x (8n + 2) bytes): the 8 rows'
  * d, then for each pair of 4-element steps kk < 8 (elements 8kk..8kk+7) and p < n a
  * 64-bit little-endian mask at byte 16 + 8 (n kk + p) whose bit 32h + 4i + e is bit p of

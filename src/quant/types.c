@@ -54,7 +54,7 @@ static const th_type_info type_table[TH_TYPE_COUNT] = {
                     .dequantize = th_ref_dq_iq4_nl, .quantize = th_ref_q_iq4_nl_search,
                     .quantize_weights = th_ref_q_iq4_nl_search, .vec_dot = th_ref_dot_iq4_nl },
     [TH_IQ4_XS] = { .name = "IQ4_XS", .block = TH_QK_K, .bytes = 136, .supported = true, .act_type = TH_Q8_K,
-                    REF_KERNELS(iq4_xs, th_ref_q_iq4_xs) },
+                    REF_KERNELS(iq4_xs, th_ref_q_iq4_xs), .packed_bytes = TH_IQ4_XS_PACKED_BYTES, .repack8 = th_repack8_iq4_xs },
     [TH_MXFP4] = { .name = "MXFP4", .block = TH_QK, .bytes = 17, .supported = true, .act_type = TH_Q8_0,
                    REF_KERNELS(mxfp4, th_ref_q_mxfp4) },
     /* ternary and 1-bit (ref_ternary.c, docs/ternary.md): the encoders are the peers'

@@ -24,6 +24,11 @@
  *     summed in 16 bits and weighed by the sub-block scale; the offset 32 comes off
  *     through the activation's bsums.
  *
+ *   IQ4_XS x8, per 256-element super-block (8 x 138 bytes; see quant/repack.c): d of the
+ *     8 rows, their 8 sub-block scales as signed bytes, the codes as for Q4_0 per
+ *     16-byte sub-block of qs; values from the code book by vpshufb, signed products by
+ *     the sign trick (|w| x sign-moved activation), weighed per register by vpmaddwd.
+ *
  * Tiles of 8 rows x 4 activation rows for batches, 8 rows x 1 for single rows (decode;
  * these also prefetch the weight stream ahead, see kernels.h).
  * The Q4_0 offset 8 is removed with the activation block sums, as in gemm_x8.c.
@@ -274,6 +279,52 @@ static inline __attribute__((always_inline)) void q6_Kx8_tile(const int NC, int6
 
 TILE_ENTRIES(q6_Kx8_tile)
 
+enum { IQ4XSX8_SB = 8 * TH_IQ4_XS_PACKED_BYTES };
+
+/* IQ4_NL's code book (GGML's kvalues_iq4nl), looked up by vpshufb. */
+static const int8_t iq4nl_values[16] = { -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113 };
+
+/* IQ4_XS x8: the signed values looked up per register; |w| times the activation with
+ * w's sign (vpmaddubsw: a pair is at most 2 * 127 * 128 < 2^15), each register's 16-bit
+ * pairs weighed by the row's sub-block scale (16-bit, both halves of the lane) with
+ * vpmaddwd, so the super-block's integer sum is exact in 32 bits. */
+static inline __attribute__((always_inline)) void iq4_xsx8_tile(const int NC, int64_t nsb, const uint8_t *w,
+                                                                const char *const x[4], const void *const aux[4],
+                                                                __m256 out[4]) {
+    __m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps() };
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)iq4nl_values));
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        const uint8_t *wb = w + sb * IQ4XSX8_SB;
+        if (NC == 1) th_prefetch_span(wb + TH_PREFETCH_AHEAD, IQ4XSX8_SB);
+        const th_block_q8_K *a[4];
+        __m256i sumi[4];
+        _Pragma("GCC unroll 4") for (int j = 0; j < NC; j++) {
+            a[j] = (const th_block_q8_K *)x[j] + sb;
+            sumi[j] = _mm256_setzero_si256();
+        }
+        _Pragma("GCC unroll 8") for (int c = 0; c < 8; c++) {
+            const __m256i sc = q6_Kx8_scales(wb, c, c);   /* same place and form: byte 16 + 8c + i */
+            _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) {
+                const __m256i r = _mm256_loadu_si256((const __m256i *)(wb + 80 + 128 * c + 32 * (k & 3)));
+                const __m256i v = _mm256_shuffle_epi8(table, _mm256_and_si256(k < 4 ? r : _mm256_srli_epi16(r, 4), m4));
+                const __m256i av = _mm256_sign_epi8(v, v);
+                const int e = 32 * c + (k < 4 ? 0 : 16) + 4 * (k & 3);
+                _Pragma("GCC unroll 4") for (int j = 0; j < NC; j++) {
+                    const __m256i p = _mm256_maddubs_epi16(av, _mm256_sign_epi8(bcast32(a[j]->qs + e), v));
+                    sumi[j] = _mm256_add_epi32(sumi[j], _mm256_madd_epi16(p, sc));
+                }
+            }
+        }
+        const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)wb));
+        _Pragma("GCC unroll 4") for (int j = 0; j < NC; j++)
+            acc[j] = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(a[j]->d)), _mm256_cvtepi32_ps(sumi[j]), acc[j]);
+    }
+    for (int j = 0; j < NC; j++) out[j] = acc[j];
+}
+
+TILE_ENTRIES(iq4_xsx8_tile)
+
 typedef void (*tile4_fn)(int64_t nblk, const uint8_t *w, const char *const x[4], const void *const aux[4],
                          __m256 out[4]);
 typedef __m256 (*tile1_fn)(int64_t nblk, const uint8_t *w, const char *x, const void *aux);
@@ -339,3 +390,4 @@ PACKED_GEMM(th_avx2_packed_q4_0, q4_0x8_tile, TH_QK, q4_0_act_sums, sizeof(q4_0_
 PACKED_GEMM(th_avx2_packed_q8_0, q8_0x8_tile, TH_QK, NULL, 0)
 PACKED_GEMM(th_avx2_packed_q4_K, q4_Kx8_tile, TH_QK_K, NULL, 0)
 PACKED_GEMM(th_avx2_packed_q6_K, q6_Kx8_tile, TH_QK_K, NULL, 0)
+PACKED_GEMM(th_avx2_packed_iq4_xs, iq4_xsx8_tile, TH_QK_K, NULL, 0)

@@ -2,7 +2,7 @@
  * AVX2 kernels of this folder in the table over the generic level, and builds each
  * gemm entry from this level's own vec_dot (a batch of one activation row) and batch
  * gemm (TH_GEMM_ENTRY). Every supported weight type has an AVX2 vec_dot and gemm;
- * Q4_0, Q8_0, Q4_K and Q6_K also a packed gemm. */
+ * Q4_0, Q8_0, Q4_K, Q6_K and IQ4_XS also a packed gemm. */
 #include "cpu/avx2/util.h"
 
 TH_GEMM_ENTRY(gemm_f32, th_avx2_dot_f32, th_avx2_batch_f32)
@@ -44,6 +44,7 @@ void th_kernels_fill_avx2(th_kernels *k) {
     k->gemm_packed[TH_Q8_0] = th_avx2_packed_q8_0;
     k->gemm_packed[TH_Q4_K] = th_avx2_packed_q4_K;
     k->gemm_packed[TH_Q6_K] = th_avx2_packed_q6_K;
+    k->gemm_packed[TH_IQ4_XS] = th_avx2_packed_iq4_xs;
     k->gemm_packed[TH_F16] = th_avx2_fpack_f16;       /* gemm_fpack.c */
     k->gemm_packed[TH_BF16] = th_avx2_fpack_bf16;
 

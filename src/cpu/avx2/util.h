@@ -233,11 +233,13 @@ th_gemm_kernel th_avx2_batch_q5_K;
 th_gemm_kernel th_avx2_batch_q6_K;
 th_gemm_kernel th_avx2_batch_iq4_xs;
 
-/* gemm_packed.c: gemm on 8-row interleaved weights (cpu/repack.h) of Q4_0, Q8_0, Q4_K, Q6_K. */
+/* gemm_packed.c: gemm on 8-row interleaved weights (cpu/repack.h) of Q4_0, Q8_0, Q4_K, Q6_K,
+ * IQ4_XS. */
 th_gemm_kernel th_avx2_packed_q4_0;
 th_gemm_kernel th_avx2_packed_q8_0;
 th_gemm_kernel th_avx2_packed_q4_K;
 th_gemm_kernel th_avx2_packed_q6_K;
+th_gemm_kernel th_avx2_packed_iq4_xs;
 /* gemm_fpack.c: F16 / BF16 gemm on the 8-row packed layout (th_repack8_16bit), f32 FMA */
 th_gemm_kernel th_avx2_fpack_f16;
 th_gemm_kernel th_avx2_fpack_bf16;

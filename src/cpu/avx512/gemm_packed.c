@@ -16,7 +16,10 @@
  *         (side table) likewise by vpdpwssd;
  *   Q6_K  6-bit codes rebuilt from ql and qh; the offset 32 comes off through the
  *         start values -32 * sum(a) of each 8-element sum (side table), which then fit
- *         in 16 bits, so two of them are scaled and added by vpdpwssd as for Q4_K.
+ *         in 16 bits, so two of them are scaled and added by vpdpwssd as for Q4_K;
+ *   IQ4_XS  code-book values + 128 by vpshufb; the offset comes off through the start
+ *         value -128 * sum(a) of each sub-block (side table), the exact sub-block sum
+ *         then times the row's signed scale by vpmulld.
  * Every result is the reference's integer block (or super-block) sum scaled in f32;
  * only the order of the f32 additions differs from the vec_dot path.
  *
@@ -229,6 +232,75 @@ static inline __attribute__((always_inline)) void q4_Kx16_tile(const int NC, int
     _Pragma("GCC unroll 8") for (int j = 0; j < NC; j++) out[j] = acc[j];
 }
 
+/* ---- IQ4_XS ---- */
+
+enum { IQ4XSX8_SB = 8 * TH_IQ4_XS_PACKED_BYTES };
+
+/* IQ4_NL's code book (GGML's kvalues_iq4nl) + 128: unsigned bytes for vpdpbusd. */
+static const uint8_t iq4nl_u8[16] = { 1, 24, 45, 63, 79, 93, 106, 118, 129, 141, 153, 166, 181, 197, 217, 241 };
+
+/* Per activation super-block: its scale and, per sub-block c, the start value
+ * -128 * (sum of its 32 codes) that takes the +128 of the weights back off. */
+typedef struct { float d; int32_t start[8]; } iq4_xs_act;
+
+static void iq4_xs_prep(int64_t nsb, const char *x, size_t xs, int64_t c0, int64_t c1, void *tabv) {
+    iq4_xs_act *tab = tabv;
+    for (int64_t c = c0; c < c1; c++) {
+        const th_block_q8_K *a = (const th_block_q8_K *)(x + (size_t)c * xs);
+        iq4_xs_act *t = tab + (c - c0) * nsb;
+        for (int64_t b = 0; b < nsb; b++) {
+            t[b].d = a[b].d;
+            for (int s = 0; s < 8; s++) t[b].start[s] = -128 * ((int32_t)a[b].bsums[2 * s] + a[b].bsums[2 * s + 1]);
+        }
+    }
+}
+
+/* 16 rows: per sub-block, the 8 code registers (values + 128 by vpshufb) times the
+ * activation by vpdpbusd from the start value, i.e. the exact signed sub-block sum, then
+ * times the row's scale (vpmulld) into the super-block's sum. */
+static inline __attribute__((always_inline)) void iq4_xsx16_tile(const int NC, int64_t nsb, const uint8_t *wa,
+                                                                 const uint8_t *wb, const char *const x[NCMAX],
+                                                                 const void *const aux[NCMAX], __m512 out[NCMAX]) {
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    const __m512i table = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)iq4nl_u8));
+    __m512 acc[NCMAX];
+    _Pragma("GCC unroll 8") for (int j = 0; j < NC; j++) acc[j] = _mm512_setzero_ps();
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        const uint8_t *pa = wa + sb * IQ4XSX8_SB, *pb = wb + sb * IQ4XSX8_SB;
+        if (NC == 1) {
+            th_prefetch_span(pa + TH_PREFETCH_AHEAD, IQ4XSX8_SB);
+            th_prefetch_span(pb + TH_PREFETCH_AHEAD, IQ4XSX8_SB);
+        }
+        __m512i sumi[NCMAX];
+        _Pragma("GCC unroll 8") for (int j = 0; j < NC; j++) sumi[j] = _mm512_setzero_si512();
+        _Pragma("GCC unroll 8") for (int c = 0; c < 8; c++) {
+            __m512i g[8];
+            _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
+                const int o = 80 + 128 * c + 32 * k;
+                const __m512i r = join256(pa + o, pb + o);
+                g[k] = _mm512_shuffle_epi8(table, _mm512_and_si512(r, m4));
+                g[k + 4] = _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(r, 4), m4));
+            }
+            const __m512i sc = _mm512_cvtepi8_epi32(join64(pa + 16 + 8 * c, pb + 16 + 8 * c));
+            _Pragma("GCC unroll 8") for (int j = 0; j < NC; j++) {
+                const int8_t *aq = ((const th_block_q8_K *)x[j])[sb].qs + 32 * c;
+                __m512i s = _mm512_set1_epi32(((const iq4_xs_act *)aux[j])[sb].start[c]);
+                _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
+                    s = dpbusd_b(s, g[k], aq + 4 * k);
+                    s = dpbusd_b(s, g[k + 4], aq + 16 + 4 * k);
+                }
+                sumi[j] = _mm512_add_epi32(sumi[j], _mm512_mullo_epi32(s, sc));
+            }
+        }
+        const __m512 d = join_f16(pa, pb);
+        _Pragma("GCC unroll 8") for (int j = 0; j < NC; j++) {
+            const __m512 da = _mm512_set1_ps(((const iq4_xs_act *)aux[j])[sb].d);
+            acc[j] = _mm512_fmadd_ps(_mm512_mul_ps(d, da), _mm512_cvtepi32_ps(sumi[j]), acc[j]);
+        }
+    }
+    _Pragma("GCC unroll 8") for (int j = 0; j < NC; j++) out[j] = acc[j];
+}
+
 /* ---- Q6_K ---- */
 
 enum { Q6KX8_SB = 8 * sizeof(th_block_q6_K) };
@@ -390,3 +462,4 @@ PACKED_GEMM(th_avx512_packed_q4_0, q4_0x16_tile, TH_QK, q4_0_prep, sizeof(q8_0_a
 PACKED_GEMM(th_avx512_packed_q8_0, q8_0x16_tile, TH_QK, q8_0_prep128, sizeof(q8_0_act))
 PACKED_GEMM(th_avx512_packed_q4_K, q4_Kx16_tile, TH_QK_K, q4_K_prep, sizeof(q4_K_act))
 PACKED_GEMM(th_avx512_packed_q6_K, q6_Kx16_tile, TH_QK_K, q6_K_prep, sizeof(q6_K_act))
+PACKED_GEMM(th_avx512_packed_iq4_xs, iq4_xsx16_tile, TH_QK_K, iq4_xs_prep, sizeof(iq4_xs_act))

@@ -79,6 +79,7 @@ void th_kernels_fill_avx512(th_kernels *k) {
     k->gemm_packed[TH_Q8_0] = th_avx512_packed_q8_0;
     k->gemm_packed[TH_Q4_K] = th_avx512_packed_q4_K;
     k->gemm_packed[TH_Q6_K] = th_avx512_packed_q6_K;
+    k->gemm_packed[TH_IQ4_XS] = th_avx512_packed_iq4_xs;
     k->gemm_packed[TH_F16] = th_avx512_fpack_f16;     /* gemm_fpack.c */
     k->gemm_packed[TH_BF16] = bf16_dot_wins() ? th_avx512_fpack_bf16_dp : th_avx512_fpack_bf16;
     if (th_avx512_amx_bf16_usable()) k->gemm_packed[TH_BF16] = th_avx512_amx_bf16;   /* gemm_amx.c where usable */

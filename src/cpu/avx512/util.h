@@ -125,6 +125,7 @@ th_gemm_kernel th_avx512_packed_q4_0;
 th_gemm_kernel th_avx512_packed_q8_0;
 th_gemm_kernel th_avx512_packed_q4_K;
 th_gemm_kernel th_avx512_packed_q6_K;
+th_gemm_kernel th_avx512_packed_iq4_xs;
 /* gemm_fpack.c: F16 / BF16 gemm on the 8-row packed layout (th_repack8_16bit), f32 FMA */
 th_gemm_kernel th_avx512_fpack_f16;
 th_gemm_kernel th_avx512_fpack_bf16;
