@@ -567,10 +567,12 @@ static void test_type_table_kernels(void) {
         if (!ti->supported)
             CHECK(!ti->quantize_weights && !ti->vec_dot && !ti->repack8, "%s: kernels of a type we do not run", ti->name);
         if (!ti->quantize) CHECK(!ti->dequantize, "%s: a decoder without an encoder", ti->name);
-        const bool packs = t == TH_Q4_0 || t == TH_Q8_0 || t == TH_Q4_K || t == TH_Q6_K || th_is_qn(t) ||
-                           t == TH_F16 || t == TH_BF16;
+        const bool packs = t == TH_Q4_0 || t == TH_Q8_0 || t == TH_Q4_K || t == TH_Q6_K || t == TH_IQ4_XS ||
+                           th_is_qn(t) || t == TH_F16 || t == TH_BF16;
         CHECK(packs == (ti->repack8 != NULL) && packs == (ti->packed_bytes != 0), "%s: packed layout", ti->name);
-        if (packs) CHECK(ti->packed_bytes == (t == TH_Q4_K ? 148u : ti->bytes), "%s: %u packed bytes", ti->name, ti->packed_bytes);
+        if (packs)
+            CHECK(ti->packed_bytes == (t == TH_Q4_K ? 148u : t == TH_IQ4_XS ? 138u : ti->bytes), "%s: %u packed bytes",
+                  ti->name, ti->packed_bytes);
     }
     CHECK(supported == 28, "%d supported types (F32 F16 BF16, 7 of 32 elements, 5 K-quants, IQ4_XS, q2..q8, "
           "TQ1_0 TQ2_0 Q1_0_G128 IQ1_BN IQ2_BN)", supported);
