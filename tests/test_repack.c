@@ -228,13 +228,19 @@ static void test_16bit_layout(void) {
     CHECK(out[8 * 2 + 5] == 502, "bf16 k 2 row 5: %u", out[21]);
 }
 
-static float *layout_logits(const th_model_params *mp, th_model **out) {
-    static const int32_t tok[8] = { 1, 450, 439, 860, 3347, 113, 1701, 123 };
+/* The logits of 8 tokens through `path` loaded with mp (NULL on failure; *out the
+ * model, or NULL). */
+static float *model_logits(const char *path, const int32_t tok[8], const th_model_params *mp, th_model **out) {
     *out = NULL;
-    if (th_model_load(fixture("tiny/tiny-BF16.gguf"), mp, out)) return NULL;
+    if (th_model_load(path, mp, out)) return NULL;
     th_context_params cp = th_context_default_params();
     cp.n_ctx = 32; cp.n_batch = 8; cp.n_threads = 2;
     return decode_all_logits(*out, tok, 8, &cp);
+}
+
+static float *layout_logits(const th_model_params *mp, th_model **out) {
+    static const int32_t tok[8] = { 1, 450, 439, 860, 3347, 113, 1701, 123 };
+    return model_logits(fixture("tiny/tiny-BF16.gguf"), tok, mp, out);
 }
 
 static double max_abs_diff(const float *a, const float *b, size_t n, double *scale) {
@@ -313,14 +319,11 @@ static void test_hybrid_projections_packed(void) {
         return;
     }
     static const int32_t tok[8] = { 1, 45, 39, 86, 33, 113, 170, 12 };
-    th_context_params cp = th_context_default_params();
-    cp.n_ctx = 32; cp.n_batch = 8; cp.n_threads = 2;
     th_model_params mp = th_model_default_params();
-    th_model *m0 = NULL, *m1 = NULL;
-    float *l0 = NULL, *l1 = NULL;
-    if (!th_model_load(q8, &mp, &m0)) l0 = decode_all_logits(m0, tok, 8, &cp);
+    th_model *m0, *m1;
+    float *l0 = model_logits(q8, tok, &mp, &m0);
     mp.no_repack = true;
-    if (!th_model_load(q8, &mp, &m1)) l1 = decode_all_logits(m1, tok, 8, &cp);
+    float *l1 = model_logits(q8, tok, &mp, &m1);
     CHECK(l0 && l1, "qwen35 Q8_0: %s", th_last_error());
     if (l0 && l1) {
         const th_weight *w = &m0->layers[0].ssm_qkv;

@@ -303,10 +303,8 @@ static const cJSON *local_rope_obj(const hf_conv *c) {
  * llama.cpp does; transformers picks by the sequence length), and the attention
  * factor: attention_factor, else sqrt(1 + ln(s) / ln(orig)) with s = context / orig. */
 static th_status longrope(hf_conv *c, const cJSON *rs, int64_t n_rot) {
-    int64_t orig = 0, ctx = 4096;
-    const cJSON *o = cJSON_GetObjectItemCaseSensitive(rs, "original_max_position_embeddings");
-    if (hf_json_i64(o, 0) >= 1) orig = hf_json_i64(o, 0);
-    else TRY(hf_cfg_int(c, "original_max_position_embeddings", true, &orig));
+    int64_t orig = hf_json_i64(cJSON_GetObjectItemCaseSensitive(rs, "original_max_position_embeddings"), 0), ctx = 4096;
+    if (orig < 1) TRY(hf_cfg_int(c, "original_max_position_embeddings", true, &orig));
     if (hf_has(c, "max_position_embeddings")) TRY(hf_cfg_int(c, "max_position_embeddings", true, &ctx));
     if (orig < 1) return th_set_error(TH_ERR_FORMAT, "%s/config.json: original_max_position_embeddings must be positive", c->dir);
     static const char *const keys[2] = { "long_factor", "short_factor" };
