@@ -46,6 +46,10 @@ run tiny-q4_0-c32-kld "$L" -m $S/tiny-Q4_0.gguf --kl-divergence-base tests/peer/
 if [ -n "$IK" ]; then
     run gemma3-270m-q4_k_m-c512-4chunks "$IK/bin/llama-perplexity" -m models/gemma-3-270m-Q4_K_M.gguf -f $TEXT -c 512 --chunks 4 -t 2 -no-fa
     run gemma3-270m-q4_k_m-c512 "$IK/bin/llama-perplexity" -m models/gemma-3-270m-Q4_K_M.gguf -f $TEXT -c 512 -t 2 -no-fa
+    # the same weights dequantized to F32 by the peer's quantizer: the PPL with no activation rounded
+    # to 8 bits, against which README reads the GPU's fp16 (cuBLAS) prefill path
+    "$IK/bin/llama-quantize" --allow-requantize models/gemma-3-270m-Q4_K_M.gguf "$tmp/gemma-3-270m-F32.gguf" F32 >/dev/null 2>&1
+    run gemma3-270m-f32-dequant-c512 "$IK/bin/llama-perplexity" -m "$tmp/gemma-3-270m-F32.gguf" -f $TEXT -c 512 -t 2 -no-fa
 fi
 # llama.cpp reading a base file that theseus wrote (the other direction of the format)
 TH=${THESEUS:-build/theseus}
