@@ -5,8 +5,8 @@
  * and ffn_sub_norm on silu(gate) ⊙ up before down, and the output head always the
  * token embedding. The ternary weights come as TQ1_0 / TQ2_0 / IQ2_BN (or F16/F32);
  * the optional per-tensor "scale" tensors of older conversions are refused (the
- * converters fold the scale into the quantized blocks). The CPU runs the sub-norm
- * FFN (backend op ffn_sub); a backend without it refuses such models. */
+ * converters fold the scale into the quantized blocks). The sub-norm FFN is the backend
+ * op ffn_sub (CPU and CUDA); a backend without it refuses such models. */
 #include "arch/arch.h"
 #include <stdio.h>
 

@@ -531,6 +531,23 @@ static th_status op_ffn(th_context *c, const th_step *s, const th_weight *gate, 
     return th_cu_mm(g, g->f.gemm, mat(down), g->ff, F, g->f.n, buf(g, dst), g->E, acc);
 }
 
+/* dst (+)= down(rmsnorm(silu(H·gate) ⊙ H·up)·ffn_sub_norm): bitnet's FFN, as the CPU's
+ * op_ffn_sub; the sub-norm writes the q8 copy for down's GEMV. */
+static th_status op_ffn_sub(th_context *c, const th_step *s, int32_t il, th_buf dst, bool acc) {
+    th_gpu *g = gpu(c);
+    const th_layer *L = &g->m->layers[il];
+    int64_t F = L->w_down.ne0;
+    const th_weight *ws[2] = { &L->w_gate, &L->w_up };
+    th_status st = group_mm(g, ws, 2, TH_BUF_H, g->gu, g->gu_w);
+    if (st) return st;
+    bool q8 = wants_q8(g, mat(&L->w_down));
+    th_cu_glu(g->gu, g->gu_w, F, g->f.n, TH_ACT_SILU, g->ff, F, NULL, g->st);
+    th_cu_rmsnorm(g->ff, F, NULL, vec(&L->ffn_sub_norm), g->m->hp.norm_eps, g->f.n, F, g->ff, F, q8 ? &g->q8 : NULL, g->st);
+    g->q8_of = -1;   /* g->q8 now holds the sub-norm's output */
+    wrote(g, dst);
+    return th_cu_mm(g, g->f.gemm, mat(&L->w_down), g->ff, F, g->f.n, buf(g, dst), g->E, acc);
+}
+
 static th_status op_moe(th_context *c, const th_step *s, int32_t il) {
     th_gpu *g = gpu(c);
     wrote(g, TH_BUF_T);
@@ -741,7 +758,7 @@ static const th_backend cuda_backend = {
     .embed = op_embed, .norm = op_norm, .qkv = op_qkv, .mla_qkv = op_mla_qkv, .rope_kv = op_rope_kv,
     .attention = op_attention, .matmul = op_matmul, .add = op_add, .ffn = op_ffn, .moe = op_moe,
     .logits = op_logits, .copy_block = gpu_copy_block, .fetch_logits = gpu_fetch_logits,
-    .get_x = op_get_x, .put_x = op_put_x,
+    .get_x = op_get_x, .put_x = op_put_x, .ffn_sub = op_ffn_sub,
     .recurrent = th_cu_op_recurrent, .att_gate = th_cu_op_att_gate, .shexp_gated = th_cu_op_shexp_gated,
     .rs_restore = th_cu_rs_restore, .rs_copy = th_cu_rs_copy,
 };

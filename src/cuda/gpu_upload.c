@@ -257,7 +257,7 @@ static th_status upload_parts(th_cu_store *S, th_weight *w) {
       &L->post_ffn_norm, &L->router, &L->router_b, &L->exp_probs_b, &L->gate_exps, &L->up_exps, &L->down_exps,    \
       &L->gate_exps_b, &L->up_exps_b, &L->down_exps_b, &L->gate_shexp, &L->up_shexp, &L->down_shexp,               \
       &L->ssm_in, &L->ssm_qkv, &L->ssm_gate, &L->ssm_ba, &L->ssm_beta, &L->ssm_alpha, &L->ssm_conv1d, &L->ssm_dt,    \
-      &L->ssm_a, &L->ssm_norm, &L->ssm_out, &L->gate_inp_shexp }
+      &L->ssm_a, &L->ssm_norm, &L->ssm_out, &L->gate_inp_shexp, &L->attn_sub_norm, &L->ffn_sub_norm }
 
 static bool shape_is(const th_weight *w, int64_t ne0, int64_t ne1, int64_t ne2) {
     return w->ne0 == ne0 && w->ne1 == ne1 && TH_MAX(w->ne2, 1) == ne2;
@@ -379,7 +379,7 @@ static th_status upload_layer(th_cu_store *S, th_model *m, int il) {
     th_weight *vecs[] = { &L->attn_norm, &L->bq, &L->bk, &L->bv, &L->bo, &L->bqkv, &L->q_norm, &L->k_norm,
                           &L->post_attn_norm, &L->attn_sinks, &L->q_a_norm, &L->kv_a_norm, &L->ffn_norm,
                           &L->post_ffn_norm, &L->router_b, &L->exp_probs_b, &L->gate_exps_b, &L->up_exps_b,
-                          &L->down_exps_b };
+                          &L->down_exps_b, &L->attn_sub_norm, &L->ffn_sub_norm };
     for (size_t k = 0; k < sizeof vecs / sizeof vecs[0]; k++)
         if ((s = upload_vec(S, vecs[k]))) return s;
     th_weight *all[] = LAYER_WEIGHTS(L);   /* every weight the loader found now has its copy */
