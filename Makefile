@@ -179,7 +179,7 @@ $(NEON_BUILD)/tests/test_kernels_neon: tests/test_kernels_neon.c tests/check.h t
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig
-	install -m 644 include/theseus.h $(DESTDIR)$(PREFIX)/include/
+	install -m 644 include/theseus.h include/theseus_eval.h $(DESTDIR)$(PREFIX)/include/
 	install -m 644 $(BUILD)/libtheseus.a $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(BUILD)/libtheseus.so $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(BUILD)/theseus $(DESTDIR)$(PREFIX)/bin/
