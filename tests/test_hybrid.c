@@ -316,7 +316,7 @@ static void test_qwen35_speculative(void) {
 /* Every SIMD level's delta-rule step against the reference (th_op_dn_step) at awkward
  * head widths, over a few steps, with state entries that hit the ±1e6 clamp. */
 static void test_dn_step_levels(void) {
-    const int32_t dks[] = { 1, 7, 8, 13, 40, 64, 128 };
+    const int32_t dks[] = { 1, 7, 8, 13, 16, 40, 48, 64, 96, 128 };
     uint32_t r = 12345;
 #define RND() ((r = r * 1664525u + 1013904223u), ((float)(r >> 8) / 16777216.0f) * 2.0f - 1.0f)
     int tested = 0;

@@ -119,16 +119,17 @@ static void dn_project(th_cpu *c, const th_layer *L, const dn_dims *d, int32_t n
     th_fwd_matmul_multi(c, gs, gy, gstr, 2, c->h, E, n);
 }
 
-/* Conv with each sequence's window, silu, L2 norms of q and k; beta and decay. */
-static void dn_conv_gates(th_context *ctx, th_cpu *c, const th_step *st, const th_layer *L, const dn_dims *d, int32_t r) {
-    th_rstate *rs = &ctx->rs;
-    float eps = c->model->hp.norm_eps;
-    int64_t C = d->C, nv = d->nv;
-    const float *w = L->ssm_conv1d.data, *dt = L->ssm_dt.data, *A = L->ssm_a.data;
-    float *b = c->dn_ba, *a = c->dn_ba + (size_t)st->n * nv;
-    for (int32_t t = 0; t < st->n; t++) {
-        float *u = c->dn_u + (int64_t)t * d->cd, *win = th_rs_conv(rs, st->seq[t], r);
-        for (int64_t ch = 0; ch < d->cd; ch++) {
+typedef struct { th_context *ctx; th_cpu *c; const th_step *st; const th_layer *L; dn_dims d; int32_t r; } dn_task;
+
+/* Conv of channels [ch0, ch1) with each sequence's window, every token in batch order,
+ * then silu; a snapshotted position keeps this slice of the window. */
+static void dn_conv_channels(const dn_task *k, int64_t ch0, int64_t ch1) {
+    th_rstate *rs = &k->ctx->rs;
+    int64_t C = k->d.C, w0 = ch0 * (C - 1), wn = (ch1 - ch0) * (C - 1);
+    const float *w = k->L->ssm_conv1d.data;
+    for (int32_t t = 0; t < k->st->n; t++) {
+        float *u = k->c->dn_u + (int64_t)t * k->d.cd, *win = th_rs_conv(rs, k->st->seq[t], k->r);
+        for (int64_t ch = ch0; ch < ch1; ch++) {
             float *s = win + ch * (C - 1);
             const float *wc = w + ch * C;
             float acc = 0.0f;
@@ -138,23 +139,40 @@ static void dn_conv_gates(th_context *ctx, th_cpu *c, const th_step *st, const t
             if (C > 1) s[C - 2] = u[ch];
             u[ch] = siluf(acc);
         }
-        if (want_snap(ctx, st->seq[t], st->pos[t]))
-            memcpy(th_rs_snap_conv(rs, st->seq[t], st->pos[t] + 1, r), win, (size_t)rs->conv_n * sizeof(float));
-        for (int64_t hh = 0; hh < 2 * d->nk; hh++) {
+        if (wn > 0 && want_snap(k->ctx, k->st->seq[t], k->st->pos[t]))
+            memcpy(th_rs_snap_conv(rs, k->st->seq[t], k->st->pos[t] + 1, k->r) + w0, win + w0, (size_t)wn * sizeof(float));
+    }
+}
+
+/* This thread's share of the conv and gates: whole heads of Dk channels (the conv, then
+ * the L2 norm of the q and k heads among them: a head's channels are one thread's) and
+ * v heads' beta = sigmoid(b), log decay = min(softplus(a + dt)·A, 50). Per channel and
+ * per head the arithmetic is the serial loop's, so any split gives the same bits. */
+static void dn_conv_worker(void *arg, int ith, int nth) {
+    const dn_task *k = arg;
+    const dn_dims *d = &k->d;
+    int64_t units = d->cd / d->dk, u0 = units * ith / nth, u1 = units * (ith + 1) / nth, nv = d->nv;
+    float eps = k->c->model->hp.norm_eps;
+    dn_conv_channels(k, u0 * d->dk, u1 * d->dk);
+    for (int32_t t = 0; t < k->st->n; t++) {
+        float *u = k->c->dn_u + (int64_t)t * d->cd;
+        for (int64_t hh = u0; hh < u1 && hh < 2 * d->nk; hh++) {
             float *x = u + hh * d->dk, ss = 0.0f;
             for (int64_t i = 0; i < d->dk; i++) ss += x[i] * x[i];
             float sc = 1.0f / fmaxf(sqrtf(ss), eps);
             for (int64_t i = 0; i < d->dk; i++) x[i] *= sc;
         }
-        for (int64_t h = 0; h < nv; h++) {
+    }
+    const float *dt = k->L->ssm_dt.data, *A = k->L->ssm_a.data;
+    float *b = k->c->dn_ba, *a = k->c->dn_ba + (size_t)k->st->n * nv;
+    for (int32_t t = 0; t < k->st->n; t++)
+        for (int64_t h = nv * ith / nth; h < nv * (ith + 1) / nth; h++) {
             b[(size_t)t * nv + h] = sigmoidf(b[(size_t)t * nv + h]);
             float g = softplusf(a[(size_t)t * nv + h] + dt[h]) * A[h];
             a[(size_t)t * nv + h] = fminf(g, 50.0f);   /* the log of the decay */
         }
-    }
 }
 
-typedef struct { th_context *ctx; th_cpu *c; const th_step *st; const th_layer *L; dn_dims d; int32_t r; } dn_task;
 
 /* Tokens t0.. of one run (same sequence, batch order) that the chunked form may take:
  * up to the first one whose state is snapshotted (the chunk form keeps only the last). */
@@ -205,28 +223,38 @@ static void dn_rule_worker(void *arg, int ith, int nth) {
     }
 }
 
-/* ATT[t][h] = rmsnorm(out)·ssm_norm ⊙ silu(z). */
-static void dn_output(th_cpu *c, const th_layer *L, const dn_dims *d, int32_t n) {
+/* ATT[t][h] = rmsnorm(out)·ssm_norm ⊙ silu(z), for this thread's share of the (t, h) pairs. */
+static void dn_output_worker(void *arg, int ith, int nth) {
+    const dn_task *k = arg;
+    const dn_dims *d = &k->d;
+    th_cpu *c = k->c;
     float eps = c->model->hp.norm_eps;
-    for (int32_t t = 0; t < n; t++)
-        for (int64_t h = 0; h < d->nv; h++) {
-            float *o = c->att + (int64_t)t * c->att_w + h * d->dk;
-            const float *z = c->dn_z + (int64_t)t * d->vd + h * d->dk;
-            th_op_rmsnorm(o, o, L->ssm_norm.data, d->dk, eps);
-            for (int64_t j = 0; j < d->dk; j++) o[j] *= siluf(z[j]);
-        }
+    int64_t np = (int64_t)k->st->n * d->nv;
+    for (int64_t p = np * ith / nth; p < np * (ith + 1) / nth; p++) {
+        int64_t t = p / d->nv, h = p % d->nv;
+        float *o = c->att + t * c->att_w + h * d->dk;
+        const float *z = c->dn_z + t * d->vd + h * d->dk;
+        th_op_rmsnorm(o, o, k->L->ssm_norm.data, d->dk, eps);
+        for (int64_t j = 0; j < d->dk; j++) o[j] *= siluf(z[j]);
+    }
 }
+
+/* Batches of at least this many values (tokens × channels) split the conv and output loops over the pool. */
+enum { DN_SPLIT_MIN = 16384 };
 
 th_status th_dn_recurrent(th_context *ctx, const th_step *st, int32_t il) {
     th_cpu *c = ctx->bd;
     const th_layer *L = &c->model->layers[il];
     dn_task k = { ctx, c, st, L, dn_dims_of(&c->model->hp), c->dn_slot[il] };
     if (k.d.dk > 1024) return th_set_error(TH_ERR_UNSUPPORTED, "DeltaNet head width %lld > 1024", (long long)k.d.dk);
+    bool split = (int64_t)st->n * k.d.cd >= DN_SPLIT_MIN;
     dn_project(c, L, &k.d, st->n);
-    dn_conv_gates(ctx, c, st, L, &k.d, k.r);
+    if (split) th_pool_run(c->pool, dn_conv_worker, &k);
+    else dn_conv_worker(&k, 0, 1);
     if (k.d.nv >= 2 && st->n * k.d.dk >= 256) th_pool_run(c->pool, dn_rule_worker, &k);
     else dn_rule_worker(&k, 0, 1);
-    dn_output(c, L, &k.d, st->n);
+    if (split) th_pool_run(c->pool, dn_output_worker, &k);
+    else dn_output_worker(&k, 0, 1);
     return TH_OK;
 }
 

@@ -67,6 +67,7 @@ void th_kernels_fill_avx512(th_kernels *k) {
     SET(IQ4_XS, iq4_xs)
 #undef SET
     th_avx512_fill_qn(k);
+    k->dn_step = th_avx512_dn_step;   /* deltanet.c */
     th_avx512_fill_ternary(k);
     if (cpu_has_avx512_bf16()) {
         k->vec_dot[TH_BF16] = th_avx512_dot_bf16;

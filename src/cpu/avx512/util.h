@@ -133,6 +133,9 @@ th_gemm_kernel th_avx512_fpack_bf16_dp;   /* vdpbf16ps (AVX512-BF16 only) */
 /* gemm_amx.c: BF16 with AMX tdpbf16ps; usable = cpuid + XCR0 + the arch_prctl permission */
 bool th_avx512_amx_bf16_usable(void);
 th_gemm_kernel th_avx512_amx_bf16;
+/* deltanet.c: the delta-rule step (th_dn_step_fn), head widths 16·n up to 128 in registers */
+void th_avx512_dn_step(int32_t dk, float *S, const float *q, const float *k, const float *v, float beta, float decay,
+                       float scale, float *out);
 
 /* qn.c: the qN vec_dot and gemm entries of this level (TH_Q2..TH_Q8) */
 void th_avx512_fill_qn(th_kernels *k);
