@@ -5,10 +5,6 @@
  * scaled by d_w * d_a and accumulated in f32 lanes. */
 #include "cpu/avx2/util.h"
 
-/* The IQ4_NL / IQ4_XS non-linear 4-bit code book (GGML's kvalues_iq4nl). */
-static const int8_t iq4nl_values[16] = { -127, -104, -83, -65, -49, -35, -22, -10,
-                                         1,    13,   25,  38,  53,  69,  89,  113 };
-
 void th_avx2_dot_q4_0(int64_t n, float *s, const void *vw, const void *va) {
     const th_block_q4_0 *w = vw;
     const th_block_q8_0 *a = va;
@@ -130,7 +126,7 @@ void th_avx2_dot_q8_0(int64_t n, float *s, const void *vw, const void *va) {
 }
 
 static inline __m256i iq4nl_decode(const uint8_t *qs) {
-    const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)iq4nl_values));
+    const __m256i table = avx2_iq4nl_table();
     return _mm256_shuffle_epi8(table, avx2_nibbles32(qs));
 }
 
@@ -154,13 +150,11 @@ void th_avx2_dot_iq4_nl(int64_t n, float *s, const void *vw, const void *va) {
 }
 
 /* MXFP4: e2m1 codes (doubled so they are integers) with an E8M0 block exponent. */
-static const int8_t mxfp4_values[16] = { 0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12 };
-
 void th_avx2_dot_mxfp4(int64_t n, float *s, const void *vw, const void *va) {
     const th_block_mxfp4 *w = vw;
     const th_block_q8_0 *a = va;
     const int64_t nb = n / TH_QK;
-    const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)mxfp4_values));
+    const __m256i table = avx2_mxfp4_table();
     __m256 acc = _mm256_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
         __m256i q = _mm256_shuffle_epi8(table, avx2_nibbles32(w[i].qs));

@@ -125,12 +125,10 @@ static void tile_q6_K(int64_t nsb, const uint8_t *w, const th_block_q8_K *const 
     for (int j = 0; j < 4; j++) out[j] = avx2_hsum_ps(acc[j]);
 }
 
-static const int8_t iq4nl_values[16] = { -127, -104, -83, -65, -49, -35, -22, -10,
-                                         1,    13,   25,  38,  53,  69,  89,  113 };
 
 static void tile_iq4_xs(int64_t nsb, const uint8_t *w, const th_block_q8_K *const a[4], float out[4]) {
     const th_block_iq4_xs *x = (const th_block_iq4_xs *)w;
-    const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)iq4nl_values));
+    const __m256i table = avx2_iq4nl_table();
     __m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps() };
     __m256i sumi[4] = { _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256() };
     avx2_kq_head h;

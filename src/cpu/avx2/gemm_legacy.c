@@ -10,18 +10,15 @@
 #include "cpu/gemm_walk.h"
 #include "cpu/avx2/util.h"
 
-static const int8_t iq4nl_values[16] = { -127, -104, -83, -65, -49, -35, -22, -10,
-                                         1,    13,   25,  38,  53,  69,  89,  113 };
-static const int8_t mxfp4_values[16] = { 0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12 };
 
 /* Weight decoders: a block's 32 signed int8 values in element order. */
 static inline __m256i dec_q8_0(const void *b) { return _mm256_loadu_si256((const __m256i *)((const th_block_q8_0 *)b)->qs); }
 static inline __m256i dec_iq4_nl(const void *b) {
-    const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)iq4nl_values));
+    const __m256i table = avx2_iq4nl_table();
     return _mm256_shuffle_epi8(table, avx2_nibbles32(((const th_block_iq4_nl *)b)->qs));
 }
 static inline __m256i dec_mxfp4(const void *b) {
-    const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)mxfp4_values));
+    const __m256i table = avx2_mxfp4_table();
     return _mm256_shuffle_epi8(table, avx2_nibbles32(((const th_block_mxfp4 *)b)->qs));
 }
 

@@ -281,9 +281,6 @@ TILE_ENTRIES(q6_Kx8_tile)
 
 enum { IQ4XSX8_SB = 8 * TH_IQ4_XS_PACKED_BYTES };
 
-/* IQ4_NL's code book (GGML's kvalues_iq4nl), looked up by vpshufb. */
-static const int8_t iq4nl_values[16] = { -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113 };
-
 /* IQ4_XS x8: the signed values looked up per register; |w| times the activation with
  * w's sign (vpmaddubsw: a pair is at most 2 * 127 * 128 < 2^15), each register's 16-bit
  * pairs weighed by the row's sub-block scale (16-bit, both halves of the lane) with
@@ -293,7 +290,7 @@ static inline __attribute__((always_inline)) void iq4_xsx8_tile(const int NC, in
                                                                 __m256 out[4]) {
     __m256 acc[4] = { _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps() };
     const __m256i m4 = _mm256_set1_epi8(0x0f);
-    const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)iq4nl_values));
+    const __m256i table = avx2_iq4nl_table();
     for (int64_t sb = 0; sb < nsb; sb++) {
         const uint8_t *wb = w + sb * IQ4XSX8_SB;
         if (NC == 1) th_prefetch_span(wb + TH_PREFETCH_AHEAD, IQ4XSX8_SB);

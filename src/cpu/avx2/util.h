@@ -10,6 +10,15 @@
 #include <immintrin.h>
 #include <string.h>
 
+/* The IQ4_NL / IQ4_XS non-linear 4-bit code book (GGML's kvalues_iq4nl) and the MXFP4
+ * e2m1 code book doubled to integers, each in both 16-byte lanes (for vpshufb). */
+static inline __m256i avx2_iq4nl_table(void) {
+    return _mm256_broadcastsi128_si256(_mm_setr_epi8(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113));
+}
+static inline __m256i avx2_mxfp4_table(void) {
+    return _mm256_broadcastsi128_si256(_mm_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12));
+}
+
 static inline float avx2_hsum_ps(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));

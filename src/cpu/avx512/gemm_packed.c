@@ -236,9 +236,6 @@ static inline __attribute__((always_inline)) void q4_Kx16_tile(const int NC, int
 
 enum { IQ4XSX8_SB = 8 * TH_IQ4_XS_PACKED_BYTES };
 
-/* IQ4_NL's code book (GGML's kvalues_iq4nl) + 128: unsigned bytes for vpdpbusd. */
-static const uint8_t iq4nl_u8[16] = { 1, 24, 45, 63, 79, 93, 106, 118, 129, 141, 153, 166, 181, 197, 217, 241 };
-
 /* Per activation super-block: its scale and, per sub-block c, the start value
  * -128 * (sum of its 32 codes) that takes the +128 of the weights back off. */
 typedef struct { float d; int32_t start[8]; } iq4_xs_act;
@@ -262,7 +259,8 @@ static inline __attribute__((always_inline)) void iq4_xsx16_tile(const int NC, i
                                                                  const uint8_t *wb, const char *const x[NCMAX],
                                                                  const void *const aux[NCMAX], __m512 out[NCMAX]) {
     const __m512i m4 = _mm512_set1_epi8(0x0f);
-    const __m512i table = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)iq4nl_u8));
+    /* the code book + 128 (flipping the sign bit): unsigned bytes for vpdpbusd */
+    const __m512i table = _mm512_xor_si512(avx512_iq4nl_table(), _mm512_set1_epi8((char)0x80));
     __m512 acc[NCMAX];
     _Pragma("GCC unroll 8") for (int j = 0; j < NC; j++) acc[j] = _mm512_setzero_ps();
     for (int64_t sb = 0; sb < nsb; sb++) {
