@@ -173,7 +173,6 @@ static void dn_conv_worker(void *arg, int ith, int nth) {
         }
 }
 
-
 /* Tokens t0.. of one run (same sequence, batch order) that the chunked form may take:
  * up to the first one whose state is snapshotted (the chunk form keeps only the last). */
 static int32_t dn_chunkable(const dn_task *k, int32_t t0, int32_t t1) {

@@ -510,11 +510,11 @@ static th_status op_matmul(th_context *c, const th_step *s, th_buf dst, const th
     return TH_OK;
 }
 
-/* dst (+)= down(act(H·gate) ⊙ H·up): gate|up into g->gu, the GLU (with the q8
- * copy for down's GEMV), down. */
-static th_status op_ffn(th_context *c, const th_step *s, const th_weight *gate, const th_weight *up,
-                        const th_weight *down, th_buf dst, bool acc) {
-    th_gpu *g = gpu(c);
+/* dst (+)= down([sub_norm] act(H·gate) ⊙ H·up): gate|up into g->gu, the GLU, the
+ * optional RMSNorm (bitnet's ffn_sub_norm), down; the last of them writes the q8 copy
+ * for down's GEMV. */
+static th_status ffn_glu_down(th_gpu *g, const th_weight *gate, const th_weight *up, const th_weight *down, int act,
+                              const float *sub_norm, th_buf dst, bool acc) {
     int64_t F = down->ne0;
     th_status st;
     if (gate) {
@@ -524,28 +524,25 @@ static th_status op_ffn(th_context *c, const th_step *s, const th_weight *gate, 
         st = group_mm(g, &up, 1, TH_BUF_H, g->gu, g->gu_w);   /* fused [gate; up] rows */
     }
     if (st) return st;
-    bool q8 = wants_q8(g, mat(down));
-    th_cu_glu(g->gu, g->gu_w, F, g->f.n, g->m->hp.act_fn, g->ff, F, q8 ? &g->q8 : NULL, g->st);
-    g->q8_of = -1;   /* g->q8 now holds the GLU's output */
+    const th_cu_q8 *q8 = wants_q8(g, mat(down)) ? &g->q8 : NULL;
+    th_cu_glu(g->gu, g->gu_w, F, g->f.n, act, g->ff, F, sub_norm ? NULL : q8, g->st);
+    if (sub_norm) th_cu_rmsnorm(g->ff, F, NULL, sub_norm, g->m->hp.norm_eps, g->f.n, F, g->ff, F, q8, g->st);
+    g->q8_of = -1;   /* g->q8 now holds down's input */
     wrote(g, dst);
     return th_cu_mm(g, g->f.gemm, mat(down), g->ff, F, g->f.n, buf(g, dst), g->E, acc);
 }
 
-/* dst (+)= down(rmsnorm(silu(H·gate) ⊙ H·up)·ffn_sub_norm): bitnet's FFN, as the CPU's
- * op_ffn_sub; the sub-norm writes the q8 copy for down's GEMV. */
+static th_status op_ffn(th_context *c, const th_step *s, const th_weight *gate, const th_weight *up,
+                        const th_weight *down, th_buf dst, bool acc) {
+    th_gpu *g = gpu(c);
+    return ffn_glu_down(g, gate, up, down, g->m->hp.act_fn, NULL, dst, acc);
+}
+
+/* bitnet's FFN (the CPU's op_ffn_sub): SiLU GLU, then the ffn_sub_norm RMSNorm, then down. */
 static th_status op_ffn_sub(th_context *c, const th_step *s, int32_t il, th_buf dst, bool acc) {
     th_gpu *g = gpu(c);
     const th_layer *L = &g->m->layers[il];
-    int64_t F = L->w_down.ne0;
-    const th_weight *ws[2] = { &L->w_gate, &L->w_up };
-    th_status st = group_mm(g, ws, 2, TH_BUF_H, g->gu, g->gu_w);
-    if (st) return st;
-    bool q8 = wants_q8(g, mat(&L->w_down));
-    th_cu_glu(g->gu, g->gu_w, F, g->f.n, TH_ACT_SILU, g->ff, F, NULL, g->st);
-    th_cu_rmsnorm(g->ff, F, NULL, vec(&L->ffn_sub_norm), g->m->hp.norm_eps, g->f.n, F, g->ff, F, q8 ? &g->q8 : NULL, g->st);
-    g->q8_of = -1;   /* g->q8 now holds the sub-norm's output */
-    wrote(g, dst);
-    return th_cu_mm(g, g->f.gemm, mat(&L->w_down), g->ff, F, g->f.n, buf(g, dst), g->E, acc);
+    return ffn_glu_down(g, &L->w_gate, &L->w_up, &L->w_down, TH_ACT_SILU, vec(&L->ffn_sub_norm), dst, acc);
 }
 
 static th_status op_moe(th_context *c, const th_step *s, int32_t il) {
