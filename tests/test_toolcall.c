@@ -174,6 +174,14 @@ static void test_grammar(void) {
     const char *unsup = "[{\"type\": \"function\", \"function\": {\"name\": \"f\", \"parameters\": {\"type\": \"array\", \"uniqueItems\": true}}}]";
     CHECK(th_tool_call_grammar(TH_TOOLS_HERMES, unsup, strlen(unsup), NULL, false, &out) == TH_ERR_UNSUPPORTED &&
           strstr(th_last_error(), "uniqueItems"), "%s", th_last_error());
+    /* a $defs that is not an object (found by fuzz_toolcall: it leaked), and one name defined twice */
+    const char *arr_defs = "[{\"type\": \"function\", \"function\": {\"name\": \"f\", \"parameters\": {\"type\": \"object\", \"$defs\": [{\"a\": 1}]}}}]";
+    CHECK(th_tool_call_grammar(TH_TOOLS_HERMES, arr_defs, strlen(arr_defs), NULL, false, &out) == TH_ERR_UNSUPPORTED &&
+          strstr(th_last_error(), "not an object"), "%s", th_last_error());
+    const char *twice = "[{\"type\": \"function\", \"function\": {\"name\": \"f\", \"parameters\": {\"$defs\": {\"n\": {}}}}},"
+                        " {\"type\": \"function\", \"function\": {\"name\": \"g\", \"parameters\": {\"$defs\": {\"n\": {}}}}}]";
+    CHECK(th_tool_call_grammar(TH_TOOLS_HERMES, twice, strlen(twice), NULL, false, &out) == TH_ERR_UNSUPPORTED &&
+          strstr(th_last_error(), "same $defs name"), "%s", th_last_error());
     CHECK(th_tool_call_grammar(TH_TOOLS_HERMES, "[]", 2, NULL, false, &out) == TH_ERR_FORMAT, "empty tools");
     CHECK(!out, "no grammar on errors");
 }

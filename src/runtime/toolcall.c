@@ -223,8 +223,9 @@ size_t th_tool_calls_content_end(th_tool_format f, const char *text, size_t len)
 
 /* ---------------------------------------------------------------- the grammar of a call */
 
-/* The schema of one call of function fn ({"name", "parameters"?}); its $defs move to root. */
-static cJSON *call_schema(const cJSON *fn, const char *args_key, cJSON *root_defs, bool *ok) {
+/* The schema of one call of function fn ({"name", "parameters"?}); its $defs move to root.
+ * A $defs that is not an object, or a name two functions define, sets *bad to why. */
+static cJSON *call_schema(const cJSON *fn, const char *args_key, cJSON *root_defs, const char **bad) {
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(fn, "name");
     const cJSON *params = cJSON_GetObjectItemCaseSensitive(fn, "parameters");
     cJSON *o = cJSON_CreateObject(), *props = cJSON_AddObjectToObject(o, "properties");
@@ -237,11 +238,12 @@ static cJSON *call_schema(const cJSON *fn, const char *args_key, cJSON *root_def
         cJSON *defs = cJSON_DetachItemFromObjectCaseSensitive(args, key);
         cJSON *d;
         if (!defs) continue;
+        if (!cJSON_IsObject(defs)) { *bad = "a function's parameters have a $defs/definitions that is not an object"; cJSON_Delete(defs); continue; }
         cJSON *dst = cJSON_GetObjectItemCaseSensitive(root_defs, key);
         if (!dst) dst = cJSON_AddObjectToObject(root_defs, key);
         while ((d = defs->child)) {
             cJSON_DetachItemViaPointer(defs, d);
-            if (cJSON_GetObjectItemCaseSensitive(dst, d->string)) { *ok = false; cJSON_Delete(d); continue; }
+            if (cJSON_GetObjectItemCaseSensitive(dst, d->string)) { *bad = "two functions define the same $defs name"; cJSON_Delete(d); continue; }
             cJSON_AddItemToObject(dst, d->string, d);
         }
         cJSON_Delete(defs);
@@ -290,7 +292,7 @@ static th_status tools_schema(th_tool_format f, const char *tools_json, size_t l
     const char *args_key = f == TH_TOOLS_LLAMA3 ? "parameters" : "arguments";
     const cJSON *t;
     int i = 0, n_used = 0;
-    bool ok = true;
+    const char *bad = NULL;
     th_status s = TH_OK;
     cJSON_ArrayForEach(t, tools) {
         const cJSON *fn = cJSON_GetObjectItemCaseSensitive(t, "function");
@@ -305,9 +307,9 @@ static th_status tools_schema(th_tool_format f, const char *tools_json, size_t l
         }
         i++;
         if (only && strcmp(only, name->valuestring)) continue;
-        cJSON_AddItemToArray(any, call_schema(fn, args_key, root, &ok));
+        cJSON_AddItemToArray(any, call_schema(fn, args_key, root, &bad));
         n_used++;
-        if (!ok) { s = th_set_error(TH_ERR_UNSUPPORTED, "'tools': two functions define the same $defs name"); break; }
+        if (bad) { s = th_set_error(TH_ERR_UNSUPPORTED, "'tools': %s", bad); break; }
     }
     if (!s && n_used == 0) s = th_set_error(TH_ERR_ARG, "'tool_choice' names the function '%s', which is not in 'tools'", only ? only : "");
     if (!s && !(*schema = cJSON_PrintUnformatted(root))) s = th_set_error(TH_ERR_NOMEM, "tool calls: out of memory");

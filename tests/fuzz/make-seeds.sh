@@ -127,6 +127,7 @@ put("fuzz_toolcall", "llama3", b'\x01{"name": "f", "parameters": {"a": [1, 2]}}'
 put("fuzz_toolcall", "mistral", b'\x02[TOOL_CALLS][{"name": "f", "arguments": {}, "id": "abcDEF123"}]')
 put("fuzz_toolcall", "tools", b'\x04[{"type": "function", "function": {"name": "f", "parameters": {"type": "object", '
     b'"properties": {"x": {"type": "integer"}}, "required": ["x"]}}}]')
+put("fuzz_toolcall", "defs_array", b'\x01[{"type":"function","function":{"name":"f","parameters":{"type":"object","$defs":[{"a":1}]}}}]')
 os.makedirs(os.path.join(out, "fuzz_layers"), exist_ok=True)   # layer count byte (value + 1), then the list
 for name, b in [("half", b"\x1d0-14"), ("list", b"\x1d0-9,12,20-29"), ("one", b"\x033"), ("bad", b"\x1d5-2,x")]:
     put("fuzz_layers", name, b)
