@@ -331,12 +331,13 @@ static void check_mma_type(uint32_t type, int64_t rows, int64_t K, const int *ns
      * warp above 32 tokens, bit 3 stages of 4 sub-blocks, bit 4 two row tiles from 9 tokens; bit 2 the
      * gathered form, with bit 1 contiguous
      * K ranges */
-    static const int vs[] = { 0, 1, 8, 9, 16, 4, 5, 6, 7, 32, 33, 34, 64 };  /* 32: mma_q8g at every n (33: 64-token tiles, 34: 128); 64: never */
+    static const int vs[] = { 0, 1, 8, 9, 16, 4, 5, 6, 7, 32, 33, 34, 64, 128, 128 + 3 * 256 };  /* 32: mma_q8g at every n (33: 64-token tiles, 34: 128); 64: never; 128: mma_q8n where it applies (+ 3·256: a K split of 3) */
     const int variants = type == TH_F16 || type == TH_BF16 ? 1 : (int)(sizeof vs / sizeof vs[0]);
     for (int vi = 0; vi < variants; vi++)
         for (int i = 0; i < n_ns; i++) {
             const int v = vs[vi];
             if ((v & 1) && !(v & 32) && ns[i] <= 32) continue;
+            if ((v & 128) && !((type == TH_Q4_0 || type == TH_Q8_0) && K % 128 == 0 && ns[i] <= 32)) continue;
             th_cu_mma_set_variant(v);
             const char *e = th_cu_test_matmul(type, wq, rows, K, x, ns[i], y, 5, false);
             th_cu_mma_set_variant(0);
@@ -369,6 +370,16 @@ static void test_mma_kernels(void) {
     check_mma_type(TH_Q4_0, 3205, 4096, big + 2, 1);
     check_mma_type(TH_Q6_K, 3205, 4096, big + 2, 1);
     check_mma_type(TH_F16, 3205, 4096, big, 2);
+    /* the narrow form (mma_q8n, variant 128: Q4_0 / Q8_0, K a multiple of 128): a K split of 2 over
+     * 5 stages, of 8 over 56, none over 2 stages; a partial 128-row block; 1 and 2 token tiles */
+    const int narrow[] = { 2, 3, 8, 9, 16, 17, 31, 32 };
+    const int nn = (int)(sizeof narrow / sizeof narrow[0]);
+    check_mma_type(TH_Q4_0, 37, 640, narrow, nn);
+    check_mma_type(TH_Q8_0, 37, 640, narrow, nn);
+    check_mma_type(TH_Q4_0, 333, 7168, narrow, nn);
+    check_mma_type(TH_Q8_0, 333, 7168, narrow, nn);
+    check_mma_type(TH_Q4_0, 37, 256, narrow, nn);
+    check_mma_type(TH_Q8_0, 300, 256, narrow, nn);
 }
 
 /* float64 reference of causal attention for one sequence (sinks: n_head logits

@@ -13,7 +13,8 @@
  * mode), TH_GPU_MOE_GEMV=1 (the MoE experts on the per-pair GEMV at every batch
  * size instead of the grouped GEMM of prefill), TH_GPU_MMA_MIN=N / TH_GPU_MMA_MAX=N
  * (the int8 MMA kernel for GEMV-path batches of N+ tokens / GEMM-path batches
- * of at most N tokens), TH_GPU_MMA_PIN=V (every int8 MMA product through
+ * of at most N tokens), TH_GPU_NARROW_MIN=N (Q4_0 / Q8_0 GEMV-path batches of N+ tokens
+ * on the narrow-batch kernel, mma_q8n.cu; default 8), TH_GPU_MMA_PIN=V (every int8 MMA product through
  * variant V of th_cu_mma_set_variant, e.g. 32 the prompt-sized kernel),
  * TH_GPU_PP=N (pp's prompt length, default 512).
  * Runs the real path (th_context_new with gpu = true, th_decode) and prints
@@ -310,6 +311,7 @@ static void tuning_from_env(void) {
     t.moe_gemv_only = env_int("TH_GPU_MOE_GEMV", 0) != 0;
     t.mma_min = env_int("TH_GPU_MMA_MIN", t.mma_min);
     t.mma_max = env_int("TH_GPU_MMA_MAX", t.mma_max);
+    t.narrow_min = env_int("TH_GPU_NARROW_MIN", t.narrow_min);
     t.mma_f16 = env_int("TH_GPU_MMA_F16", 0) != 0;
     t.f16_cublas_min = env_int("TH_GPU_F16_CUBLAS_MIN", t.f16_cublas_min);
     th_cu_tuning_set(&t);
@@ -377,7 +379,7 @@ static void bb_sweep(th_model *m, const shape *sh, uint32_t type) {
         if (k == 2 || (k && f16 != (k >= 5))) continue;  /* "mma" is the default now; int8 rows for quantized types, 16-bit rows for F16 */
         th_cu_tuning t = base;
         int variant = 0;
-        if (k == 1) { t.mma_min = 1 << 30; t.mma_max = 0; }
+        if (k == 1) { t.mma_min = t.narrow_min = 1 << 30; t.mma_max = 0; }
         if (k >= 2 && k <= 4) { t.mma_min = 16; t.mma_max = 128; variant = k == 3 ? 4 : 0; }
         if (k == 4) t.gemm_min = 65;
         if (k == 5) { t.mma_f16 = true; t.mma_min = 2; t.mma_max = 128; }

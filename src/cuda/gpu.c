@@ -69,12 +69,15 @@ void th_cu_allocs_free(th_cu_allocs *a) {
  * F16/BF16 kernel only with tuning.mma_f16. */
 #define TH_CU_MMA_MIN 12   /* at 12 tokens the MMA kernel beat the GEMV on every 8B matrix (Q4_0, Q8_0) */
 #define TH_CU_MMA_MAX 256
+/* The narrow form (mma_q8n.cu: Q4_0 / Q8_0, up to 32 tokens) from 8 tokens: H200 lab 2026-12-04, 8B Q4_0
+ * gate+up at 8 tokens 55.3 us against the staged MMA's 65.6 and the GEMV's 85.1 (at 4: the GEMV, 36.2 vs 58.9) */
+#define TH_CU_MMA_NARROW_MIN 8
 /* F16/BF16 GEMV-path batches from 2 tokens on cuBLAS with the weights in place (lab, 8B F16
  * gate+up: 16 tokens 62.3 us against the GEMV's 555.5 and mma_f16's 99.1; 2 tokens 57.6 vs 78.5) */
 #define TH_CU_F16_CUBLAS_MIN 2
-static th_cu_tuning tuning = { .gemm_min = 33, .graphs = true, .pdl = true, .attn_chunk = 0, .moe_gemv_only = false, .mma_min = TH_CU_MMA_MIN, .mma_max = TH_CU_MMA_MAX, .f16_cublas_min = TH_CU_F16_CUBLAS_MIN };
+static th_cu_tuning tuning = { .gemm_min = 33, .graphs = true, .pdl = true, .attn_chunk = 0, .moe_gemv_only = false, .mma_min = TH_CU_MMA_MIN, .mma_max = TH_CU_MMA_MAX, .narrow_min = TH_CU_MMA_NARROW_MIN, .f16_cublas_min = TH_CU_F16_CUBLAS_MIN };
 th_cu_tuning th_cu_tuning_default(void) {
-    return (th_cu_tuning){ .gemm_min = 33, .graphs = true, .pdl = true, .attn_chunk = 0, .moe_gemv_only = false, .mma_min = TH_CU_MMA_MIN, .mma_max = TH_CU_MMA_MAX, .f16_cublas_min = TH_CU_F16_CUBLAS_MIN };
+    return (th_cu_tuning){ .gemm_min = 33, .graphs = true, .pdl = true, .attn_chunk = 0, .moe_gemv_only = false, .mma_min = TH_CU_MMA_MIN, .mma_max = TH_CU_MMA_MAX, .narrow_min = TH_CU_MMA_NARROW_MIN, .f16_cublas_min = TH_CU_F16_CUBLAS_MIN };
 }
 th_cu_tuning th_cu_tuning_get(void) { return tuning; }
 void th_cu_tuning_set(const th_cu_tuning *t) { tuning = t ? *t : th_cu_tuning_default(); }
@@ -332,7 +335,8 @@ th_status th_cu_mm(th_gpu *g, bool gemm, const th_cu_mat *w, const float *x, int
         th_cu_mma_q8(w, &g->q8, n, y, ys, acc, g->st);
         return TH_OK;
     }
-    if (!gemm && mma && n >= g->tune.mma_min && n > 1) {  /* the q8 activations are already there */
+    if (!gemm && mma && n > 1 && (n >= g->tune.mma_min || (n >= g->tune.narrow_min && th_cu_mma_q8n_supports(w)))) {
+        /* the q8 activations are already there */
         th_cu_mma_q8(w, &g->q8, n, y, ys, acc, g->st);
         return TH_OK;
     }

@@ -70,9 +70,17 @@ bool th_cu_mma_q8(const th_cu_mat *w, const th_cu_q8 *xq, int n, float *y, int64
 #define TH_CU_MMA_PROMPT_MIN 128
 void th_cu_mma_q8g(const th_cu_mat *w, const th_cu_q8 *xq, int n, float *y, int64_t y_stride, bool accumulate,
                    int tile, cudaStream_t st);  /* tile: 64 or 128 tokens a block, 0 chosen by size */
+/* The narrow-batch form (mma_q8n.cu: weights as the B operand, 128-row blocks, a
+ * cp.async ring, K split over a cluster; Q4_0 and Q8_0, K a multiple of 128, sm_90)
+ * for 2..TH_CU_MMA_NARROW_MAX tokens; false (nothing launched) where it does not apply. */
+#define TH_CU_MMA_NARROW_MAX 32
+bool th_cu_mma_q8n_supports(const th_cu_mat *w);
+bool th_cu_mma_q8n(const th_cu_mat *w, const th_cu_q8 *xq, int n, float *y, int64_t y_stride, bool accumulate,
+                   int split, cudaStream_t st);  /* split: blocks along K (1..8), 0 chosen by shape */
 /* Measurement variants of th_cu_mma_q8 (bench/gpu lab and tests): 0 the default;
  * bit 0 two row tiles a warp above 32 tokens, bit 1 contiguous K ranges a warp;
- * bit 5 the prompt-sized form at every n, any other bit: never. */
+ * bit 5 the prompt-sized form at every n, bit 7 the narrow form only (false where
+ * it does not apply; bits 8-11 its K split, 0 chosen by shape), any other bit: never. */
 void th_cu_mma_set_variant(int v);
 /* F16/BF16 weights (GGUF layout, in place) on the 16-bit tensor cores (mma_f16.cu),
  * fp32 activations rounded to the weight type in the kernel; K a multiple of 32,
@@ -242,6 +250,7 @@ typedef struct th_cu_tuning {
     bool moe_gemv_only;        /* MoE experts as per-pair GEMVs on the GEMM path too (default false) */
     int mma_min;               /* GEMV-path batches of at least this many tokens take the int8 MMA kernel (mma_q8.cu) */
     int mma_max;               /* GEMM-path batches of at most this many tokens take it instead of cuBLAS (0: none) */
+    int narrow_min;            /* GEMV-path batches of at least this many tokens go to the narrow form (mma_q8n.cu) where it applies */
     bool mma_f16;              /* F16/BF16 weights take mma_f16.cu in the same range (default false: not yet timed) */
     int f16_cublas_min;        /* GEMV-path batches of at least this many tokens multiply F16/BF16 weights with
                                 * cuBLAS in place (captured into the graphs like the kernels; 0: never) */

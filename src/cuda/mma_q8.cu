@@ -404,6 +404,8 @@ extern "C" bool th_cu_mma_q8_supports(const th_cu_mat *w) {
 extern "C" bool th_cu_mma_q8(const th_cu_mat *w, const th_cu_q8 *xq, int n, float *y, int64_t ys, bool accum,
                              cudaStream_t st) {
     if (n <= 0 || !th_cu_mma_q8_supports(w)) return false;
+    if (variant & 128) return th_cu_mma_q8n(w, xq, n, y, ys, accum, (variant >> 8) & 15, st);  /* the narrow form only (false where it does not apply) */
+    if (variant == 0 && n <= TH_CU_MMA_NARROW_MAX && th_cu_mma_q8n(w, xq, n, y, ys, accum, 0, st)) return true;
     if ((variant == 0 && n >= TH_CU_MMA_PROMPT_MIN) || (variant & 32)) {  /* prompt-sized: mma_q8g.cu */
         th_cu_mma_q8g(w, xq, n, y, ys, accum, variant & 32 ? (variant & 1 ? 64 : variant & 2 ? 128 : 0) : 0, st);
         return true;

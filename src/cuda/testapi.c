@@ -359,6 +359,7 @@ const char *th_cu_bench_matmul(uint32_t type, const void *w, int64_t rows, int64
             us[5 * i + p] = -1;
             const bool f16 = th_cu_mma_f16_supports(&m[0], K);
             if ((p == 2 && !f16 && !th_cu_mma_q8_supports(&m[0])) || (p == 4 && !th_cu_mma_q8_supports(&m[0]))) continue;
+            if (p == 4 && (lab_variant & 128) && (n > TH_CU_MMA_NARROW_MAX || !th_cu_mma_q8n_supports(&m[0]))) continue;
             th_cu_mma_set_variant(p == 4 ? lab_variant : 0);
             for (int it = -2; it < iters; it++) {
                 if (it == 0) TRY(cudaEventRecord(e0, 0));
