@@ -299,7 +299,9 @@ static void test_matmul_kernels(void) {
  * the kernel rounds them (q8_0 blocks, or fp16 / bf16): the int8 products are
  * exact and the 16-bit ones exact in fp32 accumulation, so only fp32 rounding
  * differs. */
-static void check_mma_type(uint32_t type, int64_t rows, int64_t K, const int *ns, int n_ns) {
+/* y = W·x by the int8 / 16-bit MMA kernels under each variant of vlist (NULL: every
+ * variant below) against float64 on the rounded activations. */
+static void check_mma_variants(uint32_t type, int64_t rows, int64_t K, const int *ns, int n_ns, const int *vlist, int n_v) {
     uint64_t rb;
     if (!th_row_bytes(type, (uint64_t)K, &rb)) { CHECK(0, "%s: K %lld", th_type_name(type), (long long)K); return; }
     int max_n = 0;
@@ -332,10 +334,11 @@ static void check_mma_type(uint32_t type, int64_t rows, int64_t K, const int *ns
      * gathered form, with bit 1 contiguous
      * K ranges */
     static const int vs[] = { 0, 1, 8, 9, 16, 4, 5, 6, 7, 32, 33, 34, 64, 128, 128 + 3 * 256 };  /* 32: mma_q8g at every n (33: 64-token tiles, 34: 128); 64: never; 128: mma_q8n where it applies (+ 3·256: a K split of 3) */
-    const int variants = type == TH_F16 || type == TH_BF16 ? 1 : (int)(sizeof vs / sizeof vs[0]);
+    if (!vlist) { vlist = vs; n_v = (int)(sizeof vs / sizeof vs[0]); }
+    const int variants = type == TH_F16 || type == TH_BF16 ? 1 : n_v;
     for (int vi = 0; vi < variants; vi++)
         for (int i = 0; i < n_ns; i++) {
-            const int v = vs[vi];
+            const int v = vlist[vi];
             if ((v & 1) && !(v & 32) && ns[i] <= 32) continue;
             if ((v & 128) && !((type == TH_Q4_0 || type == TH_Q8_0) && K % 128 == 0 && ns[i] <= 32)) continue;
             th_cu_mma_set_variant(v);
@@ -350,6 +353,10 @@ static void check_mma_type(uint32_t type, int64_t rows, int64_t K, const int *ns
         }
     printf("  %-7s %lldx%lld mma worst %.2e\n", th_type_name(type), (long long)rows, (long long)K, worst);
     free(wf); free(wd); free(xr); free(wq); free(xq); free(x); free(y); free(ref);
+}
+
+static void check_mma_type(uint32_t type, int64_t rows, int64_t K, const int *ns, int n_ns) {
+    check_mma_variants(type, rows, K, ns, n_ns, NULL, 0);
 }
 
 static void test_mma_kernels(void) {
@@ -370,16 +377,22 @@ static void test_mma_kernels(void) {
     check_mma_type(TH_Q4_0, 3205, 4096, big + 2, 1);
     check_mma_type(TH_Q6_K, 3205, 4096, big + 2, 1);
     check_mma_type(TH_F16, 3205, 4096, big, 2);
-    /* the narrow form (mma_q8n, variant 128: Q4_0 / Q8_0, K a multiple of 128): a K split of 2 over
-     * 5 stages, of 8 over 56, none over 2 stages; a partial 128-row block; 1 and 2 token tiles */
-    const int narrow[] = { 2, 3, 8, 9, 16, 17, 31, 32 };
-    const int nn = (int)(sizeof narrow / sizeof narrow[0]);
-    check_mma_type(TH_Q4_0, 37, 640, narrow, nn);
-    check_mma_type(TH_Q8_0, 37, 640, narrow, nn);
-    check_mma_type(TH_Q4_0, 333, 7168, narrow, nn);
-    check_mma_type(TH_Q8_0, 333, 7168, narrow, nn);
-    check_mma_type(TH_Q4_0, 37, 256, narrow, nn);
-    check_mma_type(TH_Q8_0, 300, 256, narrow, nn);
+}
+
+/* The narrow-batch kernel (mma_q8n.cu; Q4_0 / Q8_0, K a multiple of 128) as the default picks it
+ * (variant 0), alone with its own K split (128) and with a split of 3 (128 + 3·256): splits over
+ * 5, 56 and 2 stages, a partial 128-row block, one and two 16-token tiles. Its own test, so that
+ * compute-sanitizer's racecheck can take it alone (TH_TEST=test_mma_narrow). */
+static void test_mma_narrow(void) {
+    NEED_GPU();
+    const int narrow[] = { 2, 3, 8, 9, 16, 17, 31, 32 }, vs[] = { 0, 128, 128 + 3 * 256 };
+    const int nn = (int)(sizeof narrow / sizeof narrow[0]), nv = (int)(sizeof vs / sizeof vs[0]);
+    check_mma_variants(TH_Q4_0, 37, 640, narrow, nn, vs, nv);
+    check_mma_variants(TH_Q8_0, 37, 640, narrow, nn, vs, nv);
+    check_mma_variants(TH_Q4_0, 333, 7168, narrow, nn, vs, nv);
+    check_mma_variants(TH_Q8_0, 333, 7168, narrow, nn, vs, nv);
+    check_mma_variants(TH_Q4_0, 37, 256, narrow, nn, vs, nv);
+    check_mma_variants(TH_Q8_0, 300, 256, narrow, nn, vs, nv);
 }
 
 /* float64 reference of causal attention for one sequence (sinks: n_head logits
@@ -1088,6 +1101,7 @@ int main(void) {
 #ifdef TH_CUDA
     RUN(test_matmul_kernels);
     RUN(test_mma_kernels);
+    RUN(test_mma_narrow);
     RUN(test_attention_kernel);
     RUN(test_argmax_kernel);
 #endif
