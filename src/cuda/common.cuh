@@ -207,6 +207,26 @@ static __device__ void dq32(uint32_t type, const uint8_t *row, int64_t g, float 
     }
 }
 
+// The current device's multiprocessor count and compute capability major (read once).
+static inline int sm_count() {
+    static int n = 0;
+    if (!n) {
+        int dev = 0;
+        cudaGetDevice(&dev);
+        if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n <= 0) n = 1;
+    }
+    return n;
+}
+static inline int cc_major() {
+    static int major = -1;
+    if (major < 0) {
+        int dev = 0;
+        cudaGetDevice(&dev);
+        if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) major = 0;
+    }
+    return major;
+}
+
 // Programmatic dependent launch (Hopper): every kernel is launched allowed to
 // start while its predecessor finishes; at entry it lets its own successor
 // launch, then waits until the predecessor has completed and its writes are

@@ -285,16 +285,6 @@ __global__ void __launch_bounds__(WARPS * 32) gemv_generic(th_cu_mat w, const fl
     finish<NT, 1>(acc, lane, row, w.rows, y, ys, accum);
 }
 
-int sm_count() {
-    static int n = 0;
-    if (!n) {
-        int dev = 0;
-        cudaGetDevice(&dev);
-        if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) || n <= 0) n = 132;
-    }
-    return n;
-}
-
 template <int NT, int NW, int RPW>
 void launch_w(const th_cu_mat *w, const float *x, int64_t xs, const th_cu_q8 *xq, float *y, int64_t ys, bool accum,
               cudaStream_t st) {

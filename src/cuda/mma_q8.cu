@@ -380,22 +380,13 @@ void launch_n(const th_cu_mat *w, const th_cu_q8 *xq, int n, float *y, int64_t y
 }
 
 
-bool device_ok() {
-    static int ok = -1;
-    if (ok < 0) {
-        int dev = 0, major = 0;
-        cudaGetDevice(&dev);
-        ok = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major >= 8;
-    }
-    return ok == 1;
-}
 
 }  // namespace
 
 extern "C" void th_cu_mma_set_variant(int v) { variant = v; }
 
 extern "C" bool th_cu_mma_q8_supports(const th_cu_mat *w) {
-    if (w->layout != TH_CU_SPLIT || w->K % 32 || !device_ok()) return false;
+    if (w->layout != TH_CU_SPLIT || w->K % 32 || cc_major() < 8) return false;
     bool yes = false;
     with_split_type(w->type, [&](auto t) { yes = has_msub<decltype(t)::value>(); });
     return yes;

@@ -272,16 +272,6 @@ __global__ void __launch_bounds__(THREADS, 1) mma_q8g(th_cu_mat w, th_cu_q8 xq, 
             }
 }
 
-int sm_count() {
-    static int n = 0;
-    if (!n) {
-        int dev = 0;
-        cudaGetDevice(&dev);
-        if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n <= 0) n = 1;
-    }
-    return n;
-}
-
 template <uint32_t TYPE, int BN>
 void launch(const th_cu_mat *w, const th_cu_q8 *xq, int n, float *y, int64_t ys, bool accum, cudaStream_t st) {
     dim3 grid((unsigned)((n + BN - 1) / BN), (unsigned)((w->rows + BM - 1) / BM)), block(THREADS);

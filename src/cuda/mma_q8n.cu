@@ -261,26 +261,6 @@ __global__ void __launch_bounds__(NW * 32) mma_q8n(th_cu_mat w, th_cu_q8 xq, int
 #endif
 }
 
-int sm_count() {
-    static int n = 0;
-    if (!n) {
-        int dev = 0;
-        cudaGetDevice(&dev);
-        if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n <= 0) n = 1;
-    }
-    return n;
-}
-
-bool device_sm90() {
-    static int ok = -1;
-    if (ok < 0) {
-        int dev = 0, major = 0;
-        cudaGetDevice(&dev);
-        ok = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major >= 9;
-    }
-    return ok == 1;
-}
-
 // The K split: the least (waves of resident blocks) × (stages a block + 2 for its
 // prologue). H200 lab, 8B Q4_0 at 16 tokens, us by split 1 / 2 / 4 / 8: gate+up
 // (224 row blocks, 3 resident a multiprocessor) 46.7 / 48.6 / 42.6 / 47.6; down
@@ -339,7 +319,7 @@ void launch_n(const th_cu_mat *w, const th_cu_q8 *xq, int n, float *y, int64_t y
 
 extern "C" bool th_cu_mma_q8n_supports(const th_cu_mat *w) {
     return w->layout == TH_CU_SPLIT && (w->type == TH_Q4_0 || w->type == TH_Q8_0) && w->K % (32 * SG) == 0 &&
-           (uintptr_t)w->data % 16 == 0 && (uintptr_t)w->scales % 8 == 0 && device_sm90();
+           (uintptr_t)w->data % 16 == 0 && (uintptr_t)w->scales % 8 == 0 && cc_major() >= 9;
 }
 
 extern "C" bool th_cu_mma_q8n(const th_cu_mat *w, const th_cu_q8 *xq, int n, float *y, int64_t ys, bool accum,
