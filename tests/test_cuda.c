@@ -340,7 +340,9 @@ static void check_mma_variants(uint32_t type, int64_t rows, int64_t K, const int
         for (int i = 0; i < n_ns; i++) {
             const int v = vlist[vi];
             if ((v & 1) && !(v & 32) && ns[i] <= 32) continue;
-            if ((v & 128) && !((type == TH_Q4_0 || type == TH_Q8_0) && K % 128 == 0 && ns[i] <= 32)) continue;
+            const bool narrow_ok = (((type == TH_Q4_0 || type == TH_Q8_0) && K % 128 == 0) || (type == TH_Q4_K && K % 256 == 0)) &&
+                                   ns[i] <= 32;
+            if ((v & 128) && !narrow_ok) continue;  /* the narrow kernel alone: only where it applies */
             th_cu_mma_set_variant(v);
             const char *e = th_cu_test_matmul(type, wq, rows, K, x, ns[i], y, 5, false);
             th_cu_mma_set_variant(0);
@@ -379,7 +381,7 @@ static void test_mma_kernels(void) {
     check_mma_type(TH_F16, 3205, 4096, big, 2);
 }
 
-/* The narrow-batch kernel (mma_q8n.cu; Q4_0 / Q8_0, K a multiple of 128) as the default picks it
+/* The narrow-batch kernel (mma_q8n.cu; Q4_0 / Q8_0 with K a multiple of 128, Q4_K of 256) as the default picks it
  * (variant 0), alone with its own K split (128) and with a split of 3 (128 + 3·256): splits over
  * 5, 56 and 2 stages, a partial 128-row block, one and two 16-token tiles. Its own test, so that
  * compute-sanitizer's racecheck can take it alone (TH_TEST=test_mma_narrow). */
@@ -393,6 +395,9 @@ static void test_mma_narrow(void) {
     check_mma_variants(TH_Q8_0, 333, 7168, narrow, nn, vs, nv);
     check_mma_variants(TH_Q4_0, 37, 256, narrow, nn, vs, nv);
     check_mma_variants(TH_Q8_0, 300, 256, narrow, nn, vs, nv);
+    check_mma_variants(TH_Q4_K, 37, 768, narrow, nn, vs, nv);
+    check_mma_variants(TH_Q4_K, 333, 7168, narrow, nn, vs, nv);
+    check_mma_variants(TH_Q4_K, 300, 256, narrow, nn, vs, nv);
 }
 
 /* float64 reference of causal attention for one sequence (sinks: n_head logits

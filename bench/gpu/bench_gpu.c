@@ -13,7 +13,7 @@
  * mode), TH_GPU_MOE_GEMV=1 (the MoE experts on the per-pair GEMV at every batch
  * size instead of the grouped GEMM of prefill), TH_GPU_MMA_MIN=N / TH_GPU_MMA_MAX=N
  * (the int8 MMA kernel for GEMV-path batches of N+ tokens / GEMM-path batches
- * of at most N tokens), TH_GPU_NARROW_MIN=N (Q4_0 / Q8_0 GEMV-path batches of N+ tokens
+ * of at most N tokens), TH_GPU_NARROW_MIN=N (Q4_0 / Q8_0 / Q4_K GEMV-path batches of N+ tokens
  * on the narrow-batch kernel, mma_q8n.cu; default 8), TH_GPU_MMA_PIN=V (every int8 MMA product through
  * variant V of th_cu_mma_set_variant, e.g. 32 the prompt-sized kernel),
  * TH_GPU_PP=N (pp's prompt length, default 512).

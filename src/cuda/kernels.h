@@ -71,7 +71,8 @@ bool th_cu_mma_q8(const th_cu_mat *w, const th_cu_q8 *xq, int n, float *y, int64
 void th_cu_mma_q8g(const th_cu_mat *w, const th_cu_q8 *xq, int n, float *y, int64_t y_stride, bool accumulate,
                    int tile, cudaStream_t st);  /* tile: 64 or 128 tokens a block, 0 chosen by size */
 /* The narrow-batch form (mma_q8n.cu: weights as the B operand, 128-row blocks, a
- * cp.async ring, K split over a cluster; Q4_0 and Q8_0, K a multiple of 128, sm_90)
+ * cp.async ring, K split over a cluster; Q4_0 and Q8_0 with K a multiple of 128, Q4_K of
+ * 256, sm_90)
  * for 2..TH_CU_MMA_NARROW_MAX tokens; false (nothing launched) where it does not apply. */
 #define TH_CU_MMA_NARROW_MAX 32
 bool th_cu_mma_q8n_supports(const th_cu_mat *w);

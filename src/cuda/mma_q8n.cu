@@ -1,6 +1,6 @@
 // mma_q8n.cu — int8 tensor-core products for narrow batches (2..32 tokens, the
-// batched-decode range): y[t][r] (+)= W[r]·x[t] against q8 activations, Q4_0 and
-// Q8_0 SPLIT weights (split.c). The other int8 kernels (mma_q8.cu) put 16 weight
+// batched-decode range): y[t][r] (+)= W[r]·x[t] against q8 activations, Q4_0,
+// Q8_0 and Q4_K SPLIT weights (split.c). The other int8 kernels (mma_q8.cu) put 16 weight
 // rows in the MMA's A operand and reload the tokens' activations for every 16
 // rows; here the weights are the B operand (8 rows a fragment) and 16 tokens the
 // A operand, so a block of 128 rows reads each activation once, and both operands
@@ -34,13 +34,17 @@ constexpr int NS = 3;                     // stages in the ring
 constexpr int AROW = SG * 32 + 16;        // a token's bytes in a stage, padded: conflict-free ldmatrix
 constexpr int MAX_SPLIT = 8;              // blocks of a cluster (portable limit)
 
-template <uint32_t TYPE> struct Narrow;   // per type: bytes a sub-block row, stage layout
-template <> struct Narrow<TH_Q4_0> { static constexpr int QB = 16; };
-template <> struct Narrow<TH_Q8_0> { static constexpr int QB = 32; };
+// Per type: QB code bytes a sub-block row; SCB scale bytes a row a stage (Q4_0 / Q8_0: the 4
+// sub-blocks' f16 d; Q4_K: its super-block's f16 d and dmin, then the 4 sub-blocks' 6-bit
+// scales and mins, one byte each, as split.c unpacks them).
+template <uint32_t TYPE> struct Narrow;
+template <> struct Narrow<TH_Q4_0> { static constexpr int QB = 16, SCB = 8; };
+template <> struct Narrow<TH_Q8_0> { static constexpr int QB = 32, SCB = 8; };
+template <> struct Narrow<TH_Q4_K> { static constexpr int QB = 16, SCB = 12; };
 
 template <uint32_t TYPE> __host__ __device__ constexpr int wrow() { return SG * Narrow<TYPE>::QB + 16; }
-// One warp's weights in a stage: RG·8 rows of codes, then their scales (8 bytes a row).
-template <uint32_t TYPE> __host__ __device__ constexpr int wbytes() { return RG * 8 * (wrow<TYPE>() + 8); }
+// One warp's weights in a stage: RG·8 rows of codes, then their scales (SCB bytes a row).
+template <uint32_t TYPE> __host__ __device__ constexpr int wbytes() { return RG * 8 * (wrow<TYPE>() + Narrow<TYPE>::SCB); }
 // One stage: MT·16 token rows, their scales d[t][SG] and sums s[t][SG], then NW warps' weights.
 template <uint32_t TYPE, int MT> __host__ __device__ constexpr int stage_bytes() {
     return MT * 16 * (AROW + 2 * SG * 4) + NW * wbytes<TYPE>();
@@ -67,7 +71,7 @@ constexpr int BIAS = 0x4B400000;
 template <uint32_t TYPE>
 __device__ __forceinline__ void stage_weights(uint8_t *wst, const th_cu_mat &w, int64_t r0, int64_t b, int lane) {
     constexpr int QB = Narrow<TYPE>::QB, PER_ROW = SG * QB / 16, WROW = wrow<TYPE>();
-    const int64_t rowq = TYPE == TH_Q4_0 ? w.K / 2 : w.K, nb = w.K / 32;
+    const int64_t rowq = QB == 16 ? w.K / 2 : w.K, nb = w.K / 32;
 #pragma unroll
     for (int i = lane; i < RG * 8 * PER_ROW; i += 32) {
         const int r = i / PER_ROW, c = i % PER_ROW;
@@ -76,8 +80,18 @@ __device__ __forceinline__ void stage_weights(uint8_t *wst, const th_cu_mat &w, 
     }
     uint8_t *sc = wst + RG * 8 * WROW;
 #pragma unroll
-    for (int r = lane; r < RG * 8; r += 32)
-        cp8(sc + r * 8, (const __half *)w.scales + min(r0 + r, w.rows - 1) * nb + b);
+    for (int r = lane; r < RG * 8; r += 32) {
+        const int64_t row = min(r0 + r, w.rows - 1);
+        if (TYPE == TH_Q4_K) {  // the 20-byte record of super-block b/8: d, dmin, sc[8], m[8]; this stage's half
+            const uint8_t *rec = (const uint8_t *)w.scales + (row * (w.K / 256) + (b >> 3)) * 20;
+            const int half = (int)((b >> 2) & 1);
+            cp4(sc + r * 12, rec);
+            cp4(sc + r * 12 + 4, rec + 4 + 4 * half);
+            cp4(sc + r * 12 + 8, rec + 12 + 4 * half);
+        } else {
+            cp8(sc + r * 8, (const __half *)w.scales + row * nb + b);
+        }
+    }
 }
 
 // The block's activations of sub-blocks b .. b+SG-1 for tokens t0 .. t0+MT·16-1 (clamped to n−1).
@@ -119,6 +133,7 @@ __device__ __forceinline__ void stage_mma(const uint8_t *st, const uint8_t *wst,
     const int *ss = (const int *)(sd + NT * SG);
     float4 da[MT], db[MT];  // token scales of tokens g and g+8, per sub-block
     int4 oa[MT], ob[MT];    // C inputs: BIAS − 8·sum (Q4_0), or BIAS
+    float4 xsa[MT], xsb[MT];  // Q4_K: token scale × integer sum (the mins' term)
 #pragma unroll
     for (int mt = 0; mt < MT; mt++) {
         da[mt] = *(const float4 *)(sd + (mt * 16 + g) * SG);
@@ -131,19 +146,28 @@ __device__ __forceinline__ void stage_mma(const uint8_t *st, const uint8_t *wst,
         } else {
             oa[mt] = ob[mt] = make_int4(BIAS, BIAS, BIAS, BIAS);
         }
+        if (TYPE == TH_Q4_K) {
+            const int4 sa = *(const int4 *)(ss + (mt * 16 + g) * SG), sb = *(const int4 *)(ss + (mt * 16 + g + 8) * SG);
+            xsa[mt] = make_float4(da[mt].x * (float)sa.x, da[mt].y * (float)sa.y, da[mt].z * (float)sa.z, da[mt].w * (float)sa.w);
+            xsb[mt] = make_float4(db[mt].x * (float)sb.x, db[mt].y * (float)sb.y, db[mt].z * (float)sb.z, db[mt].w * (float)sb.w);
+        }
     }
     // B for every row group first (more loads in flight before the first MMA): Q4_0 word q of
     // sub-blocks 0..3 of row rg·8 + g (one ldmatrix); Q8_0 bytes 4q.. of the 16-byte halves of
     // sub-blocks 0, 0, 1, 1 and 2, 2, 3, 3 (two); and the 4 scales of rows rg·8 + 2q, + 1
+    constexpr int SCB = Narrow<TYPE>::SCB, SW = SCB / 4;
     const uint8_t *sc = wst + RG * 8 * WROW;
     uint32_t wv[RG][BW];
-    uint2 h0[RG], h1[RG];
+    uint32_t h0[RG][SW], h1[RG][SW];  // the scale words of rows rg·8 + 2q and + 1
 #pragma unroll
     for (int rg = 0; rg < RG; rg++) {
 #pragma unroll
         for (int h = 0; h < BW / 4; h++) ldsm4(&wv[rg][4 * h], wst + (rg * 8 + lr) * WROW + h * 64 + lm * 16);
-        h0[rg] = *(const uint2 *)(sc + (rg * 8 + 2 * q) * 8);
-        h1[rg] = *(const uint2 *)(sc + (rg * 8 + 2 * q + 1) * 8);
+#pragma unroll
+        for (int k = 0; k < SW; k++) {
+            h0[rg][k] = *(const uint32_t *)(sc + (rg * 8 + 2 * q) * SCB + 4 * k);
+            h1[rg][k] = *(const uint32_t *)(sc + (rg * 8 + 2 * q + 1) * SCB + 4 * k);
+        }
     }
 #pragma unroll
     for (int u = 0; u < SG; u++) {
@@ -153,16 +177,24 @@ __device__ __forceinline__ void stage_mma(const uint8_t *st, const uint8_t *wst,
 #pragma unroll
         for (int rg = 0; rg < RG; rg++) {
             uint32_t b0, b1;
-            if (TYPE == TH_Q4_0) {
+            if (Narrow<TYPE>::QB == 16) {
                 b0 = wv[rg][u] & 0x0f0f0f0fu;
                 b1 = (wv[rg][u] >> 4) & 0x0f0f0f0fu;
             } else {
                 b0 = wv[rg][2 * u];
                 b1 = wv[rg][2 * u + 1];
             }
-            const uint32_t p0 = u < 2 ? h0[rg].x : h0[rg].y, p1 = u < 2 ? h1[rg].x : h1[rg].y;
-            const float w0 = __half2float(__ushort_as_half((unsigned short)(p0 >> (16 * (u & 1)))));
-            const float w1 = __half2float(__ushort_as_half((unsigned short)(p1 >> (16 * (u & 1)))));
+            float w0, w1, m0 = 0.0f, m1 = 0.0f;  // rows 2q, 2q+1: scale, and (Q4_K) −dmin·min
+            if (TYPE == TH_Q4_K) {
+                const float2 d0 = __half22float2(*(const __half2 *)&h0[rg][0]), d1 = __half22float2(*(const __half2 *)&h1[rg][0]);
+                w0 = d0.x * (float)((h0[rg][1] >> (8 * u)) & 0xffu);
+                w1 = d1.x * (float)((h1[rg][1] >> (8 * u)) & 0xffu);
+                m0 = -d0.y * (float)((h0[rg][2] >> (8 * u)) & 0xffu);
+                m1 = -d1.y * (float)((h1[rg][2] >> (8 * u)) & 0xffu);
+            } else {
+                w0 = __half2float(__ushort_as_half((unsigned short)(h0[rg][u >> 1] >> (16 * (u & 1)))));
+                w1 = __half2float(__ushort_as_half((unsigned short)(h1[rg][u >> 1] >> (16 * (u & 1)))));
+            }
 #pragma unroll
             for (int mt = 0; mt < MT; mt++) {
                 int c[4];
@@ -172,6 +204,13 @@ __device__ __forceinline__ void stage_mma(const uint8_t *st, const uint8_t *wst,
                 acc[mt][rg][1] = fmaf(w1 * xa, small_int_to_float(c[1]), acc[mt][rg][1]);
                 acc[mt][rg][2] = fmaf(w0 * xb, small_int_to_float(c[2]), acc[mt][rg][2]);
                 acc[mt][rg][3] = fmaf(w1 * xb, small_int_to_float(c[3]), acc[mt][rg][3]);
+                if (TYPE == TH_Q4_K) {
+                    const float sa = (&xsa[mt].x)[u], sb = (&xsb[mt].x)[u];
+                    acc[mt][rg][0] = fmaf(m0, sa, acc[mt][rg][0]);
+                    acc[mt][rg][1] = fmaf(m1, sa, acc[mt][rg][1]);
+                    acc[mt][rg][2] = fmaf(m0, sb, acc[mt][rg][2]);
+                    acc[mt][rg][3] = fmaf(m1, sb, acc[mt][rg][3]);
+                }
             }
         }
     }
@@ -318,8 +357,9 @@ void launch_n(const th_cu_mat *w, const th_cu_q8 *xq, int n, float *y, int64_t y
 }  // namespace
 
 extern "C" bool th_cu_mma_q8n_supports(const th_cu_mat *w) {
-    return w->layout == TH_CU_SPLIT && (w->type == TH_Q4_0 || w->type == TH_Q8_0) && w->K % (32 * SG) == 0 &&
-           (uintptr_t)w->data % 16 == 0 && (uintptr_t)w->scales % 8 == 0 && cc_major() >= 9;
+    const int64_t k_unit = w->type == TH_Q4_K ? 256 : 32 * SG;  // Q4_K: whole super-blocks
+    return w->layout == TH_CU_SPLIT && (w->type == TH_Q4_0 || w->type == TH_Q8_0 || w->type == TH_Q4_K) && w->K % k_unit == 0 &&
+           (uintptr_t)w->data % 16 == 0 && (uintptr_t)w->scales % (w->type == TH_Q4_K ? 4 : 8) == 0 && cc_major() >= 9;
 }
 
 extern "C" bool th_cu_mma_q8n(const th_cu_mat *w, const th_cu_q8 *xq, int n, float *y, int64_t ys, bool accum,
@@ -328,6 +368,7 @@ extern "C" bool th_cu_mma_q8n(const th_cu_mat *w, const th_cu_q8 *xq, int n, flo
     if ((uintptr_t)xq->q % 16 || (uintptr_t)xq->d % 16 || (uintptr_t)xq->s % 16) return false;
     if (split < 0 || split > MAX_SPLIT) return false;
     if (w->type == TH_Q4_0) launch_n<TH_Q4_0>(w, xq, n, y, ys, accum, split, st);
+    else if (w->type == TH_Q4_K) launch_n<TH_Q4_K>(w, xq, n, y, ys, accum, split, st);
     else launch_n<TH_Q8_0>(w, xq, n, y, ys, accum, split, st);
     return true;
 }
