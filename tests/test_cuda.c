@@ -341,7 +341,7 @@ static void check_mma_variants(uint32_t type, int64_t rows, int64_t K, const int
             const int v = vlist[vi];
             if ((v & 1) && !(v & 32) && ns[i] <= 32) continue;
             const bool narrow_ok = (((type == TH_Q4_0 || type == TH_Q8_0) && K % 128 == 0) || (type == TH_Q4_K && K % 256 == 0)) &&
-                                   ns[i] <= 32;
+                                   ns[i] <= TH_CU_MMA_NARROW_MAX;
             if ((v & 128) && !narrow_ok) continue;  /* the narrow kernel alone: only where it applies */
             th_cu_mma_set_variant(v);
             const char *e = th_cu_test_matmul(type, wq, rows, K, x, ns[i], y, 5, false);
@@ -381,13 +381,14 @@ static void test_mma_kernels(void) {
     check_mma_type(TH_F16, 3205, 4096, big, 2);
 }
 
-/* The narrow-batch kernel (mma_q8n.cu; Q4_0 / Q8_0 with K a multiple of 128, Q4_K of 256) as the default picks it
- * (variant 0), alone with its own K split (128) and with a split of 3 (128 + 3·256): splits over
- * 5, 56 and 2 stages, a partial 128-row block, one and two 16-token tiles. Its own test, so that
- * compute-sanitizer's racecheck can take it alone (TH_TEST=test_mma_narrow). */
+/* The narrow-batch kernel (mma_q8n.cu; Q4_0 / Q8_0 with K a multiple of 128, Q4_K of 256) as
+ * the default picks it (variant 0), alone with its own K split (128) and with a split of 3
+ * (128 + 3·256): splits over 5, 56 and 2 stages, a partial 128-row block, one and two 16-token
+ * tiles, two 32-token tiles. Its own test, so that compute-sanitizer's racecheck can take it
+ * alone (TH_TEST=test_mma_narrow). */
 static void test_mma_narrow(void) {
     NEED_GPU();
-    const int narrow[] = { 2, 3, 8, 9, 16, 17, 31, 32 }, vs[] = { 0, 128, 128 + 3 * 256 };
+    const int narrow[] = { 2, 3, 8, 9, 16, 17, 31, 32, 33, 64 }, vs[] = { 0, 128, 128 + 3 * 256 };
     const int nn = (int)(sizeof narrow / sizeof narrow[0]), nv = (int)(sizeof vs / sizeof vs[0]);
     check_mma_variants(TH_Q4_0, 37, 640, narrow, nn, vs, nv);
     check_mma_variants(TH_Q8_0, 37, 640, narrow, nn, vs, nv);

@@ -216,8 +216,9 @@ __device__ __forceinline__ void stage_mma(const uint8_t *st, const uint8_t *wst,
     }
 }
 
-// Grid: x = row blocks of ROWS, y = token tiles of MT·16, z = the K split (a
-// cluster of `split` blocks along z, each a contiguous range of stages).
+// Grid: x = token tiles of MT·16 (adjacent, so that a batch of several tiles reads
+// each weight from DRAM once and again from L2), y = row blocks of ROWS, z = the K
+// split (a cluster of `split` blocks along z, each a contiguous range of stages).
 template <uint32_t TYPE, int MT>
 __global__ void __launch_bounds__(NW * 32) mma_q8n(th_cu_mat w, th_cu_q8 xq, int n, float *y, int64_t ys, bool accum,
                                                    int split) {
@@ -225,8 +226,8 @@ __global__ void __launch_bounds__(NW * 32) mma_q8n(th_cu_mat w, th_cu_q8 xq, int
     constexpr int NT = MT * 16, SB = stage_bytes<TYPE, MT>();
     extern __shared__ __align__(16) uint8_t smem[];
     const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
-    const int64_t rb0 = (int64_t)blockIdx.x * ROWS, wr0 = rb0 + wid * RG * 8;
-    const int t0 = blockIdx.y * NT;
+    const int64_t rb0 = (int64_t)blockIdx.y * ROWS, wr0 = rb0 + wid * RG * 8;
+    const int t0 = blockIdx.x * NT;
     const int64_t stages = w.K / (32 * SG), per = (stages + split - 1) / split;
     const int64_t s_beg = min(stages, (int64_t)blockIdx.z * per), s_end = min(stages, s_beg + per), ns = s_end - s_beg;
     float acc[MT][RG][4];
@@ -331,7 +332,7 @@ void launch(const th_cu_mat *w, const th_cu_q8 *xq, int n, float *y, int64_t ys,
     }
     if (split <= 0) split = choose_split(row_blocks, tiles, stages, resident);
     cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3((unsigned)row_blocks, (unsigned)tiles, (unsigned)split);
+    cfg.gridDim = dim3((unsigned)tiles, (unsigned)row_blocks, (unsigned)split);
     cfg.blockDim = dim3(NW * 32);
     cfg.dynamicSmemBytes = smem;
     cfg.stream = st;
