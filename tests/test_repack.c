@@ -254,7 +254,8 @@ static double max_abs_diff(const float *a, const float *b, size_t n, double *sca
 }
 
 /* Default: the matmul weights packed (where this level packs BF16). no_repack: none
- * packed, the logits those of the packed run up to f32 addition order. thp: the copy
+ * packed, the logits those of the packed run up to summation order (and the BF16
+ * roundings of activations it flips). thp: the copy
  * 2 MiB aligned (it is > 2 MiB), the logits bit-identical. no_amx: without AMX on this
  * CPU the same kernels, bit-identical; with AMX, equal to rounding. */
 static void test_model_layout_switches(void) {
@@ -275,7 +276,13 @@ static void test_model_layout_switches(void) {
     if (l) {
         CHECK(m->packed_buf == NULL && m->layers[0].wq.packed == NULL && m->output.packed == NULL, "no_repack packed");
         d = max_abs_diff(l0, l, n, &scale);
-        CHECK(d <= 1e-3 * scale, "no_repack: logits differ by %g (largest %g)", d, scale);
+        printf("  no_repack: logits differ by %.3g (largest %.3g)\n", d, scale);
+        /* BF16 activations: another f32 summation order can flip an activation's BF16
+         * rounding (2^-8 relative), and the tiny random model carries that to the logits —
+         * measured 1.2e-3 (avx512) and 2.9e-3 (avx2) of the largest between packed and
+         * unpacked, 3.0e-3 between the two unpacked kernels (the packed ones agree to
+         * 5e-7). A layout mistake moves logits by O(1). */
+        CHECK(d <= 1e-2 * scale, "no_repack: logits differ by %g (largest %g)", d, scale);
     }
     free(l); th_model_free(m);
 
@@ -297,8 +304,8 @@ static void test_model_layout_switches(void) {
         bool amx = th_cpu_kernels_no_amx()->gemm_packed[TH_BF16] != th_cpu_kernels()->gemm_packed[TH_BF16];
         if (!amx) CHECK(!memcmp(l0, l, n * sizeof *l), "no_amx without AMX: logits not bit-identical");
         d = max_abs_diff(l0, l, n, &scale);
-        CHECK(d <= 1e-3 * scale, "no_amx: logits differ by %g (largest %g)", d, scale);
-        printf("  AMX %s; no_repack / no_amx logits within 1e-3 of the largest\n", amx ? "in use by default" : "not here");
+        CHECK(d <= 1e-2 * scale, "no_amx: logits differ by %g (largest %g)", d, scale);  /* as no_repack's */
+        printf("  AMX %s; no_amx: logits differ by %.3g\n", amx ? "in use by default" : "not here", d);
     }
     free(l); th_model_free(m);
     free(l0); th_model_free(m0);
