@@ -250,21 +250,32 @@ static __device__ __forceinline__ void pdl_begin() {
 extern "C" bool th_cu_pdl;  // set by th_cu_set_pdl (misc.cu)
 
 // Kernel launches on st with programmatic dependent launch when th_cu_pdl is set;
-// launch_ks with smem bytes of dynamic shared memory, launch_k with none.
+// launch_kc with smem bytes of dynamic shared memory and thread-block clusters of
+// cluster_z blocks along z (1: no cluster attribute), launch_ks without clusters,
+// launch_k with no dynamic shared memory either.
 template <typename... KArgs, typename... Args>
-static inline void launch_ks(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t st,
-                             Args... args) {
+static inline void launch_kc(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, unsigned cluster_z,
+                             cudaStream_t st, Args... args) {
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = grid;
     cfg.blockDim = block;
     cfg.dynamicSmemBytes = smem;
     cfg.stream = st;
-    cudaLaunchAttribute attr[1];
+    cudaLaunchAttribute attr[2];
     attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attr[0].val.programmaticStreamSerializationAllowed = th_cu_pdl ? 1 : 0;
+    attr[1].id = cudaLaunchAttributeClusterDimension;
+    attr[1].val.clusterDim.x = 1;
+    attr[1].val.clusterDim.y = 1;
+    attr[1].val.clusterDim.z = cluster_z;
     cfg.attrs = attr;
-    cfg.numAttrs = 1;
+    cfg.numAttrs = cluster_z > 1 ? 2 : 1;
     cudaLaunchKernelEx(&cfg, kernel, static_cast<KArgs>(args)...);
+}
+template <typename... KArgs, typename... Args>
+static inline void launch_ks(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t st,
+                             Args... args) {
+    launch_kc(kernel, grid, block, smem, 1u, st, args...);
 }
 template <typename... KArgs, typename... Args>
 static inline void launch_k(void (*kernel)(KArgs...), dim3 grid, dim3 block, cudaStream_t st, Args... args) {

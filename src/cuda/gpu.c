@@ -69,8 +69,8 @@ void th_cu_allocs_free(th_cu_allocs *a) {
  * F16/BF16 kernel only with tuning.mma_f16. */
 #define TH_CU_MMA_MIN 12   /* at 12 tokens the MMA kernel beat the GEMV on every 8B matrix (Q4_0, Q8_0) */
 #define TH_CU_MMA_MAX 256
-/* The narrow form (mma_q8n.cu: Q4_0 / Q8_0 / Q4_K, up to 32 tokens) from 8 tokens: H200 lab 2026-12-04, 8B Q4_0
- * gate+up at 8 tokens 55.3 us against the staged MMA's 65.6 and the GEMV's 85.1 (at 4: the GEMV, 36.2 vs 58.9) */
+/* The narrow form (mma_q8n.cu: Q4_0 / Q8_0 / Q4_K, up to TH_CU_MMA_NARROW_MAX tokens) from 8 tokens: H200 lab
+ * 2026-12-04, 8B Q4_0 gate+up at 8 tokens 42.1 us against the GEMV's 84.6 (at 4: the GEMV, 36.3 vs 50.7) */
 #define TH_CU_MMA_NARROW_MIN 8
 /* F16/BF16 GEMV-path batches from 2 tokens on cuBLAS with the weights in place (lab, 8B F16
  * gate+up: 16 tokens 62.3 us against the GEMV's 555.5 and mma_f16's 99.1; 2 tokens 57.6 vs 78.5) */

@@ -72,9 +72,8 @@ void th_cu_mma_q8g(const th_cu_mat *w, const th_cu_q8 *xq, int n, float *y, int6
                    int tile, cudaStream_t st);  /* tile: 64 or 128 tokens a block, 0 chosen by size */
 /* The narrow-batch form (mma_q8n.cu: weights as the B operand, 128-row blocks, a
  * cp.async ring, K split over a cluster; Q4_0 and Q8_0 with K a multiple of 128, Q4_K of
- * 256, sm_90)
- * for 2..TH_CU_MMA_NARROW_MAX tokens (above 32, tiles of 32 tokens that share the weights
- * through L2); false (nothing launched) where it does not apply. */
+ * 256, sm_90) for 1..TH_CU_MMA_NARROW_MAX tokens (above 32, tiles of 32 tokens that share
+ * the weights through L2); false (nothing launched) where it does not apply. */
 #define TH_CU_MMA_NARROW_MAX 64
 bool th_cu_mma_q8n_supports(const th_cu_mat *w);
 bool th_cu_mma_q8n(const th_cu_mat *w, const th_cu_q8 *xq, int n, float *y, int64_t y_stride, bool accumulate,

@@ -379,8 +379,6 @@ void launch_n(const th_cu_mat *w, const th_cu_q8 *xq, int n, float *y, int64_t y
     else launch_t<TYPE, 8, 1, 8>(w, xq, n, y, ys, accum, st);
 }
 
-
-
 }  // namespace
 
 extern "C" void th_cu_mma_set_variant(int v) { variant = v; }

@@ -331,21 +331,8 @@ void launch(const th_cu_mat *w, const th_cu_q8 *xq, int n, float *y, int64_t ys,
             resident = 1;
     }
     if (split <= 0) split = choose_split(row_blocks, tiles, stages, resident);
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3((unsigned)tiles, (unsigned)row_blocks, (unsigned)split);
-    cfg.blockDim = dim3(NW * 32);
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = st;
-    cudaLaunchAttribute attr[2];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = th_cu_pdl ? 1 : 0;
-    attr[1].id = cudaLaunchAttributeClusterDimension;
-    attr[1].val.clusterDim.x = 1;
-    attr[1].val.clusterDim.y = 1;
-    attr[1].val.clusterDim.z = (unsigned)split;
-    cfg.attrs = attr;
-    cfg.numAttrs = 2;
-    cudaLaunchKernelEx(&cfg, mma_q8n<TYPE, MT>, *w, *xq, n, y, ys, accum, split);
+    launch_kc(mma_q8n<TYPE, MT>, dim3((unsigned)tiles, (unsigned)row_blocks, (unsigned)split), dim3(NW * 32), smem,
+              (unsigned)split, st, *w, *xq, n, y, ys, accum, split);
 }
 
 template <uint32_t TYPE>
