@@ -142,29 +142,44 @@ static const uint32_t all_types[] = { TH_F32, TH_F16, TH_BF16, TH_Q4_0, TH_Q4_1,
                                       TH_Q2, TH_Q3, TH_Q4, TH_Q5, TH_Q6, TH_Q7, TH_Q8,     /* qN: K a multiple of 64 */
                                       TH_TQ1_0, TH_TQ2_0, TH_Q1_0_G128, TH_IQ1_BN, TH_IQ2_BN };   /* 1-bit / ternary */
 
-/* The embedding lookup's decoder (th_cu_dequant_rows to fp32), both layouts, against
- * the reference dequantization: bit for bit, except for the types whose weight is
- * d·q + m (the GPU may fuse that into one rounding): within 1e-6 of the row's largest. */
+/* th_cu_dequant_rows, both layouts, against the reference dequantization: to fp32
+ * (the embedding lookup's decoder) bit for bit, except for the types whose weight is
+ * d·q + m (the GPU may fuse that into one rounding): within 1e-6 of the row's largest;
+ * to fp16 (the GEMM path's tiles) equal to the reference value rounded to fp16, the
+ * fused types within one fp16 step of it (a 1-ulp fp32 difference can round the other way). */
 static void check_dequant(uint32_t type, const uint8_t *wq, const float *wd, int64_t rows, int64_t K) {
     bool fused = type == TH_Q4_1 || type == TH_Q5_1 || type == TH_Q4_K || type == TH_Q5_K;
     float *out = malloc((size_t)rows * K * 4);
+    uint16_t *o16 = malloc((size_t)rows * K * 2);
     for (int gg = 0; gg < (th_cu_type_splittable(type) ? 2 : 1); gg++) {
-        const char *e = th_cu_test_dequant(type, wq, rows, K, gg == 1, out);
+        const char *e = th_cu_test_dequant(type, wq, rows, K, gg == 1, false, out);
         CHECK(!e, "%s dequant: %s", th_type_name(type), e);
-        if (e) continue;
-        int64_t bad = 0;
+        const char *e16 = e ? e : th_cu_test_dequant(type, wq, rows, K, gg == 1, true, o16);
+        CHECK(!e16, "%s dequant to fp16: %s", th_type_name(type), e16);
+        if (e || e16) continue;
+        int64_t bad = 0, bad16 = 0;
         for (int64_t r = 0; r < rows; r++) {
             double amax = 0;
             for (int64_t k = 0; k < K; k++) amax = fmax(amax, fabs(wd[r * K + k]));
             for (int64_t k = 0; k < K; k++) {
                 const float *a = &out[r * K + k], *b = &wd[r * K + k];
                 bad += fused ? !(fabs((double)*a - *b) <= 1e-6 * amax) : memcmp(a, b, 4) != 0;
+                uint16_t want = th_f32_to_f16(*b), got = o16[r * K + k];
+                if (fused) {
+                    double step = fmax(fabs((double)th_f16_to_f32(want)) / 1024.0, 1.0 / 16777216.0);
+                    bad16 += !(fabs((double)th_f16_to_f32(got) - th_f16_to_f32(want)) <= step);
+                } else {
+                    bad16 += got != want;
+                }
             }
         }
         CHECK(bad == 0, "%s dequant %s: %lld of %lld weights differ from the reference", th_type_name(type),
               gg ? "gguf" : "split", (long long)bad, (long long)(rows * K));
+        CHECK(bad16 == 0, "%s dequant to fp16 %s: %lld of %lld weights differ from the reference's rounding",
+              th_type_name(type), gg ? "gguf" : "split", (long long)bad16, (long long)(rows * K));
     }
     free(out);
+    free(o16);
 }
 
 /* Random weights of a type: wf (rows × K, scratch) quantized by the reference,
@@ -401,20 +416,32 @@ static void test_mma_narrow(void) {
     check_mma_variants(TH_Q4_K, 300, 256, narrow, nn, vs, nv);
 }
 
-/* float64 reference of causal attention for one sequence (sinks: n_head logits
- * in the softmax denominator, or NULL) */
+/* Seq 0's position whose K/V the test cache (th_cu_test_attention) holds at position j
+ * of sequence s: s's logical block b is physical block (nblk-1-b+s) mod nblk, which
+ * seq 0 wrote as its block nblk-1-phys; -1 past the written positions (zeros). */
+static int attn_src(int j, int s, int block, int len) {
+    int nblk = (len + block - 1) / block, phys = (nblk - 1 - j / block + s) % nblk;
+    int j0 = (nblk - 1 - phys) * block + j % block;
+    return j0 < len ? j0 : -1;
+}
+
+/* float64 reference of causal attention: token t at position tpos[t] of sequence
+ * tseq[t] over the test cache's K/V (f16: rounded as the cache stores them), with
+ * window, softcap and sinks (n_head logits in the softmax denominator, or NULL) */
 static void attn_ref(int n_head, int n_kv, int hd, int hdv, const float *q, const float *k, const float *v, int n,
-                     int pos0, int window, float softcap, const float *sinks, bool f16, double *out) {
+                     const int32_t *tpos, const int32_t *tseq, int block, int len, int window, float softcap,
+                     const float *sinks, bool f16, double *out) {
     int grp = n_head / n_kv;
-    double *sc = malloc(sizeof(double) * (size_t)(pos0 + n));
+    double *sc = malloc(sizeof(double) * (size_t)len);
     for (int t = 0; t < n; t++)
         for (int h = 0; h < n_head; h++) {
-            int p = pos0 + t, lo = window > 0 && p - window + 1 > 0 ? p - window + 1 : 0, kh = h / grp;
+            int p = tpos[t], lo = window > 0 && p - window + 1 > 0 ? p - window + 1 : 0, kh = h / grp;
             double mx = -INFINITY;
             for (int j = lo; j <= p; j++) {
+                int src = attn_src(j, tseq[t], block, len);
                 double s = 0;
-                for (int i = 0; i < hd; i++) {
-                    float kk = k[(size_t)j * n_kv * hd + kh * hd + i];
+                for (int i = 0; i < hd && src >= 0; i++) {
+                    float kk = k[(size_t)src * n_kv * hd + kh * hd + i];
                     if (f16) kk = th_f16_to_f32(th_f32_to_f16(kk));
                     s += (double)q[((size_t)t * n_head + h) * hd + i] * kk;
                 }
@@ -429,7 +456,8 @@ static void attn_ref(int n_head, int n_kv, int hd, int hdv, const float *q, cons
             for (int i = 0; i < hdv; i++) {
                 double a = 0;
                 for (int j = lo; j <= p; j++) {
-                    float vv = v[(size_t)j * n_kv * hdv + kh * hdv + i];
+                    int src = attn_src(j, tseq[t], block, len);
+                    float vv = src >= 0 ? v[(size_t)src * n_kv * hdv + kh * hdv + i] : 0.0f;
                     if (f16) vv = th_f16_to_f32(th_f32_to_f16(vv));
                     a += sc[j] * vv;
                 }
@@ -439,9 +467,12 @@ static void attn_ref(int n_head, int n_kv, int hd, int hdv, const float *q, cons
     free(sc);
 }
 
-static void check_attention(int n_head, int n_kv, int hd, int hdv, int len, int n, int window, float softcap,
-                            bool sink, bool f16, int block, int force_split) {
-    int pos0 = len - n;
+/* One attention case against attn_ref: tokens at tpos/tseq (n_seq sequences);
+ * prompt lets prompt runs take the tensor-core kernel, whose Q and P are rounded
+ * to fp16 (2^-11 relative each), hence its looser bound. */
+static void run_attention(int n_head, int n_kv, int hd, int hdv, int len, int n, const int32_t *tpos, const int32_t *tseq,
+                          int n_seq, int window, float softcap, bool sink, bool f16, int block, int force_split,
+                          bool prompt) {
     float *q = malloc(sizeof(float) * (size_t)n * n_head * hd), *k = malloc(sizeof(float) * (size_t)len * n_kv * hd);
     float *v = malloc(sizeof(float) * (size_t)len * n_kv * hdv), *out = malloc(sizeof(float) * (size_t)n * n_head * hdv);
     double *ref = malloc(sizeof(double) * (size_t)n * n_head * hdv);
@@ -451,18 +482,41 @@ static void check_attention(int n_head, int n_kv, int hd, int hdv, int len, int 
     float sinks[64];  /* n_head <= 64; uniform(-1, 5): some above every score, as gpt-oss's can be */
     for (int h = 0; h < n_head && h < 64; h++) sinks[h] = 2.0f + 3.0f * frand();
     const float *sk = sink ? sinks : NULL;
-    const char *e = th_cu_test_attention(n_head, n_kv, hd, hdv, len, q, k, v, n, pos0, window, softcap, sk, f16, block,
-                                         force_split, out);
+    const char *e = th_cu_test_attention(n_head, n_kv, hd, hdv, len, q, k, v, n, 0, window, softcap, sk, f16, block,
+                                         force_split, tpos, tseq, n_seq, prompt, out);
     CHECK(!e, "attention: %s", e);
     if (!e) {
-        attn_ref(n_head, n_kv, hd, hdv, q, k, v, n, pos0, window, softcap, sk, f16, ref);
+        attn_ref(n_head, n_kv, hd, hdv, q, k, v, n, tpos, tseq, block, len, window, softcap, sk, f16, ref);
         double r = rel_l2_ref(out, ref, (size_t)n * n_head * hdv);
-        printf("  attention heads %d/%d hd %d/%d len %d tokens %d window %d softcap %.0f%s %s block %d%s: rel-L2 %.2e\n",
-               n_head, n_kv, hd, hdv, len, n, window, softcap, sink ? " sinks" : "", f16 ? "f16" : "f32", block,
-               force_split == 2 ? " graph plan" : force_split ? " split" : "", r);
-        CHECK(r < 1e-5, "rel-L2 %.3e", r);
+        double limit = prompt && f16 ? 2e-3 : 1e-5;
+        printf("  attention heads %d/%d hd %d/%d len %d tokens %d (%d seq) window %d softcap %.0f%s %s block %d%s%s: "
+               "rel-L2 %.2e\n", n_head, n_kv, hd, hdv, len, n, n_seq, window, softcap, sink ? " sinks" : "",
+               f16 ? "f16" : "f32", block, force_split == 2 ? " graph plan" : force_split ? " split" : "",
+               prompt ? " prompt" : "", r);
+        CHECK(r < limit, "rel-L2 %.3e (limit %.0e)", r, limit);
     }
     free(q); free(k); free(v); free(out); free(ref);
+}
+
+/* n tokens of one sequence at positions len-n..len-1. */
+static void check_attention(int n_head, int n_kv, int hd, int hdv, int len, int n, int window, float softcap,
+                            bool sink, bool f16, int block, int force_split) {
+    int32_t *tp = malloc((size_t)n * 4), *ts = calloc((size_t)n, 4);
+    for (int i = 0; i < n; i++) tp[i] = len - n + i;
+    run_attention(n_head, n_kv, hd, hdv, len, n, tp, ts, 1, window, softcap, sink, f16, block, force_split, false);
+    free(tp); free(ts);
+}
+
+/* The tensor-core prompt kernel: runs of (sequence, first position, tokens) in batch order. */
+static void check_attention_prompt(int n_head, int n_kv, int hd, int len, int window, float softcap, bool sink,
+                                   bool f16, int n_runs, const int (*runs)[3]) {
+    int n = 0, n_seq = 1;
+    for (int r = 0; r < n_runs; r++) { n += runs[r][2]; n_seq = runs[r][0] + 1 > n_seq ? runs[r][0] + 1 : n_seq; }
+    int32_t *tp = malloc((size_t)n * 4), *ts = malloc((size_t)n * 4);
+    for (int r = 0, t = 0; r < n_runs; r++)
+        for (int i = 0; i < runs[r][2]; i++, t++) { ts[t] = runs[r][0]; tp[t] = runs[r][1] + i; }
+    run_attention(n_head, n_kv, hd, hd, len, n, tp, ts, n_seq, window, softcap, sink, f16, 16, 0, true);
+    free(tp); free(ts);
 }
 
 static void test_attention_kernel(void) {
@@ -485,6 +539,59 @@ static void test_attention_kernel(void) {
     check_attention(4, 4, 128, 128, 517, 1, 0, 0, false, true, 7, 2);
     check_attention(4, 2, 64, 64, 300, 3, 8, 0, true, false, 16, 2);
     check_attention(4, 2, 64, 64, 200, 12, 0, 0, true, true, 16, 2);
+    /* prompts on the tensor cores (attn_mma.cu): a whole prompt (the 8B shape's heads,
+     * 300 tokens: a partial last tile), a prompt after a cached prefix with window,
+     * softcap and sinks, two prompts in one launch (a tile holding both) with decode
+     * tokens of a third sequence between runs (the CUDA-core kernels), and the f32
+     * cache (not supported there: the CUDA-core kernels, exact) */
+    static const int whole[][3] = { { 0, 0, 300 } };
+    check_attention_prompt(32, 8, 128, 300, 0, 0, false, true, 1, whole);
+    static const int after[][3] = { { 0, 57, 100 } };
+    check_attention_prompt(9, 3, 64, 157, 40, 30.0f, true, true, 1, after);
+    check_attention_prompt(8, 2, 128, 157, 0, 0, true, true, 1, after);
+    static const int mixed[][3] = { { 0, 60, 40 }, { 2, 0, 70 }, { 1, 90, 1 }, { 1, 120, 1 }, { 1, 17, 3 }, { 0, 100, 33 } };
+    check_attention_prompt(8, 2, 64, 160, 0, 0, false, true, 6, mixed);
+    check_attention_prompt(8, 2, 128, 160, 50, 0, true, true, 6, mixed);
+    check_attention_prompt(8, 2, 64, 160, 0, 0, false, false, 6, mixed);
+    check_attention_prompt(8, 4, 32, 160, 0, 0, false, true, 6, mixed);   /* the fixtures' head width */
+}
+
+/* A prompt through the model with an F16 cache (runs of prompt tokens on the tensor-core
+ * attention): GPU against CPU, the whole prompt in one batch and in batches of 64 (the
+ * second after a cached prefix), and against the GPU with the CUDA-core attention
+ * (attn_simt): the two GPU paths differ by the fp16 rounding of Q and P only. */
+static void test_prompt_attention_model(void) {
+    NEED_GPU();
+    th_model *m;
+    if (th_model_load(fixture("tiny/tiny-F32.gguf"), NULL, &m) && th_model_load(fixture("tiny/tiny-F16.gguf"), NULL, &m))
+        SKIP("fixture missing: %s", th_last_error());
+    enum { N = 100 };
+    int32_t tok[N];
+    int nv = th_model_n_vocab(m);
+    for (int i = 0; i < N; i++) tok[i] = (17 * i + 3) % nv;
+    const int chunks[2] = { N, 64 };
+    for (int c = 0; c < 2; c++) {
+        float *cpu = run_logits_ctx(m, tok, N, chunks[c], false, TH_KV_F16, 128);
+        float *gpu = run_logits_ctx(m, tok, N, chunks[c], true, TH_KV_F16, 128);
+        th_cu_tuning t = th_cu_tuning_default();
+        t.attn_simt = true;
+        th_cu_tuning_set(&t);
+        float *simt = run_logits_ctx(m, tok, N, chunks[c], true, TH_KV_F16, 128);
+        tune_reset();
+        CHECK(cpu && gpu && simt, "%s", th_last_error());
+        if (cpu && gpu && simt) {
+            double worst, top1, w_simt, top1_simt, w_paths, top1_paths;
+            compare_logits(gpu, cpu, N, nv, &worst, NULL, &top1);
+            compare_logits(simt, cpu, N, nv, &w_simt, NULL, &top1_simt);
+            compare_logits(gpu, simt, N, nv, &w_paths, NULL, &top1_paths);
+            printf("  prompt of %d in batches of %d, F16 cache: GPU vs CPU worst rel-L2 %.2e (top-1 %.3f), GPU with the "
+                   "CUDA-core attention vs CPU %.2e, the two GPU paths %.2e (top-1 %.3f)\n", N, chunks[c], worst, top1,
+                   w_simt, w_paths, top1_paths);
+            CHECK(worst < 3e-3, "GPU vs CPU %.3e", worst);
+        }
+        free(cpu); free(gpu); free(simt);
+    }
+    th_model_free(m);
 }
 #endif
 
@@ -1109,6 +1216,7 @@ int main(void) {
     RUN(test_mma_kernels);
     RUN(test_mma_narrow);
     RUN(test_attention_kernel);
+    RUN(test_prompt_attention_model);
     RUN(test_argmax_kernel);
 #endif
     RUN(test_gpu_argmax_only);

@@ -16,7 +16,8 @@
  * of at most N tokens), TH_GPU_NARROW_MIN=N (Q4_0 / Q8_0 / Q4_K GEMV-path batches of N+ tokens
  * on the narrow-batch kernel, mma_q8n.cu; default 8), TH_GPU_MMA_PIN=V (every int8 MMA product through
  * variant V of th_cu_mma_set_variant, e.g. 32 the prompt-sized kernel),
- * TH_GPU_PP=N (pp's prompt length, default 512).
+ * TH_GPU_PP=N (pp's prompt length, default 512), TH_GPU_ATTN_SIMT=1 (prompts on
+ * the CUDA-core attention kernels instead of the tensor-core one, attn_mma.cu).
  * Runs the real path (th_context_new with gpu = true, th_decode) and prints
  *   copy   device-to-device copy bandwidth (bytes read + written), the ceiling
  *   gemm   an fp16 cuBLAS GEMM 8192³ (TFLOP/s), the tensor-core ceiling
@@ -35,6 +36,7 @@
  *          context of <= 64 rows the device argmax, the logits rows stay there); prints the prompt phase, the generation phase (the S_TG of
  *          llama-batched-bench) and the total, in tok/s; a warm-up round first
  *   bbsweep bbN at 16 and 64 streams under each GEMV / MMA / cuBLAS choice (bb_sweep)
+ *   ppsweep pp128..pp2048 with the prompt attention on tensor cores and on CUDA cores (pp_sweep)
  *   lab    (bench_gpu lab TYPE) the kernel lab: each matrix kernel alone on the
  *          8B shape's matrices at 1..512 tokens: µs, weight GB/s, TFLOP/s for
  *          the GEMV, today's cuBLAS path, the MMA kernel and the int8 one's
@@ -247,14 +249,40 @@ static double pp(th_context *c, int n, int reps) {
     double v[8];
     for (int r = 0; r < reps; r++) {
         th_kv_seq_clear(c, 0);
-        th_batch b = { .n_tokens = n, .token = tok };
         double t0 = now();
-        if (th_decode(c, &b)) { fprintf(stderr, "prefill: %s\n", th_last_error()); exit(1); }
+        for (int i = 0; i < n; i += 512) {  /* batches of the contexts' n_batch */
+            th_batch b = { .n_tokens = n - i < 512 ? n - i : 512, .token = tok + i };
+            if (th_decode(c, &b)) { fprintf(stderr, "prefill: %s\n", th_last_error()); exit(1); }
+        }
         v[r] = n / (now() - t0);
     }
     free(tok);
     qsort(v, (size_t)reps, sizeof v[0], cmp_d);
     return v[reps / 2];
+}
+
+/* Prefill of 128..2048 tokens (batches of 512) with the prompt attention on the
+ * tensor cores (the default) and on the CUDA-core kernels (attn_simt), one
+ * context each, so that the attention's share shows. */
+static void pp_sweep(th_model *m, const shape *sh, uint32_t type) {
+    static const int lens[] = { 128, 256, 512, 2048 };
+    th_cu_tuning base = th_cu_tuning_get();
+    double r[2][4];
+    for (int k = 0; k < 2; k++) {
+        th_cu_tuning t = base;
+        t.attn_simt = k == 1;
+        th_cu_tuning_set(&t);
+        th_context *c = ctx_new(m, 1, 2048, 512, false);
+        for (int i = 0; i < 4; i++) {
+            pp(c, lens[i], 1);
+            r[k][i] = pp(c, lens[i], 3);
+        }
+        th_context_free(c);
+    }
+    th_cu_tuning_set(&base);
+    for (int i = 0; i < 4; i++)
+        printf("%-5s %-5s pp%-4d %8.1f tok/s  (prompt attention on CUDA cores: %8.1f, %.2fx)\n", sh->name,
+               th_type_name(type), lens[i], r[0][i], r[1][i], r[0][i] / r[1][i]);
 }
 
 /* Batched decode; greedy_feed: each stream's argmax is its next input token. */
@@ -314,6 +342,7 @@ static void tuning_from_env(void) {
     t.narrow_min = env_int("TH_GPU_NARROW_MIN", t.narrow_min);
     t.mma_f16 = env_int("TH_GPU_MMA_F16", 0) != 0;
     t.f16_cublas_min = env_int("TH_GPU_F16_CUBLAS_MIN", t.f16_cublas_min);
+    t.attn_simt = env_int("TH_GPU_ATTN_SIMT", 0) != 0;
     th_cu_tuning_set(&t);
     th_cu_mma_set_variant(env_int("TH_GPU_MMA_PIN", 0));  /* every int8 MMA product through this variant */
 }
@@ -463,6 +492,10 @@ int main(int argc, char **argv) {
     }
     if (!strcmp(what, "bbsweep")) {
         bb_sweep(m, sh, type);
+        return 0;
+    }
+    if (!strcmp(what, "ppsweep")) {
+        pp_sweep(m, sh, type);
         return 0;
     }
     th_context *c = ctx_new(m, 16, 2048, 512, false);

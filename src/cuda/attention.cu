@@ -49,16 +49,6 @@ __device__ __forceinline__ void head_q8(float o0, float o1, int hdv, int64_t bas
     if (d0 + TILE < hdv) q8_store_block(o1, lane, oq, base + d0 + TILE, (base + d0 + TILE) / 32);
 }
 
-// The factor that turns head h's unnormalized output (acc over positions with
-// running max m and sum l) into the result: 1/l, or with a sink s
-// exp(m − M) / (l·exp(m − M) + exp(s − M)), M = max(m, s), so the sink joins
-// the denominator exactly once.
-__device__ __forceinline__ float final_scale(const th_cu_attn &a, int h, float m, float l) {
-    if (!a.sinks) return l > 0.0f ? 1.0f / l : 0.0f;
-    const float sk = a.sinks[h], M = fmaxf(m, sk), c = expf(m - M);
-    return c / (l * c + expf(sk - M));
-}
-
 // Combine the ns partial states (m, l, unnormalized acc) of one (token, head)
 // into this thread's output dims tid (o0) and tid + TILE (o1), in one pass that
 // rescales as the running max grows (the loads of all splits are independent).
@@ -379,9 +369,10 @@ extern "C" void th_cu_attn_plan(int n, int32_t n_head, int32_t hdv, int64_t max_
     *n_split = (int32_t)((max_len + c - 1) / c);
 }
 
-extern "C" void th_cu_attention(const float *qkv, int64_t stride, int n, const int32_t *pos, const int32_t *seq,
-                                const th_cu_attn *a, const th_cu_kv *kv, int32_t layer, float *out, int64_t os,
-                                const th_cu_q8 *oq, cudaStream_t st) {
+// The CUDA-core kernels over n tokens: attn_tile for batches, attn_split for decode.
+static void attention_simt(const float *qkv, int64_t stride, int n, const int32_t *pos, const int32_t *seq,
+                           const th_cu_attn *a, const th_cu_kv *kv, int32_t layer, float *out, int64_t os,
+                           const th_cu_q8 *oq, cudaStream_t st) {
     if (n <= 0) return;
     dim3 grid((unsigned)a->n_split, (unsigned)a->n_head, (unsigned)n);
     bool q8 = oq && a->head_dim_v % 32 == 0;
@@ -406,5 +397,46 @@ extern "C" void th_cu_attention(const float *qkv, int64_t stride, int n, const i
         const float *qx = qkv + (int64_t)t0 * stride;
         if (kv->f16) launch_attn<true>(gg, st, width, qx, stride, pos + t0, seq + t0, *a, *kv, layer, out + (int64_t)t0 * os, os, qt, q8);
         else launch_attn<false>(gg, st, width, qx, stride, pos + t0, seq + t0, *a, *kv, layer, out + (int64_t)t0 * os, os, qt, q8);
+    }
+}
+
+// The end of the run of tokens from t that belong to seq[t].
+static int run_end(const int32_t *seq, int n, int t) {
+    int u = t + 1;
+    while (u < n && seq[u] == seq[t]) u++;
+    return u;
+}
+
+// Runs of at least TH_CU_ATTN_MMA_RUN tokens of one sequence (prompts) go to the
+// tensor-core kernel (attn_mma.cu), the others (decode tokens) to the CUDA-core
+// ones; each maximal stretch of one kind is one launch.
+extern "C" void th_cu_attention(const float *qkv, int64_t stride, int n, const int32_t *pos, const int32_t *seq,
+                                const th_cu_attn *a, const th_cu_kv *kv, int32_t layer, float *out, int64_t os,
+                                const th_cu_q8 *oq, cudaStream_t st) {
+    if (n <= 0) return;
+    if (!a->host_seq || a->split_only || n < TH_CU_ATTN_MMA_RUN || !th_cu_attn_prompt_supports(a, kv)) {
+        attention_simt(qkv, stride, n, pos, seq, a, kv, layer, out, os, oq, st);
+        return;
+    }
+    for (int t = 0; t < n;) {
+        int u = run_end(a->host_seq, n, t);
+        const bool mma = u - t >= TH_CU_ATTN_MMA_RUN;
+        while (u < n) {
+            const int e = run_end(a->host_seq, n, u);
+            if ((e - u >= TH_CU_ATTN_MMA_RUN) != mma) break;
+            u = e;
+        }
+        const int nt = u - t;
+        th_cu_q8 qt = oq ? *oq : th_cu_q8{};
+        if (oq) { qt.q += (int64_t)t * os; qt.d += (int64_t)t * os / 32; qt.s += (int64_t)t * os / 32; }
+        if (mma) {
+            th_cu_attn_prompt(qkv + (int64_t)t * stride, stride, nt, pos + t, seq + t, a, kv, layer, out + (int64_t)t * os,
+                              os, st);
+            if (oq && a->head_dim_v % 32 == 0 && os % 32 == 0) th_cu_quantize_q8(out + (int64_t)t * os, os, nt, os, &qt, st);
+        } else {
+            attention_simt(qkv + (int64_t)t * stride, stride, nt, pos + t, seq + t, a, kv, layer, out + (int64_t)t * os,
+                           os, oq ? &qt : NULL, st);
+        }
+        t = u;
     }
 }

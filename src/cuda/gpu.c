@@ -65,19 +65,24 @@ void th_cu_allocs_free(th_cu_allocs *a) {
  * The prompt-sized form (mma_q8g.cu, from TH_CU_MMA_PROMPT_MIN tokens), 2026-12-03,
  * us at 256 tokens vs cuBLAS: Q4_0 gate+up 442 vs 601, down 219 vs 318, qkv 96 vs
  * 139; Q4_K 557 vs 594, 276 vs 315, 124 vs 138; at 512 it loses on some (Q4_K
- * gate+up 841 vs 660; Q4_0 qkv 189 vs 157, a 1.5-wave grid): MMA_MAX 256. The
- * F16/BF16 kernel only with tuning.mma_f16. */
+ * gate+up 841 vs 660; Q4_0 qkv 189 vs 157, a 1.5-wave grid): MMA_MAX 256 then. Since
+ * the GEMM path's dequantization runs per type (dequant.cu; 2026-12-04, bench_gpu
+ * lab q4_0), cuBLAS beats mma_q8g from 128 tokens on every 8B matrix but gate+up
+ * (us at 128: attn-out 40.7 vs 64.9, qkv 53.9 vs 65.1, down 127.6 vs 219.5, gate+up
+ * 227.2 vs 191.2; a layer 449 vs 541; at 256 all four) and loses to mma_q8n at 64
+ * (gate+up 222.1 vs 102.8, down 121.3 vs 86.9): MMA_MAX 64, mma_q8g no longer taken
+ * by default. The F16/BF16 kernel only with tuning.mma_f16. */
 #define TH_CU_MMA_MIN 12   /* at 12 tokens the MMA kernel beat the GEMV on every 8B matrix (Q4_0, Q8_0) */
-#define TH_CU_MMA_MAX 256
+#define TH_CU_MMA_MAX 64
 /* The narrow form (mma_q8n.cu: Q4_0 / Q8_0 / Q4_K, up to TH_CU_MMA_NARROW_MAX tokens) from 8 tokens: H200 lab
  * 2026-12-04, 8B Q4_0 gate+up at 8 tokens 42.1 us against the GEMV's 84.6 (at 4: the GEMV, 36.3 vs 50.7) */
 #define TH_CU_MMA_NARROW_MIN 8
 /* F16/BF16 GEMV-path batches from 2 tokens on cuBLAS with the weights in place (lab, 8B F16
  * gate+up: 16 tokens 62.3 us against the GEMV's 555.5 and mma_f16's 99.1; 2 tokens 57.6 vs 78.5) */
 #define TH_CU_F16_CUBLAS_MIN 2
-static th_cu_tuning tuning = { .gemm_min = 33, .graphs = true, .pdl = true, .attn_chunk = 0, .moe_gemv_only = false, .mma_min = TH_CU_MMA_MIN, .mma_max = TH_CU_MMA_MAX, .narrow_min = TH_CU_MMA_NARROW_MIN, .f16_cublas_min = TH_CU_F16_CUBLAS_MIN };
+static th_cu_tuning tuning = { .gemm_min = 33, .graphs = true, .pdl = true, .attn_chunk = 0, .moe_gemv_only = false, .mma_min = TH_CU_MMA_MIN, .mma_max = TH_CU_MMA_MAX, .narrow_min = TH_CU_MMA_NARROW_MIN, .f16_cublas_min = TH_CU_F16_CUBLAS_MIN, .attn_simt = false };
 th_cu_tuning th_cu_tuning_default(void) {
-    return (th_cu_tuning){ .gemm_min = 33, .graphs = true, .pdl = true, .attn_chunk = 0, .moe_gemv_only = false, .mma_min = TH_CU_MMA_MIN, .mma_max = TH_CU_MMA_MAX, .narrow_min = TH_CU_MMA_NARROW_MIN, .f16_cublas_min = TH_CU_F16_CUBLAS_MIN };
+    return (th_cu_tuning){ .gemm_min = 33, .graphs = true, .pdl = true, .attn_chunk = 0, .moe_gemv_only = false, .mma_min = TH_CU_MMA_MIN, .mma_max = TH_CU_MMA_MAX, .narrow_min = TH_CU_MMA_NARROW_MIN, .f16_cublas_min = TH_CU_F16_CUBLAS_MIN, .attn_simt = false };
 }
 th_cu_tuning th_cu_tuning_get(void) { return tuning; }
 void th_cu_tuning_set(const th_cu_tuning *t) { tuning = t ? *t : th_cu_tuning_default(); }
@@ -659,7 +664,9 @@ static th_status gpu_begin(th_context *c, const th_step *s, bool *replay) {
                           .k_dim = g->k_w, .v_dim = g->v_w, .table = d + 4 * g->n_batch, .max_blocks = g->n_blocks };
     g->f.at = (th_cu_attn){ .n_head = hp->n_head, .n_head_kv = hp->n_head_kv, .head_dim = hp->head_dim,
                             .head_dim_v = hp->head_dim_v, .scale = hp->attn_scale, .softcap = hp->attn_softcap,
-                            .partial = g->partial, .partial_cap = g->partial_cap, .counter = g->counter };
+                            .partial = g->partial, .partial_cap = g->partial_cap, .counter = g->counter,
+                            /* a captured graph replays at every batch: the CUDA-core kernels only */
+                            .host_seq = graph || g->tune.attn_simt ? NULL : g->h_meta + 2 * g->n_batch };
     g->q8_of = -1;
     /* a graph is replayed at every length, so it plans for the longest sequence */
     int64_t plan_len = graph ? (int64_t)g->n_blocks * g->block : max_len;

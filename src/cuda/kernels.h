@@ -220,6 +220,8 @@ typedef struct th_cu_attn {
     size_t partial_cap;        /* floats at partial: a larger split batch runs in token groups that fit */
     int32_t *counter;          /* n × n_head, zero between launches (the kernel resets what it uses) */
     bool split_only;           /* attn_split at every batch size (batch-invariant contexts) */
+    const int32_t *host_seq;   /* the batch's sequence ids in host memory (runs of prompt tokens take the
+                                  tensor-core kernel, attn_mma.cu), or NULL: the CUDA-core kernels only */
 } th_cu_attn;
 
 /* out[t][h*hdv ..] = softmax(q·K^T·scale) · V for each token and head (with
@@ -229,6 +231,14 @@ typedef struct th_cu_attn {
 void th_cu_attention(const float *qkv, int64_t stride, int n, const int32_t *pos, const int32_t *seq,
                      const th_cu_attn *a, const th_cu_kv *kv, int32_t layer, float *out,
                      int64_t out_stride, const th_cu_q8 *oq, cudaStream_t st);
+/* Prompt attention on the tensor cores (attn_mma.cu; th_cu_attention sends runs
+ * of at least TH_CU_ATTN_MMA_RUN tokens of one sequence there): fp16 KV cache,
+ * head_dim == head_dim_v in {32, 64, 128}; Q and P rounded to fp16, fp32 sums. */
+#define TH_CU_ATTN_MMA_RUN 32
+bool th_cu_attn_prompt_supports(const th_cu_attn *a, const th_cu_kv *kv);
+void th_cu_attn_prompt(const float *qkv, int64_t stride, int n, const int32_t *pos, const int32_t *seq,
+                       const th_cu_attn *a, const th_cu_kv *kv, int32_t layer, float *out, int64_t os,
+                       cudaStream_t st);
 /* Positions one block of the attention kernel covers in one step of all its warps
  * (the graph-mode shortest chunk). */
 int32_t th_cu_attn_step(int32_t head_dim, int32_t head_dim_v);
@@ -255,6 +265,7 @@ typedef struct th_cu_tuning {
     bool mma_f16;              /* F16/BF16 weights take mma_f16.cu in the same range (default false: not yet timed) */
     int f16_cublas_min;        /* GEMV-path batches of at least this many tokens multiply F16/BF16 weights with
                                 * cuBLAS in place (captured into the graphs like the kernels; 0: never) */
+    bool attn_simt;            /* prompts too on the CUDA-core attention kernels, not attn_mma.cu (default false) */
 } th_cu_tuning;
 th_cu_tuning th_cu_tuning_default(void);
 th_cu_tuning th_cu_tuning_get(void);
@@ -271,17 +282,21 @@ void th_cu_tuning_set(const th_cu_tuning *t);
  * kernel (th_cu_mma_f16, path 5 too). Host arrays in and out. Returns a CUDA/cuBLAS error text or NULL. */
 const char *th_cu_test_matmul(uint32_t type, const void *w, int64_t rows, int64_t K, const float *x,
                               int n, float *y, int path, bool force_gguf);
-/* Attention over a one-sequence cache: q n×(n_head*hd), K/V host arrays
- * [len][n_kv*hd], positions pos0..pos0+n-1, sinks n_head logits or NULL;
- * out n×(n_head*hdv). force_split 1: splits of 32 positions; 2: the graph
- * plan (few splits, chunks stretched to the length); 0: the eager plan. */
-const char *th_cu_test_attention(int n_head, int n_kv, int hd, int hdv, int len, const float *q,
-                                 const float *k, const float *v, int n, int pos0, int window,
-                                 float softcap, const float *sinks, bool kv_f16, int block, int force_split,
-                                 float *out);
+/* Attention over a paged cache: q n×(n_head*hd), K/V host arrays [len][n_kv*hd]
+ * written through sequence 0's block table (blocks in reverse order; sequence s
+ * sees them rotated by s), sinks n_head logits or NULL; out n×(n_head*hdv).
+ * Token i at position tok_pos[i] of sequence tok_seq[i] (of n_seq), or NULL:
+ * positions pos0..pos0+n-1 of sequence 0. force_split 1: splits of 32 positions;
+ * 2: the graph plan (few splits, chunks stretched to the length); 0: the eager
+ * plan. prompt: runs of prompt tokens may take the tensor-core kernel. */
+const char *th_cu_test_attention(int n_head, int n_kv, int hd, int hdv, int len, const float *q, const float *k,
+                                 const float *v, int n, int pos0, int window, float softcap, const float *sinks,
+                                 bool kv_f16, int block, int force_split, const int32_t *tok_pos,
+                                 const int32_t *tok_seq, int n_seq, bool prompt, float *out);
 /* A matrix as th_cu_test_matmul builds it, every row decoded to fp32 (rows × K)
  * by th_cu_dequant_rows (the embedding lookup). */
-const char *th_cu_test_dequant(uint32_t type, const void *w, int64_t rows, int64_t K, bool force_gguf, float *out);
+const char *th_cu_test_dequant(uint32_t type, const void *w, int64_t rows, int64_t K, bool force_gguf, bool f16,
+                               void *out);
 /* th_cu_argmax_rows on host rows x (rows × n, stride n) into out. */
 const char *th_cu_test_argmax(const float *x, int64_t n, int rows, int32_t *out);
 /* Device-to-device copy bandwidth in GB/s (bytes read + written) over `bytes`. */

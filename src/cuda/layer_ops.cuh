@@ -3,11 +3,22 @@
 // kernel (fused.cu): the paged-cache slot of a token, per-head Q/K RMSNorm +
 // rotary embedding of one head (a warp, in place), the K/V store, the new
 // token's q/k/v roped inside an attention phase (fused.cu), a warp's
-// online-softmax step over a few positions, and the gated activations of the FFN.
+// online-softmax step over a few positions, the final softmax scale (with a
+// sink), and the gated activations of the FFN.
 #ifndef TH_CUDA_LAYER_OPS_CUH
 #define TH_CUDA_LAYER_OPS_CUH
 #include "cuda/common.cuh"
 #include <math.h>
+
+// The factor that turns head h's unnormalized output (acc over positions with
+// running max m and sum l) into the result: 1/l, or with a sink s
+// exp(m − M) / (l·exp(m − M) + exp(s − M)), M = max(m, s), so the sink joins
+// the denominator exactly once.
+static __device__ __forceinline__ float final_scale(const th_cu_attn &a, int h, float m, float l) {
+    if (!a.sinks) return l > 0.0f ? 1.0f / l : 0.0f;
+    const float sk = a.sinks[h], M = fmaxf(m, sk), c = expf(m - M);
+    return c / (l * c + expf(sk - M));
+}
 
 // Position pos's K (v false) or V row, all KV heads, in cache block blk.
 static __device__ __forceinline__ char *kv_row_in(const th_cu_kv &kv, int64_t blk, int32_t layer, int32_t pos, bool v) {

@@ -1,7 +1,8 @@
 // mma_q8.cuh — the pieces the int8 tensor-core kernels share (mma_q8.cu for
 // batches up to ~128 tokens, mma_q8g.cu for prompt-sized ones): MSub<TYPE>, one
 // 32-weight sub-block of a SPLIT weight row decoded to int8 codes for one lane
-// position, the mma.sync wrappers, and the cp.async helpers.
+// position, the mma.sync wrappers, the cp.async and ldmatrix helpers (also used
+// by the prompt attention, attention.cu).
 #ifndef TH_CUDA_MMA_Q8_CUH
 #define TH_CUDA_MMA_Q8_CUH
 #include "cuda/split.cuh"
@@ -203,6 +204,23 @@ __device__ __forceinline__ void cp_commit() {
 template <int N> __device__ __forceinline__ void cp_wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     asm volatile("cp.async.wait_group %0;" ::"n"(N));
+#endif
+}
+// Four 8×8 16-bit matrices from shared memory (lanes 8j..8j+7 give matrix j's
+// row addresses): r[j] is lane (g, q)'s pair at row g, columns 2q, 2q+1; the
+// transposed form gives the pair at rows 2q, 2q+1 of column g.
+__device__ __forceinline__ void ldsm_x4(uint32_t *r, const void *p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_u32(p)));
+#endif
+}
+__device__ __forceinline__ void ldsm_x4_t(uint32_t *r, const void *p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_u32(p)));
 #endif
 }
 

@@ -53,14 +53,6 @@ template <int BN> struct Stage {
     int32_t xs[KS][BN];    // has_min: activation block integer sums
 };
 
-__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const void *p) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(smem_u32(p)));
-#endif
-}
-
 // c = a·b + MAGIC (see the file comment), k32 and k16 shapes. Not volatile: an mma
 // has no side effect, so the compiler may issue later ones before this one's
 // epilogue (volatile asm keeps program order, and the epilogue's first FADD would

@@ -50,13 +50,6 @@ template <uint32_t TYPE, int MT> __host__ __device__ constexpr int stage_bytes()
     return MT * 16 * (AROW + 2 * SG * 4) + NW * wbytes<TYPE>();
 }
 
-__device__ __forceinline__ void ldsm4(uint32_t *r, const void *p) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(smem_u32(p)));
-#endif
-}
 __device__ __forceinline__ void cp8(void *dst, const void *src) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(smem_u32(dst)), "l"(src));
@@ -162,7 +155,7 @@ __device__ __forceinline__ void stage_mma(const uint8_t *st, const uint8_t *wst,
 #pragma unroll
     for (int rg = 0; rg < RG; rg++) {
 #pragma unroll
-        for (int h = 0; h < BW / 4; h++) ldsm4(&wv[rg][4 * h], wst + (rg * 8 + lr) * WROW + h * 64 + lm * 16);
+        for (int h = 0; h < BW / 4; h++) ldsm_x4(&wv[rg][4 * h], wst + (rg * 8 + lr) * WROW + h * 64 + lm * 16);
 #pragma unroll
         for (int k = 0; k < SW; k++) {
             h0[rg][k] = *(const uint32_t *)(sc + (rg * 8 + 2 * q) * SCB + 4 * k);
@@ -173,7 +166,7 @@ __device__ __forceinline__ void stage_mma(const uint8_t *st, const uint8_t *wst,
     for (int u = 0; u < SG; u++) {
         uint32_t a[MT][4];  // matrices: tokens 0-7 / 8-15 × bytes 0-15 / 16-31 of sub-block u
 #pragma unroll
-        for (int mt = 0; mt < MT; mt++) ldsm4(a[mt], st + (mt * 16 + lr + 8 * (lm & 1)) * AROW + u * 32 + 16 * (lm >> 1));
+        for (int mt = 0; mt < MT; mt++) ldsm_x4(a[mt], st + (mt * 16 + lr + 8 * (lm & 1)) * AROW + u * 32 + 16 * (lm >> 1));
 #pragma unroll
         for (int rg = 0; rg < RG; rg++) {
             uint32_t b0, b1;

@@ -140,19 +140,28 @@ done:
     return err;
 }
 
-/* Every row of W to fp32 through th_cu_dequant_rows (the embedding lookup's decoder). */
-const char *th_cu_test_dequant(uint32_t type, const void *w, int64_t rows, int64_t K, bool force_gguf, float *out) {
+/* Every row of W through th_cu_dequant_rows: to fp32 (the embedding lookup's
+ * decoder; out holds floats) or, with f16, to fp16 (the GEMM path's tiles; out
+ * holds halves) as two calls, row 0 alone and then rows 1.. from row0 = 1. */
+const char *th_cu_test_dequant(uint32_t type, const void *w, int64_t rows, int64_t K, bool force_gguf, bool f16,
+                               void *out) {
     th_cu_mat m;
     void *dw = NULL, *ds = NULL;
-    float *dy = NULL;
+    void *dy = NULL;
+    const size_t es = f16 ? 2 : 4;
     const char *err = upload_test_mat(type, w, rows, K, force_gguf, &m, &dw, &ds);
     if (err) goto done;
-    TRY(cudaMalloc((void **)&dy, (size_t)rows * K * 4));
-    TRY(cudaMemset(dy, 0xff, (size_t)rows * K * 4));
-    th_cu_dequant_rows(&m, NULL, 0, rows, dy, K, false, 1.0f, 0);
+    TRY(cudaMalloc(&dy, (size_t)rows * K * es));
+    TRY(cudaMemset(dy, 0xff, (size_t)rows * K * es));
+    if (f16) {
+        th_cu_dequant_rows(&m, NULL, 0, 1, dy, K, true, 1.0f, 0);
+        th_cu_dequant_rows(&m, NULL, 1, rows - 1, (uint16_t *)dy + K, K, true, 1.0f, 0);
+    } else {
+        th_cu_dequant_rows(&m, NULL, 0, rows, dy, K, false, 1.0f, 0);
+    }
     TRY(cudaGetLastError());
     TRY(cudaDeviceSynchronize());
-    TRY(cudaMemcpy(out, dy, (size_t)rows * K * 4, cudaMemcpyDeviceToHost));
+    TRY(cudaMemcpy(out, dy, (size_t)rows * K * es, cudaMemcpyDeviceToHost));
 done:
     cudaFree(dw); cudaFree(ds); cudaFree(dy);
     return err;
@@ -160,17 +169,21 @@ done:
 
 const char *th_cu_test_attention(int n_head, int n_kv, int hd, int hdv, int len, const float *q, const float *k,
                                  const float *v, int n, int pos0, int window, float softcap, const float *sinks,
-                                 bool kv_f16, int block, int force_split, float *out) {
+                                 bool kv_f16, int block, int force_split, const int32_t *tok_pos,
+                                 const int32_t *tok_seq, int n_seq, bool prompt, float *out) {
     const char *err = NULL;
     int nblk = (len + block - 1) / block;
+    if (n_seq < 1) n_seq = 1;
     int64_t kd = (int64_t)n_kv * hd, vd = (int64_t)n_kv * hdv;
     size_t esz = kv_f16 ? 2 : 4, bb = (size_t)block * (size_t)(kd + vd) * esz;
     uint8_t *pool = calloc((size_t)nblk, bb);
-    int32_t *table = malloc((size_t)nblk * 4), *pos = malloc((size_t)n * 4), *seq = calloc((size_t)n, 4);
+    int32_t *table = malloc((size_t)n_seq * nblk * 4), *pos = malloc((size_t)n * 4), *seq = calloc((size_t)n, 4);
     void *dpool = NULL, *dtab = NULL, *dpos = NULL, *dseq = NULL;
     float *dq = NULL, *dout = NULL, *dpart = NULL, *dsink = NULL;
     if (!pool || !table || !pos || !seq) { err = "out of memory"; goto done; }
-    for (int b = 0; b < nblk; b++) table[b] = nblk - 1 - b; /* blocks in reverse order: paging must be honoured */
+    /* blocks in reverse order: paging must be honoured; sequence s sees them rotated by s */
+    for (int q = 0; q < n_seq; q++)
+        for (int b = 0; b < nblk; b++) table[q * nblk + b] = (nblk - 1 - b + q) % nblk;
     for (int p = 0; p < len; p++) {
         uint8_t *base = pool + (size_t)table[p / block] * bb;
         int slot = p % block;
@@ -185,15 +198,21 @@ const char *th_cu_test_attention(int n_head, int n_kv, int hd, int hdv, int len,
             else ((float *)base)[block * kd + slot * vd + i] = vv;
         }
     }
-    for (int i = 0; i < n; i++) pos[i] = pos0 + i;
+    int32_t max_len = 1;
+    for (int i = 0; i < n; i++) {
+        pos[i] = tok_pos ? tok_pos[i] : pos0 + i;
+        seq[i] = tok_seq ? tok_seq[i] : 0;
+        if (pos[i] < 0 || pos[i] >= len || seq[i] < 0 || seq[i] >= n_seq) { err = "token outside the cache"; goto done; }
+        max_len = TH_MAX(max_len, pos[i] + 1);
+    }
     TRY(cudaMalloc(&dpool, (size_t)nblk * bb));
-    TRY(cudaMalloc(&dtab, (size_t)nblk * 4));
+    TRY(cudaMalloc(&dtab, (size_t)n_seq * nblk * 4));
     TRY(cudaMalloc(&dpos, (size_t)n * 4));
     TRY(cudaMalloc(&dseq, (size_t)n * 4));
     TRY(cudaMalloc((void **)&dq, (size_t)n * n_head * hd * 4));
     TRY(cudaMalloc((void **)&dout, (size_t)n * n_head * hdv * 4));
     TRY(cudaMemcpy(dpool, pool, (size_t)nblk * bb, cudaMemcpyHostToDevice));
-    TRY(cudaMemcpy(dtab, table, (size_t)nblk * 4, cudaMemcpyHostToDevice));
+    TRY(cudaMemcpy(dtab, table, (size_t)n_seq * nblk * 4, cudaMemcpyHostToDevice));
     TRY(cudaMemcpy(dpos, pos, (size_t)n * 4, cudaMemcpyHostToDevice));
     TRY(cudaMemcpy(dseq, seq, (size_t)n * 4, cudaMemcpyHostToDevice));
     TRY(cudaMemcpy(dq, q, (size_t)n * n_head * hd * 4, cudaMemcpyHostToDevice));
@@ -205,7 +224,8 @@ const char *th_cu_test_attention(int n_head, int n_kv, int hd, int hdv, int len,
     th_cu_kv kv = { .pool = dpool, .f16 = kv_f16, .block_bytes = bb, .block = block, .k_dim = kd, .v_dim = vd,
                     .table = dtab, .max_blocks = nblk };
     th_cu_attn a = { .n_head = n_head, .n_head_kv = n_kv, .head_dim = hd, .head_dim_v = hdv,
-                     .scale = 1.0f / sqrtf((float)hd), .softcap = softcap, .window = window, .sinks = dsink };
+                     .scale = 1.0f / sqrtf((float)hd), .softcap = softcap, .window = window, .sinks = dsink,
+                     .host_seq = prompt ? seq : NULL };
     size_t cap = (size_t)n * n_head * (size_t)((len + 31) / 32) * (size_t)(hdv + 2);
     TRY(cudaMalloc((void **)&dpart, cap * 4 + (size_t)n * n_head * 4));
     TRY(cudaMemset(dpart, 0, cap * 4 + (size_t)n * n_head * 4));
@@ -215,7 +235,7 @@ const char *th_cu_test_attention(int n_head, int n_kv, int hd, int hdv, int len,
     cudaDeviceGetAttribute(&sm, cudaDevAttrMultiProcessorCount, 0);
     if (force_split == 2) th_cu_attn_plan(n, n_head, hdv, len, cap, 4, 32, &a.n_split, &a.chunk);  /* graph plan */
     else if (force_split) th_cu_attn_plan(n, n_head, hdv, len, cap, 1 << 20, 32, &a.n_split, &a.chunk);
-    else th_cu_attn_plan(n, n_head, hdv, pos0 + n, cap, sm, 0, &a.n_split, &a.chunk);
+    else th_cu_attn_plan(n, n_head, hdv, max_len, cap, sm, 0, &a.n_split, &a.chunk);
     th_cu_attention(dq, (int64_t)n_head * hd, n, dpos, dseq, &a, &kv, 0, dout, (int64_t)n_head * hdv, NULL, 0);
     TRY(cudaGetLastError());
     TRY(cudaDeviceSynchronize());
