@@ -529,6 +529,8 @@ static void test_attention_kernel(void) {
     check_attention(2, 2, 48, 32, 70, 1, 0, 0, false, false, 16, 0);
     check_attention(2, 1, 256, 256, 1100, 2, 0, 0, false, true, 16, 1);     /* widest heads, many splits */
     check_attention(9, 3, 64, 64, 33, 33, 0, 0, false, false, 4, 0);        /* prefill-like: every token causal */
+    check_attention(16, 2, 64, 64, 300, 12, 0, 0, false, true, 16, 0);     /* 8 query heads a KV head: 8 a tile block */
+    check_attention(16, 2, 64, 64, 300, 3, 0, 0, true, true, 16, 1);       /* ... 4 a split block, with sinks */
     /* attention sinks (gpt-oss): decode kernel split and not, tile kernel split and not, window */
     check_attention(4, 2, 64, 64, 300, 1, 0, 0, true, false, 16, 1);
     check_attention(4, 2, 64, 64, 300, 3, 8, 0, true, false, 16, 0);

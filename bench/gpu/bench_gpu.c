@@ -17,7 +17,10 @@
  * on the narrow-batch kernel, mma_q8n.cu; default 8), TH_GPU_MMA_PIN=V (every int8 MMA product through
  * variant V of th_cu_mma_set_variant, e.g. 32 the prompt-sized kernel),
  * TH_GPU_PP=N (pp's prompt length, default 512), TH_GPU_ATTN_SIMT=1 (prompts on
- * the CUDA-core attention kernels instead of the tensor-core one, attn_mma.cu).
+ * the CUDA-core attention kernels instead of the tensor-core one, attn_mma.cu),
+ * TH_GPU_ATTN_TILE_MIN=N (the CUDA-core attention's batches of N+ tokens on attn_tile),
+ * TH_GPU_ATTN_BLOCKS=N (a decode attention block takes several query heads of a KV head
+ * while the launch keeps N blocks).
  * Runs the real path (th_context_new with gpu = true, th_decode) and prints
  *   copy   device-to-device copy bandwidth (bytes read + written), the ceiling
  *   gemm   an fp16 cuBLAS GEMM 8192³ (TFLOP/s), the tensor-core ceiling
@@ -343,6 +346,8 @@ static void tuning_from_env(void) {
     t.mma_f16 = env_int("TH_GPU_MMA_F16", 0) != 0;
     t.f16_cublas_min = env_int("TH_GPU_F16_CUBLAS_MIN", t.f16_cublas_min);
     t.attn_simt = env_int("TH_GPU_ATTN_SIMT", 0) != 0;
+    t.attn_tile_min = env_int("TH_GPU_ATTN_TILE_MIN", t.attn_tile_min);
+    t.attn_group_blocks = env_int("TH_GPU_ATTN_BLOCKS", t.attn_group_blocks);
     th_cu_tuning_set(&t);
     th_cu_mma_set_variant(env_int("TH_GPU_MMA_PIN", 0));  /* every int8 MMA product through this variant */
 }

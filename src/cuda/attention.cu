@@ -5,7 +5,9 @@
 // steps of G positions, issuing all K and V loads of the step at once (lanes
 // across the head dimension, coalesced), then one warp sum per score and an
 // online-softmax update, the warps' states combined in shared memory; for
-// larger batches (attn_tile) a thread per position scores tiles of 128. The
+// larger batches (attn_tile) a thread per position scores tiles of 128, for all
+// the query heads of one KV head at once (each K/V row loaded once for them);
+// runs of prompt tokens go to the tensor-core kernel instead (attn_mma.cu). The
 // last block of a (token, head) to finish merges the splits (an atomic counter
 // per pair, reset after use). In graph mode the split count is planned for the
 // longest context and each (token, head) stretches its chunk to cover its own
@@ -26,7 +28,9 @@ namespace {
 constexpr int TILE = 128;
 // Batches of at least this many tokens take attn_tile; smaller ones (decode)
 // the warp-per-step attn_split. Measured on the H200: attn_split alone made 8B
-// Q4_0 pp512 9,017 tok/s against attn_tile's 12,184.
+// Q4_0 pp512 9,017 tok/s against attn_tile's 12,184 (before prompts had their
+// tensor-core kernel); decode batches, 2026-12-04, S_TG with attn_split instead:
+// 16 streams 2,873 vs 3,578, 64 streams 3,887 vs 5,238.
 constexpr int TILE_MIN_TOKENS = 8;
 
 __device__ __forceinline__ void span(const th_cu_attn &a, int32_t p, int32_t &lo, int32_t &len) {
@@ -71,66 +75,6 @@ __device__ void merge_splits(const th_cu_attn &a, int h, const float *pp, int ns
     const float inv = final_scale(a, h, M, L);
     o0 = a0 * inv;
     o1 = a1 * inv;
-}
-
-__device__ __forceinline__ float block_reduce(float v, float *red, bool is_max) {
-    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    v = is_max ? warp_max(v) : warp_sum(v);
-    __syncthreads();
-    if (lane == 0) red[warp] = v;
-    __syncthreads();
-    float r = red[0];
-    for (int i = 1; i < TILE / 32; i++) r = is_max ? fmaxf(r, red[i]) : r + red[i];
-    return r;
-}
-
-template <bool F16>
-__device__ __forceinline__ float dot_q(const float *q, const char *k, int hd) {
-    float s = 0.0f;
-    if (F16) {
-        if ((hd & 7) == 0) {
-#pragma unroll 4
-            for (int i = 0; i < hd; i += 8) {
-                uint4 v = *(const uint4 *)(k + 2 * i);
-                const __half2 *h = (const __half2 *)&v;
-#pragma unroll
-                for (int j = 0; j < 4; j++) {
-                    float2 f = __half22float2(h[j]);
-                    s += q[i + 2 * j] * f.x + q[i + 2 * j + 1] * f.y;
-                }
-            }
-        } else {
-            for (int i = 0; i < hd; i++) s += q[i] * __half2float(((const __half *)k)[i]);
-        }
-    } else {
-        if ((hd & 3) == 0) {
-#pragma unroll 4
-            for (int i = 0; i < hd; i += 4) {
-                float4 v = *(const float4 *)(k + 4 * i);
-                s += q[i] * v.x + q[i + 1] * v.y + q[i + 2] * v.z + q[i + 3] * v.w;
-            }
-        } else {
-            for (int i = 0; i < hd; i++) s += q[i] * ((const float *)k)[i];
-        }
-    }
-    return s;
-}
-
-// sum over the tile's positions of p_j · V_j[d], eight loads in flight
-template <bool F16>
-__device__ __forceinline__ float v_sum(const char *const *vrow, const float *p, int nt, int d) {
-    float a = 0.0f;
-    int j = 0;
-    for (; j + 8 <= nt; j += 8) {
-        float v[8];
-#pragma unroll
-        for (int u = 0; u < 8; u++)
-            v[u] = F16 ? __half2float(((const __half *)vrow[j + u])[d]) : ((const float *)vrow[j + u])[d];
-#pragma unroll
-        for (int u = 0; u < 8; u++) a += p[j + u] * v[u];
-    }
-    for (; j < nt; j++) a += p[j] * (F16 ? __half2float(((const __half *)vrow[j])[d]) : ((const float *)vrow[j])[d]);
-    return a;
 }
 
 // The end of a split block, both kernels: its state (max m, sum l, unnormalized
@@ -208,18 +152,19 @@ __device__ __forceinline__ void warp_load(const th_cu_attn &a, const th_cu_kv &k
 }
 
 
-// Flash-decoding block: NW warps share one (split, head, token); warp w takes the
-// split's positions in steps of G, steps w, w + NW, ...; the warps' states are
-// then combined in shared memory. PL = dims per lane (head widths up to 32 PL).
-template <bool F16, int PL>
+// Flash-decoding block: NW warps share one (split, token) and NH query heads of
+// one KV head (each K/V row a warp loads serves all NH); warp w takes the split's
+// positions in steps of G, steps w, w + NW, ...; the warps' states are then
+// combined in shared memory, head by head. PL = dims per lane (head widths up to 32 PL).
+template <bool F16, int PL, int NH>
 __global__ void __launch_bounds__(TILE) attn_split(const float *qkv, int64_t stride, const int32_t *pos,
                                                    const int32_t *seq, th_cu_attn a, th_cu_kv kv, int32_t layer,
                                                    float *out, int64_t os, th_cu_q8 oq, bool q8) {
     constexpr int NW = TILE / 32, G = 32 / PL;
     pdl_trigger();
-    __shared__ float s_m[NW], s_l[NW];
-    __shared__ float s_acc[NW][32 * PL];
-    const int sp = blockIdx.x, h = blockIdx.y, t = blockIdx.z, tid = threadIdx.x;
+    __shared__ float s_m[NH][NW], s_l[NH][NW];
+    __shared__ float s_acc[NH][NW][32 * PL];
+    const int sp = blockIdx.x, h0 = blockIdx.y * NH, t = blockIdx.z, tid = threadIdx.x;
     const int warp = tid >> 5, lane = tid & 31;
     // batch metadata and the block table are not written by kernels: read before waiting
     const int32_t p = pos[t], sq = seq[t];
@@ -230,7 +175,7 @@ __global__ void __launch_bounds__(TILE) attn_split(const float *qkv, int64_t str
     if (first >= len) return;
     const int32_t start = lo + (int32_t)first;
     const int32_t end = lo + (int32_t)min((int64_t)len, first + chunk);
-    const int hd = a.head_dim, kvh = h / (a.n_head / a.n_head_kv);
+    const int hd = a.head_dim, kvh = h0 / (a.n_head / a.n_head_kv);
     const int64_t lay = (int64_t)layer * kv.block * (kv.k_dim + kv.v_dim);
     const int32_t *table = kv.table + (int64_t)sq * kv.max_blocks;
     // positions below `early` were cached by earlier steps (one token a batch:
@@ -240,50 +185,138 @@ __global__ void __launch_bounds__(TILE) attn_split(const float *qkv, int64_t str
     float k[G][PL] = {}, v[G][PL] = {};
     if (g0 < end) warp_load<F16, PL, G>(a, kv, table, lay, kvh, g0, min(G, end - g0), start, early, lane, k, v);
     pdl_wait();
-    float q[PL];
+    float q[NH][PL];
 #pragma unroll
-    for (int i = 0; i < PL; i++) {
-        const int d = lane + 32 * i;
-        q[i] = d < hd ? qkv[(int64_t)t * stride + (int64_t)h * hd + d] : 0.0f;
-    }
-    WarpState<PL> w;
+    for (int e = 0; e < NH; e++)
+#pragma unroll
+        for (int i = 0; i < PL; i++) {
+            const int d = lane + 32 * i;
+            q[e][i] = d < hd ? qkv[(int64_t)t * stride + (int64_t)(h0 + e) * hd + d] : 0.0f;
+        }
+    WarpState<PL> w[NH];
     for (int32_t from = early; g0 < end; g0 += NW * G, from = start) {
         const int ng = min(G, end - g0);
         warp_load<F16, PL, G>(a, kv, table, lay, kvh, g0, ng, from, end, lane, k, v);
-        warp_step<PL, G>(a, q, k, v, ng, w);
+#pragma unroll
+        for (int e = 0; e < NH; e++) warp_step<PL, G>(a, q[e], k, v, ng, w[e]);
     }
     const int hdv = a.head_dim_v;
-    if (lane == 0) { s_m[warp] = w.m; s_l[warp] = w.l; }
 #pragma unroll
-    for (int i = 0; i < PL; i++) s_acc[warp][lane + 32 * i] = w.acc[i];
-    __syncthreads();
-    float m = -INFINITY, l = 0.0f, wt[NW];
+    for (int e = 0; e < NH; e++) {
+        if (lane == 0) { s_m[e][warp] = w[e].m; s_l[e][warp] = w[e].l; }
 #pragma unroll
-    for (int i = 0; i < NW; i++) m = fmaxf(m, s_m[i]);
-#pragma unroll
-    for (int i = 0; i < NW; i++) { wt[i] = s_l[i] > 0.0f ? expf(s_m[i] - m) : 0.0f; l += wt[i] * s_l[i]; }
-    float acc0 = 0.0f, acc1 = 0.0f;  // dims tid and tid + TILE
-#pragma unroll
-    for (int i = 0; i < NW; i++) {
-        if (tid < hdv) acc0 += wt[i] * s_acc[i][tid];
-        if (tid + TILE < hdv) acc1 += wt[i] * s_acc[i][tid + TILE];
+        for (int i = 0; i < PL; i++) s_acc[e][warp][lane + 32 * i] = w[e].acc[i];
     }
-    finish_split(a, t, h, sp, len, m, l, acc0, acc1, out, os, oq, q8);
+    __syncthreads();
+#pragma unroll 1
+    for (int e = 0; e < NH; e++) {
+        float m = -INFINITY, l = 0.0f, wt[NW];
+#pragma unroll
+        for (int i = 0; i < NW; i++) m = fmaxf(m, s_m[e][i]);
+#pragma unroll
+        for (int i = 0; i < NW; i++) { wt[i] = s_l[e][i] > 0.0f ? expf(s_m[e][i] - m) : 0.0f; l += wt[i] * s_l[e][i]; }
+        float acc0 = 0.0f, acc1 = 0.0f;  // dims tid and tid + TILE
+#pragma unroll
+        for (int i = 0; i < NW; i++) {
+            if (tid < hdv) acc0 += wt[i] * s_acc[e][i][tid];
+            if (tid + TILE < hdv) acc1 += wt[i] * s_acc[e][i][tid + TILE];
+        }
+        finish_split(a, t, h0 + e, sp, len, m, l, acc0, acc1, out, os, oq, q8);
+    }
 }
 
-// Large batches (prefill): a thread per position for the scores (tiles of TILE
-// positions) and a thread per value dimension for the output, which covers a
-// tile with far fewer instructions than the warp-per-step kernel.
-template <bool F16>
+// NH dot products of one K row (k, hd values) with the queries in q (rows of 256).
+template <bool F16, int NH>
+__device__ __forceinline__ void dot_qn(const float (*q)[256], const char *k, int hd, float (&s)[NH]) {
+    constexpr int UN = NH <= 2 ? 4 : 2;  // K loads in flight (one head: a single dependent sum a thread)
+#pragma unroll
+    for (int e = 0; e < NH; e++) s[e] = 0.0f;
+    if (F16 && (hd & 7) == 0) {
+#pragma unroll UN
+        for (int i = 0; i < hd; i += 8) {
+            uint4 v = *(const uint4 *)(k + 2 * i);
+            const __half2 *h = (const __half2 *)&v;
+            float f[8];
+#pragma unroll
+            for (int j = 0; j < 4; j++) { float2 x = __half22float2(h[j]); f[2 * j] = x.x; f[2 * j + 1] = x.y; }
+#pragma unroll
+            for (int e = 0; e < NH; e++)
+#pragma unroll
+                for (int j = 0; j < 8; j++) s[e] += q[e][i + j] * f[j];
+        }
+    } else if (!F16 && (hd & 3) == 0) {
+#pragma unroll UN
+        for (int i = 0; i < hd; i += 4) {
+            float4 v = *(const float4 *)(k + 4 * i);
+#pragma unroll
+            for (int e = 0; e < NH; e++) s[e] += q[e][i] * v.x + q[e][i + 1] * v.y + q[e][i + 2] * v.z + q[e][i + 3] * v.w;
+        }
+    } else {
+        for (int i = 0; i < hd; i++) {
+            const float kv = F16 ? __half2float(((const __half *)k)[i]) : ((const float *)k)[i];
+#pragma unroll
+            for (int e = 0; e < NH; e++) s[e] += q[e][i] * kv;
+        }
+    }
+}
+
+// NH block-wide maxima or sums at once (one barrier pair for all of them).
+template <int NH>
+__device__ __forceinline__ void block_reduce_n(float (&v)[NH], float (*red)[TILE / 32], bool is_max) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+#pragma unroll
+    for (int e = 0; e < NH; e++) v[e] = is_max ? warp_max(v[e]) : warp_sum(v[e]);
+    __syncthreads();
+    if (lane == 0)
+#pragma unroll
+        for (int e = 0; e < NH; e++) red[e][warp] = v[e];
+    __syncthreads();
+#pragma unroll
+    for (int e = 0; e < NH; e++) {
+        float r = red[e][0];
+        for (int i = 1; i < TILE / 32; i++) r = is_max ? fmaxf(r, red[e][i]) : r + red[e][i];
+        v[e] = r;
+    }
+}
+
+// Σ over the tile's positions of p[e][j] · V_j[d] for the NH heads, eight loads in flight.
+template <bool F16, int NH>
+__device__ __forceinline__ void v_sum_n(const char *const *vrow, const float (*p)[TILE], int nt, int d, float (&a)[NH]) {
+#pragma unroll
+    for (int e = 0; e < NH; e++) a[e] = 0.0f;
+    int j = 0;
+    for (; j + 8 <= nt; j += 8) {
+        float v[8];
+#pragma unroll
+        for (int u = 0; u < 8; u++)
+            v[u] = F16 ? __half2float(((const __half *)vrow[j + u])[d]) : ((const float *)vrow[j + u])[d];
+#pragma unroll
+        for (int e = 0; e < NH; e++)
+#pragma unroll
+            for (int u = 0; u < 8; u++) a[e] += p[e][j + u] * v[u];
+    }
+    for (; j < nt; j++) {
+        const float v = F16 ? __half2float(((const __half *)vrow[j])[d]) : ((const float *)vrow[j])[d];
+#pragma unroll
+        for (int e = 0; e < NH; e++) a[e] += p[e][j] * v;
+    }
+}
+
+// Batches (decode batches, short prompt runs): a thread per position for the
+// scores (tiles of TILE positions) and a thread per value dimension for the
+// output, which covers a tile with far fewer instructions than the warp-per-step
+// kernel. A block takes NH query heads that share one KV head (GQA), so each K
+// and V row it loads serves all of them.
+template <bool F16, int NH>
 __global__ void __launch_bounds__(TILE) attn_tile(const float *qkv, int64_t stride, const int32_t *pos,
                                                    const int32_t *seq, th_cu_attn a, th_cu_kv kv, int32_t layer,
                                                    float *out, int64_t os, th_cu_q8 oq, bool q8) {
     pdl_trigger();
-    __shared__ float s_q[256];
-    __shared__ float s_p[TILE];
+    __shared__ float s_q[NH][256];
+    __shared__ float s_p[NH][TILE];
     __shared__ const char *s_v[TILE];
-    __shared__ float red[TILE / 32];
-    const int sp = blockIdx.x, h = blockIdx.y, t = blockIdx.z, tid = threadIdx.x;
+    __shared__ float red[NH][TILE / 32];
+    const int sp = blockIdx.x, h0 = blockIdx.y * NH, t = blockIdx.z, tid = threadIdx.x;
     const int32_t p = pos[t], sq = seq[t];
     int32_t lo, len;
     span(a, p, lo, len);
@@ -292,54 +325,108 @@ __global__ void __launch_bounds__(TILE) attn_tile(const float *qkv, int64_t stri
     if (first >= len) return;
     const int32_t start = lo + (int32_t)first;
     const int32_t end = lo + (int32_t)min((int64_t)len, first + chunk);
-    const int hd = a.head_dim, hdv = a.head_dim_v, kvh = h / (a.n_head / a.n_head_kv);
+    const int hd = a.head_dim, hdv = a.head_dim_v, kvh = h0 / (a.n_head / a.n_head_kv);
     const size_t esz = F16 ? 2 : 4;
     const int64_t lay = (int64_t)layer * kv.block * (kv.k_dim + kv.v_dim);
     const int32_t *table = kv.table + (int64_t)sq * kv.max_blocks;
     pdl_wait();
-    for (int i = tid; i < hd; i += TILE) s_q[i] = qkv[(int64_t)t * stride + (int64_t)h * hd + i];
+    for (int e = 0; e < NH; e++)
+        for (int i = tid; i < hd; i += TILE) s_q[e][i] = qkv[(int64_t)t * stride + (int64_t)(h0 + e) * hd + i];
     __syncthreads();
-    float m = -INFINITY, l = 0.0f, acc0 = 0.0f, acc1 = 0.0f;
+    float m[NH], l[NH], acc0[NH], acc1[NH];
+#pragma unroll
+    for (int e = 0; e < NH; e++) { m[e] = -INFINITY; l[e] = acc0[e] = acc1[e] = 0.0f; }
     for (int32_t t0 = start; t0 < end; t0 += TILE) {
-        int32_t j = t0 + tid;
-        float sc = -INFINITY;
+        const int32_t j = t0 + tid;
+        float sc[NH];
+#pragma unroll
+        for (int e = 0; e < NH; e++) sc[e] = -INFINITY;
         if (j < end) {
             const char *base = (const char *)kv.pool + (int64_t)table[j / kv.block] * kv.block_bytes;
-            int64_t slot = j % kv.block;
+            const int64_t slot = j % kv.block;
             const char *k = base + (lay + slot * kv.k_dim + (int64_t)kvh * hd) * esz;
             s_v[tid] = base + (lay + (int64_t)kv.block * kv.k_dim + slot * kv.v_dim + (int64_t)kvh * hdv) * esz;
-            sc = dot_q<F16>(s_q, k, hd) * a.scale;
-            if (a.softcap > 0.0f) sc = a.softcap * tanhf(sc / a.softcap);
+            dot_qn<F16, NH>(s_q, k, hd, sc);
+#pragma unroll
+            for (int e = 0; e < NH; e++) {
+                sc[e] *= a.scale;
+                if (a.softcap > 0.0f) sc[e] = a.softcap * tanhf(sc[e] / a.softcap);
+            }
         }
-        float m_new = fmaxf(m, block_reduce(sc, red, true));
-        float pj = j < end ? expf(sc - m_new) : 0.0f;
-        float corr = expf(m - m_new);
-        float tile_sum = block_reduce(pj, red, false);
-        s_p[tid] = pj;
-        __syncthreads();
-        l = l * corr + tile_sum;
-        int nt = min(TILE, end - t0);
-        float a0 = tid < hdv ? v_sum<F16>(s_v, s_p, nt, tid) : 0.0f;
-        float a1 = tid + TILE < hdv ? v_sum<F16>(s_v, s_p, nt, tid + TILE) : 0.0f;
-        acc0 = acc0 * corr + a0;
-        acc1 = acc1 * corr + a1;
-        m = m_new;
+        float mx[NH], pj[NH], corr[NH];
+#pragma unroll
+        for (int e = 0; e < NH; e++) mx[e] = sc[e];
+        block_reduce_n<NH>(mx, red, true);
+#pragma unroll
+        for (int e = 0; e < NH; e++) {
+            mx[e] = fmaxf(m[e], mx[e]);
+            pj[e] = j < end ? expf(sc[e] - mx[e]) : 0.0f;
+            corr[e] = expf(m[e] - mx[e]);
+            s_p[e][tid] = pj[e];
+        }
+        block_reduce_n<NH>(pj, red, false);  // the tile's sums (the barriers also publish s_p and s_v)
+        const int nt = min(TILE, end - t0);
+        float a0[NH], a1[NH];
+        if (tid < hdv) v_sum_n<F16, NH>(s_v, s_p, nt, tid, a0);
+        if (tid + TILE < hdv) v_sum_n<F16, NH>(s_v, s_p, nt, tid + TILE, a1);
+#pragma unroll
+        for (int e = 0; e < NH; e++) {
+            l[e] = l[e] * corr[e] + pj[e];
+            acc0[e] = acc0[e] * corr[e] + (tid < hdv ? a0[e] : 0.0f);
+            acc1[e] = acc1[e] * corr[e] + (tid + TILE < hdv ? a1[e] : 0.0f);
+            m[e] = mx[e];
+        }
         __syncthreads();
     }
-    finish_split(a, t, h, sp, len, m, l, acc0, acc1, out, os, oq, q8);
+#pragma unroll
+    for (int e = 0; e < NH; e++) finish_split(a, t, h0 + e, sp, len, m[e], l[e], acc0[e], acc1[e], out, os, oq, q8);
+}
+
+// Query heads a block takes: the largest of 8, 4, 2, 1 that divides the group, is
+// at most `cap` and leaves the launch at least a.group_blocks blocks (fewer, longer
+// blocks lose where the kernel is latency-bound: small decode batches).
+int block_heads(const th_cu_attn &a, int cap, int64_t blocks_one_head) {
+    const int group = a.n_head / a.n_head_kv;
+    const int64_t want = a.group_blocks > 0 ? a.group_blocks : 512;
+    int nh = group % 8 == 0 ? 8 : group % 4 == 0 ? 4 : group % 2 == 0 ? 2 : 1;
+    while (nh > cap || (nh > 1 && blocks_one_head / nh < want)) nh /= 2;
+    return nh;
+}
+
+template <bool F16>
+void launch_tile(unsigned n_split, int n, cudaStream_t st, const float *qkv, int64_t stride, const int32_t *pos,
+                 const int32_t *seq, const th_cu_attn &a, const th_cu_kv &kv, int32_t layer, float *out, int64_t os,
+                 const th_cu_q8 &q, bool q8) {
+    const int nh = block_heads(a, 2, (int64_t)n_split * a.n_head * n);  // 2 at most: 4 lost at 64 tokens (NOTES.md)
+    dim3 grid(n_split, (unsigned)(a.n_head / nh), (unsigned)n);
+    if (nh == 2) launch_k(attn_tile<F16, 2>, grid, dim3(TILE), st, qkv, stride, pos, seq, a, kv, layer, out, os, q, q8);
+    else launch_k(attn_tile<F16, 1>, grid, dim3(TILE), st, qkv, stride, pos, seq, a, kv, layer, out, os, q, q8);
 }
 
 // Dims per lane for a head width (at most 256).
 int lanes_dims(int width) { return width <= 64 ? 2 : width <= 128 ? 4 : 8; }
 
+// Query heads an attn_split block takes (block_heads): at most 4, 2 for 256-wide
+// heads (their K/V and query registers).
+int split_heads(const th_cu_attn &a, const dim3 &grid) {
+    const int width = a.head_dim > a.head_dim_v ? a.head_dim : a.head_dim_v;
+    return block_heads(a, width <= 128 ? 4 : 2, (int64_t)grid.x * grid.y * grid.z);
+}
+
 template <bool F16>
 void launch_attn(dim3 grid, cudaStream_t st, int width, const float *qkv, int64_t stride, const int32_t *pos,
                  const int32_t *seq, const th_cu_attn &a, const th_cu_kv &kv, int32_t layer, float *out, int64_t os,
                  const th_cu_q8 &q, bool q8) {
-    const int pl = lanes_dims(width);
-    if (pl == 2) launch_k(attn_split<F16, 2>, grid, dim3(TILE), st, qkv, stride, pos, seq, a, kv, layer, out, os, q, q8);
-    else if (pl == 4) launch_k(attn_split<F16, 4>, grid, dim3(TILE), st, qkv, stride, pos, seq, a, kv, layer, out, os, q, q8);
-    else launch_k(attn_split<F16, 8>, grid, dim3(TILE), st, qkv, stride, pos, seq, a, kv, layer, out, os, q, q8);
+    const int pl = lanes_dims(width), nh = split_heads(a, grid);
+    grid.y = (unsigned)(a.n_head / nh);
+    if (pl == 2 && nh == 4) launch_k(attn_split<F16, 2, 4>, grid, dim3(TILE), st, qkv, stride, pos, seq, a, kv, layer, out, os, q, q8);
+    else if (pl == 2 && nh == 2) launch_k(attn_split<F16, 2, 2>, grid, dim3(TILE), st, qkv, stride, pos, seq, a, kv, layer, out, os, q, q8);
+    else if (pl == 2) launch_k(attn_split<F16, 2, 1>, grid, dim3(TILE), st, qkv, stride, pos, seq, a, kv, layer, out, os, q, q8);
+    else if (pl == 4 && nh == 4) launch_k(attn_split<F16, 4, 4>, grid, dim3(TILE), st, qkv, stride, pos, seq, a, kv, layer, out, os, q, q8);
+    else if (pl == 4 && nh == 2) launch_k(attn_split<F16, 4, 2>, grid, dim3(TILE), st, qkv, stride, pos, seq, a, kv, layer, out, os, q, q8);
+    else if (pl == 4) launch_k(attn_split<F16, 4, 1>, grid, dim3(TILE), st, qkv, stride, pos, seq, a, kv, layer, out, os, q, q8);
+    else if (nh == 2) launch_k(attn_split<F16, 8, 2>, grid, dim3(TILE), st, qkv, stride, pos, seq, a, kv, layer, out, os, q, q8);
+    else launch_k(attn_split<F16, 8, 1>, grid, dim3(TILE), st, qkv, stride, pos, seq, a, kv, layer, out, os, q, q8);
 }
 
 }  // namespace
@@ -377,9 +464,9 @@ static void attention_simt(const float *qkv, int64_t stride, int n, const int32_
     dim3 grid((unsigned)a->n_split, (unsigned)a->n_head, (unsigned)n);
     bool q8 = oq && a->head_dim_v % 32 == 0;
     th_cu_q8 q = oq ? *oq : th_cu_q8{};
-    if (n >= TILE_MIN_TOKENS && !a->split_only) {
-        if (kv->f16) launch_k(attn_tile<true>, grid, dim3(TILE), st, qkv, stride, pos, seq, *a, *kv, layer, out, os, q, q8);
-        else launch_k(attn_tile<false>, grid, dim3(TILE), st, qkv, stride, pos, seq, *a, *kv, layer, out, os, q, q8);
+    if (n >= (a->tile_min > 0 ? a->tile_min : TILE_MIN_TOKENS) && !a->split_only) {
+        if (kv->f16) launch_tile<true>((unsigned)a->n_split, n, st, qkv, stride, pos, seq, *a, *kv, layer, out, os, q, q8);
+        else launch_tile<false>((unsigned)a->n_split, n, st, qkv, stride, pos, seq, *a, *kv, layer, out, os, q, q8);
         return;
     }
     const int width = a->head_dim > a->head_dim_v ? a->head_dim : a->head_dim_v;  // at most 256 (gpu.c checks)

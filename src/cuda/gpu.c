@@ -80,9 +80,9 @@ void th_cu_allocs_free(th_cu_allocs *a) {
 /* F16/BF16 GEMV-path batches from 2 tokens on cuBLAS with the weights in place (lab, 8B F16
  * gate+up: 16 tokens 62.3 us against the GEMV's 555.5 and mma_f16's 99.1; 2 tokens 57.6 vs 78.5) */
 #define TH_CU_F16_CUBLAS_MIN 2
-static th_cu_tuning tuning = { .gemm_min = 33, .graphs = true, .pdl = true, .attn_chunk = 0, .moe_gemv_only = false, .mma_min = TH_CU_MMA_MIN, .mma_max = TH_CU_MMA_MAX, .narrow_min = TH_CU_MMA_NARROW_MIN, .f16_cublas_min = TH_CU_F16_CUBLAS_MIN, .attn_simt = false };
+static th_cu_tuning tuning = { .gemm_min = 33, .graphs = true, .pdl = true, .attn_chunk = 0, .moe_gemv_only = false, .mma_min = TH_CU_MMA_MIN, .mma_max = TH_CU_MMA_MAX, .narrow_min = TH_CU_MMA_NARROW_MIN, .f16_cublas_min = TH_CU_F16_CUBLAS_MIN, .attn_simt = false, .attn_tile_min = 8, .attn_group_blocks = 512 };
 th_cu_tuning th_cu_tuning_default(void) {
-    return (th_cu_tuning){ .gemm_min = 33, .graphs = true, .pdl = true, .attn_chunk = 0, .moe_gemv_only = false, .mma_min = TH_CU_MMA_MIN, .mma_max = TH_CU_MMA_MAX, .narrow_min = TH_CU_MMA_NARROW_MIN, .f16_cublas_min = TH_CU_F16_CUBLAS_MIN, .attn_simt = false };
+    return (th_cu_tuning){ .gemm_min = 33, .graphs = true, .pdl = true, .attn_chunk = 0, .moe_gemv_only = false, .mma_min = TH_CU_MMA_MIN, .mma_max = TH_CU_MMA_MAX, .narrow_min = TH_CU_MMA_NARROW_MIN, .f16_cublas_min = TH_CU_F16_CUBLAS_MIN, .attn_simt = false, .attn_tile_min = 8, .attn_group_blocks = 512 };
 }
 th_cu_tuning th_cu_tuning_get(void) { return tuning; }
 void th_cu_tuning_set(const th_cu_tuning *t) { tuning = t ? *t : th_cu_tuning_default(); }
@@ -666,7 +666,8 @@ static th_status gpu_begin(th_context *c, const th_step *s, bool *replay) {
                             .head_dim_v = hp->head_dim_v, .scale = hp->attn_scale, .softcap = hp->attn_softcap,
                             .partial = g->partial, .partial_cap = g->partial_cap, .counter = g->counter,
                             /* a captured graph replays at every batch: the CUDA-core kernels only */
-                            .host_seq = graph || g->tune.attn_simt ? NULL : g->h_meta + 2 * g->n_batch };
+                            .host_seq = graph || g->tune.attn_simt ? NULL : g->h_meta + 2 * g->n_batch,
+                            .tile_min = g->tune.attn_tile_min, .group_blocks = g->tune.attn_group_blocks };
     g->q8_of = -1;
     /* a graph is replayed at every length, so it plans for the longest sequence */
     int64_t plan_len = graph ? (int64_t)g->n_blocks * g->block : max_len;

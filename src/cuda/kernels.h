@@ -220,6 +220,8 @@ typedef struct th_cu_attn {
     size_t partial_cap;        /* floats at partial: a larger split batch runs in token groups that fit */
     int32_t *counter;          /* n × n_head, zero between launches (the kernel resets what it uses) */
     bool split_only;           /* attn_split at every batch size (batch-invariant contexts) */
+    int32_t tile_min;          /* batches (of the CUDA-core kernels) of at least this many tokens take attn_tile */
+    int32_t group_blocks;      /* a block takes several query heads of a KV head while the launch keeps this many blocks */
     const int32_t *host_seq;   /* the batch's sequence ids in host memory (runs of prompt tokens take the
                                   tensor-core kernel, attn_mma.cu), or NULL: the CUDA-core kernels only */
 } th_cu_attn;
@@ -266,6 +268,8 @@ typedef struct th_cu_tuning {
     int f16_cublas_min;        /* GEMV-path batches of at least this many tokens multiply F16/BF16 weights with
                                 * cuBLAS in place (captured into the graphs like the kernels; 0: never) */
     bool attn_simt;            /* prompts too on the CUDA-core attention kernels, not attn_mma.cu (default false) */
+    int attn_tile_min;         /* the CUDA-core attention's batches of this many tokens take attn_tile, smaller ones attn_split */
+    int attn_group_blocks;     /* th_cu_attn.group_blocks */
 } th_cu_tuning;
 th_cu_tuning th_cu_tuning_default(void);
 th_cu_tuning th_cu_tuning_get(void);

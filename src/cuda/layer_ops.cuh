@@ -1,8 +1,9 @@
 // layer_ops.cuh — device pieces of a layer's small ops, shared by the op
-// kernels (rope.cu, attention.cu, glu.cu) and the fused single-token decode
-// kernel (fused.cu): the paged-cache slot of a token, per-head Q/K RMSNorm +
-// rotary embedding of one head (a warp, in place), the K/V store, the new
-// token's q/k/v roped inside an attention phase (fused.cu), a warp's
+// kernels (rope.cu, attention.cu, attn_mma.cu, glu.cu) and the kernel lab's
+// fused single-token decode (bench/gpu/lab/fused/): the paged-cache slot of a
+// token, per-head Q/K RMSNorm + rotary embedding of one head (a warp, in place),
+// the K/V store, the new token's q/k/v roped inside an attention phase (the
+// lab's fused kernel), a warp's
 // online-softmax step over a few positions, the final softmax scale (with a
 // sink), and the gated activations of the FFN.
 #ifndef TH_CUDA_LAYER_OPS_CUH

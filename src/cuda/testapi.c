@@ -225,7 +225,8 @@ const char *th_cu_test_attention(int n_head, int n_kv, int hd, int hdv, int len,
                     .table = dtab, .max_blocks = nblk };
     th_cu_attn a = { .n_head = n_head, .n_head_kv = n_kv, .head_dim = hd, .head_dim_v = hdv,
                      .scale = 1.0f / sqrtf((float)hd), .softcap = softcap, .window = window, .sinks = dsink,
-                     .host_seq = prompt ? seq : NULL };
+                     .host_seq = prompt ? seq : NULL,
+                     .group_blocks = 1 };  /* blocks take as many query heads of a KV head as they can */
     size_t cap = (size_t)n * n_head * (size_t)((len + 31) / 32) * (size_t)(hdv + 2);
     TRY(cudaMalloc((void **)&dpart, cap * 4 + (size_t)n * n_head * 4));
     TRY(cudaMemset(dpart, 0, cap * 4 + (size_t)n * n_head * 4));
