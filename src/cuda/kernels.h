@@ -297,8 +297,9 @@ const char *th_cu_test_attention(int n_head, int n_kv, int hd, int hdv, int len,
                                  const float *v, int n, int pos0, int window, float softcap, const float *sinks,
                                  bool kv_f16, int block, int force_split, const int32_t *tok_pos,
                                  const int32_t *tok_seq, int n_seq, bool prompt, float *out);
-/* A matrix as th_cu_test_matmul builds it, every row decoded to fp32 (rows × K)
- * by th_cu_dequant_rows (the embedding lookup). */
+/* A matrix as th_cu_test_matmul builds it, every row decoded by th_cu_dequant_rows
+ * (rows × K): to fp32 (the embedding lookup; out floats) or with f16 to fp16 (the
+ * GEMM path's tiles; out halves) in two calls, row 0 and then rows 1.. from row0 = 1. */
 const char *th_cu_test_dequant(uint32_t type, const void *w, int64_t rows, int64_t K, bool force_gguf, bool f16,
                                void *out);
 /* th_cu_argmax_rows on host rows x (rows × n, stride n) into out. */
