@@ -206,6 +206,8 @@ static th_model *synth(const shape *sh, uint32_t type, double *weight_bytes, dou
     return m;
 }
 
+enum { N_BATCH = 512 };  /* every bench context's n_batch: pp submits prompts in batches of it */
+
 static th_context *ctx_new(th_model *m, int n_seq, uint32_t n_ctx, uint32_t n_batch, bool argmax_only) {
     th_context_params cp = th_context_default_params();
     cp.n_ctx = n_ctx; cp.n_batch = n_batch; cp.n_seq_max = (uint32_t)n_seq; cp.gpu = true; cp.kv_type = TH_KV_F16;
@@ -253,8 +255,8 @@ static double pp(th_context *c, int n, int reps) {
     for (int r = 0; r < reps; r++) {
         th_kv_seq_clear(c, 0);
         double t0 = now();
-        for (int i = 0; i < n; i += 512) {  /* batches of the contexts' n_batch */
-            th_batch b = { .n_tokens = n - i < 512 ? n - i : 512, .token = tok + i };
+        for (int i = 0; i < n; i += N_BATCH) {
+            th_batch b = { .n_tokens = n - i < N_BATCH ? n - i : N_BATCH, .token = tok + i };
             if (th_decode(c, &b)) { fprintf(stderr, "prefill: %s\n", th_last_error()); exit(1); }
         }
         v[r] = n / (now() - t0);
@@ -275,7 +277,7 @@ static void pp_sweep(th_model *m, const shape *sh, uint32_t type) {
         th_cu_tuning t = base;
         t.attn_simt = k == 1;
         th_cu_tuning_set(&t);
-        th_context *c = ctx_new(m, 1, 2048, 512, false);
+        th_context *c = ctx_new(m, 1, 2048, N_BATCH, false);
         for (int i = 0; i < 4; i++) {
             pp(c, lens[i], 1);
             r[k][i] = pp(c, lens[i], 3);
@@ -311,7 +313,7 @@ static double batched(th_context *c, int streams, int steps, bool greedy_feed) {
  * first one is freed, so the weights are on the device once at a time). */
 static void device_argmax(th_model *m, const shape *sh, uint32_t type, bool do_tg, bool do_b16, double tg_host,
                           double b16_host) {
-    th_context *c = ctx_new(m, 16, 2048, 512, true);
+    th_context *c = ctx_new(m, 16, 2048, N_BATCH, true);
     if (do_tg) {
         tg(c, 16, 1, true); /* warm-up: graph capture */
         double r = tg(c, 128, 3, true);
@@ -356,7 +358,7 @@ static void tuning_from_env(void) {
  * npp tokens, then ntg steps of one token per stream; tok/s of the prompt phase,
  * the generation phase and both. */
 static void batched_bench(th_model *m, const shape *sh, uint32_t type, int streams, int npp, int ntg, const char *label) {
-    th_context *c = ctx_new(m, streams, (uint32_t)(streams * (npp + ntg) + 256), 512, false);
+    th_context *c = ctx_new(m, streams, (uint32_t)(streams * (npp + ntg) + 256), N_BATCH, false);
     int32_t *tok = malloc(512 * 4), *pos = malloc(512 * 4), *sid = malloc(512 * 4);
     int8_t *want = malloc(512);
     double tp = 0, tt = 0;
@@ -503,7 +505,7 @@ int main(int argc, char **argv) {
         pp_sweep(m, sh, type);
         return 0;
     }
-    th_context *c = ctx_new(m, 16, 2048, 512, false);
+    th_context *c = ctx_new(m, 16, 2048, N_BATCH, false);
     bool do_tg = all || !strcmp(what, "tg"), do_b16 = all || !strcmp(what, "b16");
     double tg_host = 0, b16_host = 0;
     if (do_tg) {

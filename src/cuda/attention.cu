@@ -26,12 +26,15 @@
 namespace {
 
 constexpr int TILE = 128;
-// Batches of at least this many tokens take attn_tile; smaller ones (decode)
-// the warp-per-step attn_split. Measured on the H200: attn_split alone made 8B
-// Q4_0 pp512 9,017 tok/s against attn_tile's 12,184 (before prompts had their
-// tensor-core kernel); decode batches, 2026-12-04, S_TG with attn_split instead:
-// 16 streams 2,873 vs 3,578, 64 streams 3,887 vs 5,238.
-constexpr int TILE_MIN_TOKENS = 8;
+
+// The q8 rows of an output that starts t0 rows (os elements each) further on.
+th_cu_q8 q8_rows(const th_cu_q8 &q, int64_t t0, int64_t os) {
+    th_cu_q8 r = q;
+    r.q += t0 * os;
+    r.d += t0 * os / 32;
+    r.s += t0 * os / 32;
+    return r;
+}
 
 __device__ __forceinline__ void span(const th_cu_attn &a, int32_t p, int32_t &lo, int32_t &len) {
     lo = a.window > 0 ? max(0, p - a.window + 1) : 0;
@@ -387,7 +390,7 @@ __global__ void __launch_bounds__(TILE) attn_tile(const float *qkv, int64_t stri
 // blocks lose where the kernel is latency-bound: small decode batches).
 int block_heads(const th_cu_attn &a, int cap, int64_t blocks_one_head) {
     const int group = a.n_head / a.n_head_kv;
-    const int64_t want = a.group_blocks > 0 ? a.group_blocks : 512;
+    const int64_t want = a.group_blocks > 0 ? a.group_blocks : TH_CU_ATTN_GROUP_BLOCKS;
     int nh = group % 8 == 0 ? 8 : group % 4 == 0 ? 4 : group % 2 == 0 ? 2 : 1;
     while (nh > cap || (nh > 1 && blocks_one_head / nh < want)) nh /= 2;
     return nh;
@@ -408,8 +411,7 @@ int lanes_dims(int width) { return width <= 64 ? 2 : width <= 128 ? 4 : 8; }
 
 // Query heads an attn_split block takes (block_heads): at most 4, 2 for 256-wide
 // heads (their K/V and query registers).
-int split_heads(const th_cu_attn &a, const dim3 &grid) {
-    const int width = a.head_dim > a.head_dim_v ? a.head_dim : a.head_dim_v;
+int split_heads(const th_cu_attn &a, int width, const dim3 &grid) {
     return block_heads(a, width <= 128 ? 4 : 2, (int64_t)grid.x * grid.y * grid.z);
 }
 
@@ -417,7 +419,7 @@ template <bool F16>
 void launch_attn(dim3 grid, cudaStream_t st, int width, const float *qkv, int64_t stride, const int32_t *pos,
                  const int32_t *seq, const th_cu_attn &a, const th_cu_kv &kv, int32_t layer, float *out, int64_t os,
                  const th_cu_q8 &q, bool q8) {
-    const int pl = lanes_dims(width), nh = split_heads(a, grid);
+    const int pl = lanes_dims(width), nh = split_heads(a, width, grid);
     grid.y = (unsigned)(a.n_head / nh);
     if (pl == 2 && nh == 4) launch_k(attn_split<F16, 2, 4>, grid, dim3(TILE), st, qkv, stride, pos, seq, a, kv, layer, out, os, q, q8);
     else if (pl == 2 && nh == 2) launch_k(attn_split<F16, 2, 2>, grid, dim3(TILE), st, qkv, stride, pos, seq, a, kv, layer, out, os, q, q8);
@@ -461,10 +463,9 @@ static void attention_simt(const float *qkv, int64_t stride, int n, const int32_
                            const th_cu_attn *a, const th_cu_kv *kv, int32_t layer, float *out, int64_t os,
                            const th_cu_q8 *oq, cudaStream_t st) {
     if (n <= 0) return;
-    dim3 grid((unsigned)a->n_split, (unsigned)a->n_head, (unsigned)n);
     bool q8 = oq && a->head_dim_v % 32 == 0;
     th_cu_q8 q = oq ? *oq : th_cu_q8{};
-    if (n >= (a->tile_min > 0 ? a->tile_min : TILE_MIN_TOKENS) && !a->split_only) {
+    if (n >= (a->tile_min > 0 ? a->tile_min : TH_CU_ATTN_TILE_MIN) && !a->split_only) {
         if (kv->f16) launch_tile<true>((unsigned)a->n_split, n, st, qkv, stride, pos, seq, *a, *kv, layer, out, os, q, q8);
         else launch_tile<false>((unsigned)a->n_split, n, st, qkv, stride, pos, seq, *a, *kv, layer, out, os, q, q8);
         return;
@@ -479,8 +480,7 @@ static void attention_simt(const float *qkv, int64_t stride, int n, const int32_
     for (int t0 = 0; t0 < n; t0 += group) {
         const int nt = n - t0 < group ? n - t0 : group;
         dim3 gg((unsigned)a->n_split, (unsigned)a->n_head, (unsigned)nt);
-        th_cu_q8 qt = q;
-        if (q8) { qt.q += (int64_t)t0 * os; qt.d += (int64_t)t0 * os / 32; qt.s += (int64_t)t0 * os / 32; }
+        const th_cu_q8 qt = q8 ? q8_rows(q, t0, os) : q;
         const float *qx = qkv + (int64_t)t0 * stride;
         if (kv->f16) launch_attn<true>(gg, st, width, qx, stride, pos + t0, seq + t0, *a, *kv, layer, out + (int64_t)t0 * os, os, qt, q8);
         else launch_attn<false>(gg, st, width, qx, stride, pos + t0, seq + t0, *a, *kv, layer, out + (int64_t)t0 * os, os, qt, q8);
@@ -514,12 +514,11 @@ extern "C" void th_cu_attention(const float *qkv, int64_t stride, int n, const i
             u = e;
         }
         const int nt = u - t;
-        th_cu_q8 qt = oq ? *oq : th_cu_q8{};
-        if (oq) { qt.q += (int64_t)t * os; qt.d += (int64_t)t * os / 32; qt.s += (int64_t)t * os / 32; }
+        const th_cu_q8 qt = oq ? q8_rows(*oq, t, os) : th_cu_q8{};
         if (mma) {
             th_cu_attn_prompt(qkv + (int64_t)t * stride, stride, nt, pos + t, seq + t, a, kv, layer, out + (int64_t)t * os,
                               os, st);
-            if (oq && a->head_dim_v % 32 == 0 && os % 32 == 0) th_cu_quantize_q8(out + (int64_t)t * os, os, nt, os, &qt, st);
+            if (oq && a->head_dim_v % 32 == 0) th_cu_quantize_q8(out + (int64_t)t * os, os, nt, os, &qt, st);
         } else {
             attention_simt(qkv + (int64_t)t * stride, stride, nt, pos + t, seq + t, a, kv, layer, out + (int64_t)t * os,
                            os, oq ? &qt : NULL, st);

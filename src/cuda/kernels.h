@@ -220,11 +220,22 @@ typedef struct th_cu_attn {
     size_t partial_cap;        /* floats at partial: a larger split batch runs in token groups that fit */
     int32_t *counter;          /* n × n_head, zero between launches (the kernel resets what it uses) */
     bool split_only;           /* attn_split at every batch size (batch-invariant contexts) */
-    int32_t tile_min;          /* batches (of the CUDA-core kernels) of at least this many tokens take attn_tile */
-    int32_t group_blocks;      /* a block takes several query heads of a KV head while the launch keeps this many blocks */
+    int32_t tile_min;          /* batches (of the CUDA-core kernels) of at least this many tokens take attn_tile,
+                                  smaller ones attn_split (0: TH_CU_ATTN_TILE_MIN) */
+    int32_t group_blocks;      /* a block takes several query heads of a KV head while the launch keeps this many
+                                  blocks (0: TH_CU_ATTN_GROUP_BLOCKS) */
     const int32_t *host_seq;   /* the batch's sequence ids in host memory (runs of prompt tokens take the
                                   tensor-core kernel, attn_mma.cu), or NULL: the CUDA-core kernels only */
 } th_cu_attn;
+
+/* Decode attention's defaults, measured on the H200 (bench/gpu/NOTES.md, 8B Q4_0 S_TG):
+ * attn_tile from 8 tokens (attn_split alone made pp512 9,017 tok/s against 12,184
+ * before prompts had their tensor-core kernel; decode batches with attn_split instead,
+ * 2026-12-04: 16 streams 2,873 vs 3,578, 64 streams 3,887 vs 5,238); several query
+ * heads a block while 512 blocks remain (64 streams 5,516 at 2 heads against 5,407 at
+ * 4; small launches want blocks: one stream 404 at 4 heads against 472 at one). */
+#define TH_CU_ATTN_TILE_MIN 8
+#define TH_CU_ATTN_GROUP_BLOCKS 512
 
 /* out[t][h*hdv ..] = softmax(q·K^T·scale) · V for each token and head (with
  * a.sinks, exp(sink[h]) joins each softmax denominator); q at
@@ -268,8 +279,8 @@ typedef struct th_cu_tuning {
     int f16_cublas_min;        /* GEMV-path batches of at least this many tokens multiply F16/BF16 weights with
                                 * cuBLAS in place (captured into the graphs like the kernels; 0: never) */
     bool attn_simt;            /* prompts too on the CUDA-core attention kernels, not attn_mma.cu (default false) */
-    int attn_tile_min;         /* the CUDA-core attention's batches of this many tokens take attn_tile, smaller ones attn_split */
-    int attn_group_blocks;     /* th_cu_attn.group_blocks */
+    int attn_tile_min;         /* th_cu_attn.tile_min (default TH_CU_ATTN_TILE_MIN) */
+    int attn_group_blocks;     /* th_cu_attn.group_blocks (default TH_CU_ATTN_GROUP_BLOCKS) */
 } th_cu_tuning;
 th_cu_tuning th_cu_tuning_default(void);
 th_cu_tuning th_cu_tuning_get(void);

@@ -2,7 +2,7 @@
 // batches up to ~128 tokens, mma_q8g.cu for prompt-sized ones): MSub<TYPE>, one
 // 32-weight sub-block of a SPLIT weight row decoded to int8 codes for one lane
 // position, the mma.sync wrappers, the cp.async and ldmatrix helpers (also used
-// by the prompt attention, attention.cu).
+// by the prompt attention, attn_mma.cu).
 #ifndef TH_CUDA_MMA_Q8_CUH
 #define TH_CUDA_MMA_Q8_CUH
 #include "cuda/split.cuh"
