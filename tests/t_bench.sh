@@ -189,3 +189,48 @@ PEER
         ok compare_peers
     else bad compare_peers "calls $calls" "$(cat "$tmp/cp" "$tmp/cpe")"; fi
 else echo "SKIP compare_peers (no tiny fixture or $CP)"; fi
+
+# bench/gpu/compare-gpu.sh with a stand-in llama-bench that, as the real one, prints a
+# row for -p (n_gen 0) and one for -n (n_prompt 0), 50 t/s each, and a stand-in
+# llama-batched-bench (its table, S_TG 40 t/s for every stream count it is given),
+# ours on the CPU (--ours-args): pp / tg / bb rows with the peer's 50.0 / 40.0 and
+# ours / peer; two rounds, so each tool runs twice.
+CG=${COMPARE_GPU:-bench/gpu/compare-gpu.sh}
+if [ -f "$TINY" ] && [ -x "$CG" ]; then
+    cat >"$tmp/peer2" <<'PEER'
+#!/bin/sh
+echo "$*" >>"$(dirname "$0")/peer2.args"
+p=0; n=0
+while [ $# -gt 0 ]; do case $1 in -p) p=$2; shift ;; -n) n=$2; shift ;; esac; shift; done
+echo 'build_commit,ser,n_prompt,n_gen,avg_ts,stddev_ts,test'
+[ "$p" -gt 0 ] && echo "\"x\",\"-1,0\",\"$p\",\"0\",\"50.000000\",\"0.0\",\"t\""
+[ "$n" -gt 0 ] && echo "\"x\",\"-1,0\",\"0\",\"$n\",\"50.000000\",\"0.0\",\"t\""
+exit 0
+PEER
+    cat >"$tmp/batched" <<'PEER'
+#!/bin/sh
+echo "$*" >>"$(dirname "$0")/batched.args"
+pp=0; tg=0; npl=1
+while [ $# -gt 0 ]; do case $1 in -npp) pp=$2; shift ;; -ntg) tg=$2; shift ;; -npl) npl=$2; shift ;; esac; shift; done
+echo '|    PP |     TG |    B |   N_KV |   T_PP s | S_PP t/s |   T_TG s | S_TG t/s |      T s |    S t/s |'
+echo '|-------|--------|------|--------|----------|----------|----------|----------|----------|----------|'
+for b in $(echo "$npl" | tr ',' ' '); do
+    echo "|  $pp |  $tg |  $b |  1 |  0.1 |  100.00 |  0.2 |  40.00 |  0.3 |  60.00 |"
+done
+PEER
+    chmod +x "$tmp/batched"
+    chmod +x "$tmp/peer2"
+    "$CG" -b "$T" --ours-args "-t 1 --bw-mib 0" -P "$tmp/peer2" -Q "$tmp/batched" -p 8 -n 2 -B 2,3 --npp 4 --ntg 2 \
+        -r 1 -R 2 -m "$TINY" >"$tmp/cg" 2>"$tmp/cge"
+    rows_ok=1
+    for t in pp8:50.0 tg2:50.0 bb2:40.0 bb3:40.0; do
+        row=$(grep "| tiny-Q8_0 | ${t%%:*} |" "$tmp/cg")
+        echo "$row" | awk -F'|' -v want="${t#*:}" '{ o = $4 + 0; v = $5 + 0; r = $6 + 0;
+            exit !(o > 0 && v == want && (r - o / v) < 0.006 && (o / v - r) < 0.006) }' || rows_ok=0
+    done
+    calls=$(wc -l <"$tmp/peer2.args" 2>/dev/null || echo 0); bcalls=$(wc -l <"$tmp/batched.args" 2>/dev/null || echo 0)
+    if [ $rows_ok = 1 ] && [ "$calls" = 2 ] && [ "$bcalls" = 2 ] && grep -q -- '-npl 2,3' "$tmp/batched.args" &&
+       grep -q -- '-ngl 99 -fa 1' "$tmp/peer2.args"; then
+        ok compare_gpu
+    else bad compare_gpu "calls $calls / $bcalls" "$(cat "$tmp/cg" "$tmp/cge")"; fi
+else echo "SKIP compare_gpu (no tiny fixture or $CG)"; fi

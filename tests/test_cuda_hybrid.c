@@ -17,9 +17,7 @@
  *   - the delta rule's forms (recurrent, after the pre-pass, chunked) agree at the
  *     model level, and each equals a double-precision token recurrence at the
  *     kernel level (1..512 tokens, snapshots, a ragged batch). */
-#include "check.h"
-#include "logits.h"
-#include "theseus.h"
+#include "cuda_test.h"
 #include "hyb_spec.h"
 #include <math.h>
 #include <stdint.h>
@@ -32,14 +30,6 @@
 #endif
 
 #define MAXT 160
-
-static char gpu_desc[256];
-static int gpu_ok = -1;
-static bool have_gpu(void) {
-    if (gpu_ok < 0) gpu_ok = th_gpu_available(gpu_desc, sizeof gpu_desc) == TH_OK;
-    return gpu_ok;
-}
-#define NEED_GPU() do { if (!have_gpu()) SKIP("no GPU (%s)", th_last_error()); } while (0)
 
 /* Batches of gemm_min tokens or more take the GEMM path (cuda/kernels.h). */
 static void tune(int gemm_min) {

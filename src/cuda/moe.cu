@@ -15,6 +15,9 @@
 //               activations with weights decoded by dq32_mat; both add the
 //               expert's bias when there is one (after the dot product, as the
 //               CPU's th_fwd_add_bias).
+//   moe_order   the pairs grouped by expert (one block, counting sort), an order
+//               both GEMVs may walk their pairs in so that a shared expert's rows
+//               come from L2 after the first pair (tuning.moe_order_min);
 //   moe_sum     out[t] = Σ_j w[t][j] · y[t·k+j] in selection order, each product
 //               rounded before the add (as the CPU: dst = src·w, then o += dst);
 //               on the grouped path pair p's y row is row[p] (segment order).
@@ -181,14 +184,15 @@ constexpr int MOE_WARPS = 4;
 // pair whose slot is −1 is left alone (another part's launch writes it); NULL: e.
 __global__ void __launch_bounds__(MOE_WARPS * 32) moe_gemv(th_cu_mat w0, th_cu_mat w1, const float *b0,
                                                            const float *b1, bool two, int64_t rpe, const int32_t *slot,
-                                                           const int32_t *sel, int n_pairs, int x_div, const float *x,
-                                                           int64_t xs, float *y, int64_t ys) {
+                                                           const int32_t *sel, int n_pairs, const int32_t *order,
+                                                           int x_div, const float *x, int64_t xs, float *y, int64_t ys) {
     pdl_begin();
     const int lane = threadIdx.x & 31;
     const int64_t out_rows = two ? 2 * rpe : rpe;
     const int64_t o = (int64_t)blockIdx.x * MOE_WARPS + (threadIdx.x >> 5);
     if (o >= out_rows) return;
-    for (int p = blockIdx.y; p < n_pairs; p += gridDim.y) {
+    for (int yi = blockIdx.y; yi < n_pairs; yi += gridDim.y) {
+        const int p = order ? order[yi] : yi;
         const int64_t e = sel[p], we = slot ? (int64_t)slot[e] : e;
         if (we < 0) continue;
         const bool second = o >= rpe;
@@ -211,7 +215,8 @@ template <uint32_t TYPE, int RPW, int UU>
 __global__ void __launch_bounds__(MOE_WARPS * 32) moe_gemv_q8(th_cu_mat w0, th_cu_mat w1, const float *b0,
                                                               const float *b1, bool two, int64_t rpe,
                                                               const int32_t *slot, const int32_t *sel, int n_pairs,
-                                                              int x_div, th_cu_q8 xq, float *y, int64_t ys) {
+                                                              const int32_t *order, int x_div, th_cu_q8 xq, float *y,
+                                                              int64_t ys) {
     pdl_begin();
     const int lane = threadIdx.x & 31;
     const int64_t out_rows = two ? 2 * rpe : rpe;
@@ -222,7 +227,8 @@ __global__ void __launch_bounds__(MOE_WARPS * 32) moe_gemv_q8(th_cu_mat w0, th_c
     const float *bias = second ? b1 : b0;
     const int nr = (int)min((int64_t)RPW, out_rows - o0);
     const int64_t nb = w.K / 32;
-    for (int p = blockIdx.y; p < n_pairs; p += gridDim.y) {
+    for (int yi = blockIdx.y; yi < n_pairs; yi += gridDim.y) {
+        const int p = order ? order[yi] : yi;
         const int64_t e = sel[p], we = slot ? (int64_t)slot[e] : e;
         if (we < 0) continue;  // another part's expert (slot, as moe_gemv)
         const int64_t oo = second ? o0 - rpe : o0, r0 = we * rpe + oo, br0 = e * rpe + oo, row = p / x_div;
@@ -289,12 +295,67 @@ __global__ void moe_bias(float *y, int64_t ys, const float *b, int64_t rpe, cons
     for (int i = blockIdx.y; i < rows; i += gridDim.y) y[(int64_t)i * ys + c] += b[(int64_t)sel[list[i]] * rpe + c];
 }
 
+// The pairs grouped by expert for the GEMV path: order[i] (i < n_pairs) lists the
+// pairs of expert 0, then of expert 1, ... (within an expert in no fixed order:
+// a pair's products do not depend on it). The per-pair GEMVs walk their grid's y
+// index through it, so that the blocks of the pairs sharing an expert run close
+// together and all but the first of them find its rows in L2. One block: counts
+// per expert in shared memory, an exclusive prefix sum, then each pair's place.
+constexpr int ORDER_THREADS = 1024;  // 32 warps: the warp totals' scan is one warp
+__global__ void __launch_bounds__(ORDER_THREADS) moe_order(const int32_t *sel, int n_pairs, int X, int32_t *order) {
+    pdl_begin();
+    __shared__ int at[TH_CU_MAX_EXPERTS];  // counts, then each expert's next place
+    __shared__ int warp_base[ORDER_THREADS / 32];
+    const int tid = threadIdx.x, lane = tid & 31, wid = tid >> 5;
+    for (int e = tid; e < X; e += ORDER_THREADS) at[e] = 0;
+    __syncthreads();
+    // an id outside [0, X) (never from moe_route) is counted as expert 0, so order stays a permutation
+    auto expert = [&](int p) { const int e = sel[p]; return e >= 0 && e < X ? e : 0; };
+    for (int p = tid; p < n_pairs; p += ORDER_THREADS) atomicAdd(&at[expert(p)], 1);
+    __syncthreads();
+    const int per = (X + ORDER_THREADS - 1) / ORDER_THREADS, e0 = min(X, tid * per), e1 = min(X, e0 + per);
+    int run = 0;  // this thread's experts' pairs
+    for (int e = e0; e < e1; e++) run += at[e];
+    int inc = run;  // inclusive scan over the warp
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+        const int v = __shfl_up_sync(0xffffffffu, inc, o);
+        if (lane >= o) inc += v;
+    }
+    if (lane == 31) warp_base[wid] = inc;
+    __syncthreads();
+    if (wid == 0) {
+        const int mine = warp_base[lane];
+        int t = mine;
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+            const int v = __shfl_up_sync(0xffffffffu, t, o);
+            if (lane >= o) t += v;
+        }
+        warp_base[lane] = t - mine;
+    }
+    __syncthreads();
+    int next = warp_base[wid] + inc - run;
+    for (int e = e0; e < e1; e++) {
+        const int c = at[e];
+        at[e] = next;
+        next += c;
+    }
+    __syncthreads();
+    for (int p = tid; p < n_pairs; p += ORDER_THREADS) order[atomicAdd(&at[expert(p)], 1)] = p;
+}
+
 }  // namespace
 
 extern "C" void th_cu_moe_route(const float *logits, int n, const th_cu_router *r, int32_t *sel, float *w,
                                 cudaStream_t st) {
     if (n <= 0 || r->n_expert > TH_CU_MAX_EXPERTS) return;  // the upload refuses more experts
     launch_k(moe_route, dim3((unsigned)n), dim3(32), st, logits, n, *r, sel, w);
+}
+
+extern "C" void th_cu_moe_order(const int32_t *sel, int n_pairs, int n_expert, int32_t *order, cudaStream_t st) {
+    if (n_pairs <= 0 || n_expert <= 0 || n_expert > TH_CU_MAX_EXPERTS) return;  // the upload refuses more experts
+    launch_k(moe_order, dim3(1), dim3(ORDER_THREADS), st, sel, n_pairs, n_expert, order);
 }
 
 // A grid's y size for `rows` rows (pairs) of a kernel that strides over gridDim.y.
@@ -304,30 +365,30 @@ static unsigned grid_rows(int rows) { return (unsigned)(rows < 65535 ? rows : 65
 // 4 rows a warp (1 when rpe is not a multiple of 4), lane-steps for the row length.
 template <int RPW, int UU>
 static void launch_moe_q8_as(const th_cu_mat *w0, const th_cu_mat *w1, const float *b0, const float *b1, int64_t rpe,
-                             const int32_t *slot, const int32_t *sel, int n_pairs, int x_div, const th_cu_q8 *xq, float *y, int64_t ys,
-                             cudaStream_t st) {
+                             const int32_t *slot, const int32_t *sel, int n_pairs, const int32_t *order, int x_div,
+                             const th_cu_q8 *xq, float *y, int64_t ys, cudaStream_t st) {
     const bool two = w1 != nullptr;
     const int64_t per_block = MOE_WARPS * RPW;
     dim3 grid((unsigned)(((two ? 2 : 1) * rpe + per_block - 1) / per_block), grid_rows(n_pairs));
     with_split_type(w0->type, [&](auto t) {  // every split type (th_cu_gemv_wants_q8)
         launch_k(moe_gemv_q8<decltype(t)::value, RPW, UU>, grid, dim3(MOE_WARPS * 32), st, *w0, two ? *w1 : *w0, b0,
-                 two ? b1 : nullptr, two, rpe, slot, sel, n_pairs, x_div, *xq, y, ys);
+                 two ? b1 : nullptr, two, rpe, slot, sel, n_pairs, order, x_div, *xq, y, ys);
     });
 }
 
 static void launch_moe_q8(const th_cu_mat *w0, const th_cu_mat *w1, const float *b0, const float *b1, int64_t rpe,
-                          const int32_t *slot, const int32_t *sel, int n_pairs, int x_div, const th_cu_q8 *xq, float *y, int64_t ys,
-                          cudaStream_t st) {
+                          const int32_t *slot, const int32_t *sel, int n_pairs, const int32_t *order, int x_div,
+                          const th_cu_q8 *xq, float *y, int64_t ys, cudaStream_t st) {
     const int64_t steps = (w0->K / 32 + 31) / 32;  // lane-steps a row
-    if (rpe % 4) launch_moe_q8_as<1, 4>(w0, w1, b0, b1, rpe, slot, sel, n_pairs, x_div, xq, y, ys, st);
-    else if (steps <= 1) launch_moe_q8_as<4, 1>(w0, w1, b0, b1, rpe, slot, sel, n_pairs, x_div, xq, y, ys, st);
-    else if (steps <= 2) launch_moe_q8_as<4, 2>(w0, w1, b0, b1, rpe, slot, sel, n_pairs, x_div, xq, y, ys, st);
-    else launch_moe_q8_as<4, 4>(w0, w1, b0, b1, rpe, slot, sel, n_pairs, x_div, xq, y, ys, st);
+    if (rpe % 4) launch_moe_q8_as<1, 4>(w0, w1, b0, b1, rpe, slot, sel, n_pairs, order, x_div, xq, y, ys, st);
+    else if (steps <= 1) launch_moe_q8_as<4, 1>(w0, w1, b0, b1, rpe, slot, sel, n_pairs, order, x_div, xq, y, ys, st);
+    else if (steps <= 2) launch_moe_q8_as<4, 2>(w0, w1, b0, b1, rpe, slot, sel, n_pairs, order, x_div, xq, y, ys, st);
+    else launch_moe_q8_as<4, 4>(w0, w1, b0, b1, rpe, slot, sel, n_pairs, order, x_div, xq, y, ys, st);
 }
 
 static void moe_gemv_any(const th_cu_mat *w0, const th_cu_mat *w1, const float *b0, const float *b1, int64_t rpe,
-                         const int32_t *slot, const int32_t *sel, int n_pairs, int x_div, const float *x, int64_t xs,
-                         const th_cu_q8 *xq, float *y, int64_t ys, cudaStream_t st) {
+                         const int32_t *slot, const int32_t *sel, int n_pairs, const int32_t *order, int x_div,
+                         const float *x, int64_t xs, const th_cu_q8 *xq, float *y, int64_t ys, cudaStream_t st) {
     if (n_pairs <= 0 || rpe <= 0) return;
     bool two = w1 != nullptr;
     int64_t out_rows = two ? 2 * rpe : rpe;
@@ -336,25 +397,25 @@ static void moe_gemv_any(const th_cu_mat *w0, const th_cu_mat *w1, const float *
     if (!xq || w0->layout != TH_CU_SPLIT || (two && w1->layout != TH_CU_SPLIT)) {
         dim3 grid((unsigned)((out_rows + MOE_WARPS - 1) / MOE_WARPS), grid_rows(n_pairs));
         launch_k(moe_gemv, grid, block, st, *w0, two ? *w1 : *w0, b0, two ? b1 : nullptr, two, rpe, slot, sel, n_pairs,
-                 x_div, x, xs, y, ys);
+                 order, x_div, x, xs, y, ys);
         return;
     }
     // int8 products: one launch for both matrices when they share a type, else one each
     bool both = two && w1->type == w0->type;
-    launch_moe_q8(w0, both ? w1 : nullptr, b0, both ? b1 : nullptr, rpe, slot, sel, n_pairs, x_div, xq, y, ys, st);
-    if (two && !both) launch_moe_q8(w1, nullptr, b1, nullptr, rpe, slot, sel, n_pairs, x_div, xq, y + rpe, ys, st);
+    launch_moe_q8(w0, both ? w1 : nullptr, b0, both ? b1 : nullptr, rpe, slot, sel, n_pairs, order, x_div, xq, y, ys, st);
+    if (two && !both) launch_moe_q8(w1, nullptr, b1, nullptr, rpe, slot, sel, n_pairs, order, x_div, xq, y + rpe, ys, st);
 }
 
 extern "C" void th_cu_moe_gemv(const th_cu_mat *w0, const th_cu_mat *w1, const float *b0, const float *b1,
-                               int64_t rpe, const int32_t *sel, int n_pairs, int x_div, const float *x, int64_t xs, const th_cu_q8 *xq, float *y, int64_t ys,
-                               cudaStream_t st) {
-    moe_gemv_any(w0, w1, b0, b1, rpe, nullptr, sel, n_pairs, x_div, x, xs, xq, y, ys, st);
+                               int64_t rpe, const int32_t *sel, int n_pairs, const int32_t *order, int x_div,
+                               const float *x, int64_t xs, const th_cu_q8 *xq, float *y, int64_t ys, cudaStream_t st) {
+    moe_gemv_any(w0, w1, b0, b1, rpe, nullptr, sel, n_pairs, order, x_div, x, xs, xq, y, ys, st);
 }
 
 extern "C" void th_cu_moe_gemv_part(const th_cu_mat *w, const int32_t *slot, const float *b, int64_t rpe,
-                                    const int32_t *sel, int n_pairs, int x_div, const float *x, int64_t xs,
-                                    const th_cu_q8 *xq, float *y, int64_t ys, cudaStream_t st) {
-    moe_gemv_any(w, nullptr, b, nullptr, rpe, slot, sel, n_pairs, x_div, x, xs, xq, y, ys, st);
+                                    const int32_t *sel, int n_pairs, const int32_t *order, int x_div, const float *x,
+                                    int64_t xs, const th_cu_q8 *xq, float *y, int64_t ys, cudaStream_t st) {
+    moe_gemv_any(w, nullptr, b, nullptr, rpe, slot, sel, n_pairs, order, x_div, x, xs, xq, y, ys, st);
 }
 
 extern "C" void th_cu_moe_sum(const float *y, int64_t ys, const float *w, int k, int n, int64_t E, const int32_t *row,

@@ -1,6 +1,6 @@
 /* testapi.c — host-array entry points that run one CUDA kernel family on its own
  * (matrix products incl. the grouped expert GEMM, dequantization, attention, row
- * argmax) and the copy-bandwidth probe, for tests/test_cuda.c and bench/gpu/.
+ * argmax, the MoE pair order) and the copy-bandwidth probe, for tests/test_cuda.c and bench/gpu/.
  * Not used by the forward pass. */
 #include "cuda/kernels.h"
 #include "core/core.h"
@@ -118,7 +118,7 @@ const char *th_cu_test_matmul(uint32_t type, const void *w, int64_t rows, int64_
         } else {
             TRY(cudaMalloc((void **)&sel, (size_t)n * 4));
             TRY(cudaMemset(sel, 0, (size_t)n * 4));
-            th_cu_moe_gemv(&m, NULL, NULL, NULL, rows, sel, n, 1, dx, K, q ? &q8 : NULL, dy, rows, 0);
+            th_cu_moe_gemv(&m, NULL, NULL, NULL, rows, sel, n, NULL, 1, dx, K, q ? &q8 : NULL, dy, rows, 0);
         }
     } else if (path >= 3) {
         if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) { err = "cublasCreate failed"; goto done; }
@@ -407,5 +407,23 @@ done:
     for (int c = 0; c < nc; c++) { cudaFree(dw[c]); cudaFree(ds[c]); }
     cudaFree(dx); cudaFree(dy); cudaFree(q8.q); cudaFree(q8.d); cudaFree(q8.s); cudaFree(wbuf); cudaFree(xbuf);
     free(hx);
+    return err;
+}
+
+/* th_cu_moe_order on host expert ids (n_pairs of them, each in [0, n_expert)): the
+ * pairs grouped by expert into order (n_pairs ints). */
+const char *th_cu_test_moe_order(const int32_t *sel, int n_pairs, int n_expert, int32_t *order) {
+    const char *err = NULL;
+    int32_t *ds = NULL, *dord = NULL;
+    TRY(cudaMalloc((void **)&ds, (size_t)n_pairs * 4));
+    TRY(cudaMalloc((void **)&dord, (size_t)n_pairs * 4));
+    TRY(cudaMemcpy(ds, sel, (size_t)n_pairs * 4, cudaMemcpyHostToDevice));
+    TRY(cudaMemset(dord, 0xff, (size_t)n_pairs * 4));  /* -1 poison: every place must be written */
+    th_cu_moe_order(ds, n_pairs, n_expert, dord, 0);
+    TRY(cudaGetLastError());
+    TRY(cudaDeviceSynchronize());
+    TRY(cudaMemcpy(order, dord, (size_t)n_pairs * 4, cudaMemcpyDeviceToHost));
+done:
+    cudaFree(ds); cudaFree(dord);
     return err;
 }
