@@ -4,12 +4,14 @@
  *     size class (1 .. 2,048 pairs, 1 .. 4,096 experts, all pairs on one expert)
  *     a permutation of the pairs in which each expert's pairs are contiguous and
  *     the experts increase;
- *   - the per-pair GEMV path walking its pairs in that order gives the logits of
- *     the unordered walk bit for bit (F32 experts on the fp32 kernel, Q8_0 on the
- *     int8 one, per-expert types in parts; one batch and token by token in CUDA
- *     graphs) — the order changes which blocks run together, not what a pair gets;
+ *     (and its segments: the hit experts, increasing, covering the order);
+ *   - the GEMV path walking its pairs in that order, and the int8 experts run per
+ *     hit expert (one weight load for 4 of its pairs), give the logits of the plain
+ *     walk bit for bit (F32 experts on the fp32 kernel, Q8_0 on the int8 one,
+ *     per-expert types in parts; one batch and token by token in CUDA graphs) — the
+ *     walk changes which products share a load, not what a pair gets;
  *   - MoE token independence: a ragged 3-sequence batch equals each sequence
- *     alone, on the GEMV path (also ordered), on the grouped GEMM path and with
+ *     alone, on the GEMV path (also ordered / per hit expert), on the grouped GEMM path and with
  *     the two mixed;
  *   - per-expert types (docs/precision.md) on the olmoe and qwen3moe fixtures:
  *     every expert its own Q8_0 copy (the 3-D tensors Q4_0) gives the GPU logits
@@ -30,18 +32,19 @@
 /* The CUDA backend's test settings (cuda/kernels.h, th_cu_tuning), read by each new
  * context: batches of gemm_min tokens or more take the GEMM path (the grouped expert
  * GEMM); GEMV-path batches of order_min tokens or more (0: none) walk their pairs
- * grouped by expert. No-ops in a build without CUDA. */
-static void tune(int gemm_min, int order_min) {
+ * grouped by expert, of group_min or more per hit expert. No-ops without CUDA. */
+static void tune(int gemm_min, int order_min, int group_min) {
 #ifdef TH_CUDA
     th_cu_tuning t = th_cu_tuning_default();
     t.gemm_min = gemm_min;
     t.moe_order_min = order_min;
+    t.moe_group_min = group_min;
     th_cu_tuning_set(&t);
 #else
-    (void)gemm_min; (void)order_min;
+    (void)gemm_min; (void)order_min; (void)group_min;
 #endif
 }
-static void tune_reset(void) { tune(33, 0); }
+static void tune_reset(void) { tune(33, 0, 0); }
 
 #ifdef TH_CUDA
 static double max_rel_l2(const float *a, const float *b, int n, int nv) {
@@ -59,13 +62,17 @@ static uint32_t rnd(uint32_t n) { /* uniform-ish in [0, n) */
 }
 
 /* One call of th_cu_moe_order on n_pairs random choices of X experts (every pair
- * expert `one` instead when one >= 0): a permutation, experts in increasing order. */
+ * expert `one` instead when one >= 0): order a permutation with the experts in
+ * increasing order; seg the hit experts, increasing, each with its first place in
+ * order and its count, covering order exactly. */
 static void check_order(int n_pairs, int X, int one) {
+    int n_slots = n_pairs < X ? n_pairs : X;
     int32_t *sel = malloc((size_t)n_pairs * 4), *order = malloc((size_t)n_pairs * 4);
+    int32_t *seg = malloc((1 + 3 * (size_t)n_slots) * 4);
     unsigned char *seen = calloc((size_t)n_pairs, 1);
-    if (!sel || !order || !seen) { CHECK(0, "out of memory"); free(sel); free(order); free(seen); return; }
+    if (!sel || !order || !seg || !seen) { CHECK(0, "out of memory"); free(sel); free(order); free(seg); free(seen); return; }
     for (int p = 0; p < n_pairs; p++) sel[p] = one >= 0 ? one : (int32_t)rnd((uint32_t)X);
-    const char *e = th_cu_test_moe_order(sel, n_pairs, X, order);
+    const char *e = th_cu_test_moe_order(sel, n_pairs, X, order, seg);
     CHECK(!e, "%d pairs of %d experts: %s", n_pairs, X, e);
     int bad = 0;
     for (int i = 0; !e && i < n_pairs && !bad; i++) {
@@ -75,7 +82,17 @@ static void check_order(int n_pairs, int X, int one) {
     }
     CHECK(!bad, "%d pairs of %d experts: order %s", n_pairs, X,
           bad == 1 ? "is not a permutation of the pairs" : "does not group the pairs by increasing expert");
-    free(sel); free(order); free(seen);
+    /* the segments: consecutive, in order's expert order, every pair of each covered */
+    int n_hit = e ? 0 : seg[0], at = 0, seg_bad = n_hit < 1 || n_hit > n_slots;
+    for (int h = 0; !seg_bad && h < n_hit; h++) {
+        int32_t ex = seg[1 + h], off = seg[1 + n_slots + h], cnt = seg[1 + 2 * n_slots + h];
+        if (off != at || cnt < 1 || off + cnt > n_pairs || (h > 0 && ex <= seg[h])) { seg_bad = 1; break; }
+        for (int i = off; i < off + cnt; i++) if (sel[order[i]] != ex) seg_bad = 1;
+        at += cnt;
+    }
+    CHECK(!seg_bad && at == n_pairs, "%d pairs of %d experts: the segments (%d hit experts) do not cover the order",
+          n_pairs, X, n_hit);
+    free(sel); free(order); free(seg); free(seen);
 }
 
 static void test_moe_order_kernel(void) {
@@ -85,7 +102,7 @@ static void test_moe_order_kernel(void) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_order(cases[i][0], cases[i][1], -1);
     check_order(600, 128, 77);   /* every pair on one expert */
     check_order(64, 4096, 4095); /* the last expert id */
-    printf("  th_cu_moe_order: %zu random cases and 2 one-expert cases grouped by expert\n",
+    printf("  th_cu_moe_order: %zu random cases and 2 one-expert cases grouped by expert, segments checked\n",
            sizeof cases / sizeof cases[0]);
 }
 
@@ -94,25 +111,28 @@ static void test_moe_order_kernel(void) {
 static const int32_t ord_tok[16] = { 1, 450, 439, 860, 3347, 113, 1701, 123, 432, 398, 567, 975, 903, 2501, 263, 931 };
 
 /* Logits of ord_tok (one batch of 16, or token by token in graphs) with the pairs
- * walked in expert order and not: equal bit for bit. */
+ * walked plainly, in expert order, and per hit expert (the int8 experts' grouped
+ * kernel): all three equal bit for bit. */
 static void check_ordered_same(th_model *m, const char *what) {
     int nv = th_model_n_vocab(m);
     const int chunk[2] = { 16, 1 };
+    const char *walk[3] = { "plain", "in expert order", "per hit expert" };
     for (int c = 0; c < 2; c++) {
-        tune(33, 0);
-        float *plain = run_logits(m, ord_tok, 16, chunk[c], true, TH_KV_F32);
-        tune(33, 1);
-        float *ord = run_logits(m, ord_tok, 16, chunk[c], true, TH_KV_F32);
-        tune_reset();
-        CHECK(plain && ord, "%s chunk %d: decode failed: %s", what, chunk[c], th_last_error());
-        if (plain && ord) {
-            bool same = !memcmp(plain, ord, (size_t)16 * nv * 4);
-            printf("  %-34s chunk %2d: pairs in expert order %s the plain walk\n", what, chunk[c],
-                   same ? "equal to" : "DIFFER from");
-            CHECK(same, "%s chunk %d: ordered pairs change the logits (rel-L2 %.3e)", what, chunk[c],
-                  max_rel_l2(ord, plain, 16, nv));
+        float *l[3];
+        for (int w = 0; w < 3; w++) {
+            tune(33, w == 1, w == 2);
+            l[w] = run_logits(m, ord_tok, 16, chunk[c], true, TH_KV_F32);
         }
-        free(plain); free(ord);
+        tune_reset();
+        CHECK(l[0] && l[1] && l[2], "%s chunk %d: decode failed: %s", what, chunk[c], th_last_error());
+        for (int w = 1; w < 3 && l[0] && l[1] && l[2]; w++) {
+            bool same = !memcmp(l[0], l[w], (size_t)16 * nv * 4);
+            printf("  %-34s chunk %2d: pairs %-15s %s the plain walk\n", what, chunk[c], walk[w],
+                   same ? "equal to" : "DIFFER from");
+            CHECK(same, "%s chunk %d: pairs %s change the logits (rel-L2 %.3e)", what, chunk[c], walk[w],
+                  max_rel_l2(l[w], l[0], 16, nv));
+        }
+        for (int w = 0; w < 3; w++) free(l[w]);
     }
 }
 
@@ -145,12 +165,12 @@ static void test_gpu_moe_order(void) {
  * with the batch shape, so not bit-exact). gemm_min is the tuning's gemm_min: 33, no
  * batch here takes the GEMM path; 1, every batch does (the grouped expert GEMM);
  * 13, the ragged batches (22 and 14 tokens) and the 18-token sequence do, the
- * 12- and 6-token ones run the GEMV path. order_min: the tuning's moe_order_min
- * (1: the GEMV path walks its pairs grouped by expert). */
+ * 12- and 6-token ones run the GEMV path. order_min: 1, the GEMV path walks its pairs
+ * grouped by expert; 2, per hit expert from 2 tokens (order from 2, single tokens plain). */
 static void check_gpu_moe_batch(const char *name, const char *model, const char *gemm_min, int order_min, double limit) {
     char mp[256];
     snprintf(mp, sizeof mp, "arch/%s/%s", name, model);
-    tune(atoi(gemm_min), order_min);
+    tune(atoi(gemm_min), order_min, order_min > 1 ? order_min : 0);
     th_model *m;
     th_status s = th_model_load(fixture(mp), NULL, &m);
     CHECK(s == TH_OK, "load %s: %s", mp, th_last_error());
@@ -185,7 +205,7 @@ static void check_gpu_moe_batch(const char *name, const char *model, const char 
     }
     CHECK(ok, "%s (gemm_min %s): runs failed", mp, gemm_min);
     printf("  %-26s gemm_min %-2s%s GPU ragged batch of 3 vs alone: worst rel-L2 %.2e (limit %.0e)\n", mp,
-           gemm_min, order_min ? " ordered" : "", worst, limit);
+           gemm_min, order_min > 1 ? " grouped" : order_min ? " ordered" : "", worst, limit);
     CHECK(worst <= limit, "%s (gemm_min %s): ragged batch differs from sequences alone by %.3e", mp, gemm_min, worst);
     th_context_free(c);
     for (int q = 0; q < 3; q++) free(alone[q]);
@@ -201,9 +221,11 @@ static void test_gpu_moe_batch(void) {
         for (int j = 0; j < 3; j++) check_gpu_moe_batch(names[i], "model-F32.gguf", gemm_min[j], 0, 1e-4);
     /* 16-bit GEMM inputs (Q8_0 experts dequantized to fp16), every batch on the grouped path */
     check_gpu_moe_batch("olmoe", "model-Q8_0.gguf", "1", 0, 1e-3);
-    /* the GEMV path with its pairs grouped by expert: fp32 experts, then the int8 kernel (Q8_0) */
+    /* the GEMV path with its pairs grouped by expert: fp32 experts, then the int8 kernel (Q8_0),
+     * then that per hit expert */
     check_gpu_moe_batch("qwen3moe", "model-F32.gguf", "33", 1, 1e-4);
     check_gpu_moe_batch("olmoe", "model-Q8_0.gguf", "33", 1, 1e-3);
+    check_gpu_moe_batch("olmoe", "model-Q8_0.gguf", "33", 2, 1e-3);
 }
 
 #ifdef TH_CUDA
@@ -254,7 +276,7 @@ static void check_per_expert(const char *name) {
     /* gemm_min 33: the per-pair GEMV (one batch), 1: the grouped expert GEMM; chunk 1: graphs */
     const int gm[3] = { 33, 1, 33 }, chunk[3] = { 12, 12, 1 };
     for (int mode = 0; mode < 3; mode++) {
-        tune(gm[mode], 0);
+        tune(gm[mode], 0, 0);
         float *u = prec_logits(uni, true, chunk[mode]), *o = prec_logits(own, true, chunk[mode]);
         float *x = prec_logits(mix, true, chunk[mode]), *xc = prec_logits(mix, false, chunk[mode]);
         float *uc = prec_logits(uni, false, chunk[mode]);

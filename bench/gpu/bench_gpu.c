@@ -12,7 +12,9 @@
  * TH_GPU_NO_PDL=1, TH_GPU_ATTN_CHUNK=N (shortest attention split in graph
  * mode), TH_GPU_MOE_GEMV=1 (the MoE experts on the per-pair GEMV at every batch
  * size instead of the grouped GEMM of prefill), TH_GPU_MOE_ORDER=N (GEMV-path MoE batches of
- * N+ tokens walk their pairs grouped by expert; default 0, never), TH_GPU_MMA_MIN=N / TH_GPU_MMA_MAX=N
+ * N+ tokens walk their pairs grouped by expert; default 0, never), TH_GPU_MOE_GROUP=N (from N
+ * tokens the int8 experts run per hit expert, one weight load for 4 of its pairs; default 0),
+ * TH_GPU_MMA_MIN=N / TH_GPU_MMA_MAX=N
  * (the int8 MMA kernel for GEMV-path batches of N+ tokens / GEMM-path batches
  * of at most N tokens), TH_GPU_NARROW_MIN=N (Q4_0 / Q8_0 / Q4_K GEMV-path batches of N+ tokens
  * on the narrow-batch kernel, mma_q8n.cu; default 8), TH_GPU_MMA_PIN=V (every int8 MMA product through
@@ -344,6 +346,7 @@ static void tuning_from_env(void) {
     t.attn_chunk = env_int("TH_GPU_ATTN_CHUNK", 0);
     t.moe_gemv_only = env_int("TH_GPU_MOE_GEMV", 0) != 0;
     t.moe_order_min = env_int("TH_GPU_MOE_ORDER", t.moe_order_min);
+    t.moe_group_min = env_int("TH_GPU_MOE_GROUP", t.moe_group_min);
     t.mma_min = env_int("TH_GPU_MMA_MIN", t.mma_min);
     t.mma_max = env_int("TH_GPU_MMA_MAX", t.mma_max);
     t.narrow_min = env_int("TH_GPU_NARROW_MIN", t.narrow_min);

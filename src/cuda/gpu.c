@@ -80,11 +80,11 @@ void th_cu_allocs_free(th_cu_allocs *a) {
 /* F16/BF16 GEMV-path batches from 2 tokens on cuBLAS with the weights in place (lab, 8B F16
  * gate+up: 16 tokens 62.3 us against the GEMV's 555.5 and mma_f16's 99.1; 2 tokens 57.6 vs 78.5) */
 #define TH_CU_F16_CUBLAS_MIN 2
-#define TUNING_DEFAULT                                                                                         \
-    { .gemm_min = 33, .graphs = true, .pdl = true, .attn_chunk = 0, .moe_gemv_only = false, .moe_order_min = 0, \
-      .mma_min = TH_CU_MMA_MIN, .mma_max = TH_CU_MMA_MAX, .narrow_min = TH_CU_MMA_NARROW_MIN,                    \
-      .f16_cublas_min = TH_CU_F16_CUBLAS_MIN, .attn_simt = false, .attn_tile_min = TH_CU_ATTN_TILE_MIN,         \
-      .attn_group_blocks = TH_CU_ATTN_GROUP_BLOCKS }
+#define TUNING_DEFAULT                                                                                      \
+    { .gemm_min = 33, .graphs = true, .pdl = true, .attn_chunk = 0, .moe_gemv_only = false,                  \
+      .moe_order_min = 0, .moe_group_min = 0, .mma_min = TH_CU_MMA_MIN, .mma_max = TH_CU_MMA_MAX,            \
+      .narrow_min = TH_CU_MMA_NARROW_MIN, .f16_cublas_min = TH_CU_F16_CUBLAS_MIN, .attn_simt = false,        \
+      .attn_tile_min = TH_CU_ATTN_TILE_MIN, .attn_group_blocks = TH_CU_ATTN_GROUP_BLOCKS }
 static th_cu_tuning tuning = TUNING_DEFAULT;
 th_cu_tuning th_cu_tuning_default(void) {
     return (th_cu_tuning)TUNING_DEFAULT;

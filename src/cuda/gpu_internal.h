@@ -118,7 +118,7 @@ struct th_gpu {
     size_t wbuf_bytes;
     /* mixture-of-experts scratch (gpu_moe.c), sized for n_batch tokens × the widest MoE layer */
     float *moe_logits, *moe_w, *moe_gu, *moe_act, *moe_y;
-    int32_t *moe_sel, *moe_order;  /* moe_order: the pairs grouped by expert (tuning.moe_order_min) */
+    int32_t *moe_sel, *moe_order, *moe_seg;  /* the pairs grouped by expert and its segments (th_cu_moe_walk) */
     th_cu_q8 moe_q8;
     /* the grouped (GEMM) MoE path: the pairs' segment order on the device (list |
      * row, n_batch·k each), the 16-bit copy of the GEMM inputs, and pinned host

@@ -9,7 +9,8 @@
  *     Nothing is read back to the host, so this runs inside CUDA graph capture.
  *     From tuning.moe_order_min tokens the GEMVs walk the pairs grouped by expert
  *     (th_cu_moe_order on the device): the same products, a shared expert's rows
- *     read from L2 by all but its first pair.
+ *     read from L2 by all but its first pair; from moe_group_min the int8 experts
+ *     run per hit expert, one weight load serving several of its pairs.
  *     Split-layout (int8) experts read q8 activations as the dense GEMV does;
  *     every other type reads fp32 activations.
  *   grouped GEMM (batches on the GEMM path, i.e. prefill: eager, never captured):
@@ -60,6 +61,7 @@ th_status th_cu_moe_alloc(th_gpu *g) {
     struct { void **p; size_t bytes; } a[] = {
         { (void **)&g->moe_logits, B * X * 4 },
         { (void **)&g->moe_sel, P * 4 }, { (void **)&g->moe_order, P * 4 }, { (void **)&g->moe_w, P * 4 },
+        { (void **)&g->moe_seg, (1 + 3 * (size_t)TH_MIN((int64_t)P, X)) * 4 },
         { (void **)&g->moe_gu, P * 2 * F * 4 }, { (void **)&g->moe_act, P * F * 4 },
         { (void **)&g->moe_y, P * g->E * 4 }, { (void **)&g->moe_q8.q, P * qk },
         { (void **)&g->moe_q8.d, P * (qk / 32 + 1) * 4 }, { (void **)&g->moe_q8.s, P * (qk / 32 + 1) * 4 },
@@ -107,10 +109,10 @@ static bool any_q8(const th_cu_mat *w, const th_cu_parts *P) {
 }
 
 /* The per-pair GEMV of one expert matrix split into parts: each part over the pairs of its experts. */
-static void parts_gemv(th_gpu *g, const th_cu_parts *P, const float *b, int64_t rpe, int pairs, const int32_t *order,
-                       int x_div, const float *x, int64_t xs, bool q8, float *y, int64_t ys) {
+static void parts_gemv(th_gpu *g, const th_cu_parts *P, const float *b, int64_t rpe, int pairs,
+                       const th_cu_moe_walk *walk, int x_div, const float *x, int64_t xs, bool q8, float *y, int64_t ys) {
     for (int i = 0; i < P->n; i++)
-        th_cu_moe_gemv_part(&P->p[i].mat, P->p[i].slot, b, rpe, g->moe_sel, pairs, order, x_div, x, xs,
+        th_cu_moe_gemv_part(&P->p[i].mat, P->p[i].slot, b, rpe, g->moe_sel, pairs, walk, x_div, x, xs,
                             q8 ? &g->moe_q8 : NULL, y, ys, g->st);
 }
 
@@ -120,29 +122,33 @@ static void moe_gemv_path(th_gpu *g, const th_cu_moe *M, int n, const float *h, 
     int64_t E = g->E, F = M->F;
     int k = M->k, pairs = n * k;
     bool dq = any_q8(M->down, M->down_p);
-    /* the GEMVs walk the pairs grouped by expert from moe_order_min tokens (a shared expert's rows from L2) */
-    const int32_t *order = NULL;
-    if (g->tune.moe_order_min > 0 && n >= g->tune.moe_order_min) {
-        th_cu_moe_order(g->moe_sel, pairs, M->n_expert, g->moe_order, st);
-        order = g->moe_order;
+    /* the GEMVs walk the pairs grouped by expert from moe_order_min tokens (a shared expert's rows from L2),
+     * the int8 ones per hit expert from moe_group_min (one weight load for several of its pairs) */
+    th_cu_moe_walk wk = { .order = g->moe_order, .n_slots = TH_MIN(pairs, M->n_expert) };
+    const th_cu_moe_walk *walk = NULL;
+    bool group = g->tune.moe_group_min > 0 && n >= g->tune.moe_group_min;
+    if (group || (g->tune.moe_order_min > 0 && n >= g->tune.moe_order_min)) {
+        wk.seg = group ? g->moe_seg : NULL;
+        th_cu_moe_order(g->moe_sel, pairs, M->n_expert, &wk, st);
+        walk = &wk;
     }
     /* pair p = t·k + j: gate|up of expert sel[p] on h[t], GLU, down */
     if (!M->gate_p && !M->up_p) {
-        th_cu_moe_gemv(M->gate, M->up, M->gate_b, M->up_b, F, g->moe_sel, pairs, order, k, h, E, eq ? &g->moe_q8 : NULL,
+        th_cu_moe_gemv(M->gate, M->up, M->gate_b, M->up_b, F, g->moe_sel, pairs, walk, k, h, E, eq ? &g->moe_q8 : NULL,
                        g->moe_gu, 2 * F, st);
     } else {   /* per-expert types: gate and up each by its parts */
         const th_cu_mat *w[2] = { M->gate, M->up };
         const th_cu_parts *P[2] = { M->gate_p, M->up_p };
         const float *b[2] = { M->gate_b, M->up_b };
         for (int i = 0; i < 2; i++) {
-            if (P[i]) parts_gemv(g, P[i], b[i], F, pairs, order, k, h, E, eq, g->moe_gu + i * F, 2 * F);
-            else th_cu_moe_gemv(w[i], NULL, b[i], NULL, F, g->moe_sel, pairs, order, k, h, E, eq ? &g->moe_q8 : NULL,
+            if (P[i]) parts_gemv(g, P[i], b[i], F, pairs, walk, k, h, E, eq, g->moe_gu + i * F, 2 * F);
+            else th_cu_moe_gemv(w[i], NULL, b[i], NULL, F, g->moe_sel, pairs, walk, k, h, E, eq ? &g->moe_q8 : NULL,
                                 g->moe_gu + i * F, 2 * F, st);
         }
     }
     glu_rows(g, F, pairs, g->m->hp.act_fn, dq);
-    if (M->down_p) parts_gemv(g, M->down_p, M->down_b, E, pairs, order, 1, g->moe_act, F, dq, g->moe_y, E);
-    else th_cu_moe_gemv(M->down, NULL, M->down_b, NULL, E, g->moe_sel, pairs, order, 1, g->moe_act, F,
+    if (M->down_p) parts_gemv(g, M->down_p, M->down_b, E, pairs, walk, 1, g->moe_act, F, dq, g->moe_y, E);
+    else th_cu_moe_gemv(M->down, NULL, M->down_b, NULL, E, g->moe_sel, pairs, walk, 1, g->moe_act, F,
                         dq ? &g->moe_q8 : NULL, g->moe_y, E, st);
     /* out[t] = Σ_j w[t][j] · y[t·k + j] */
     th_cu_moe_sum(g->moe_y, E, g->moe_w, k, n, E, NULL, out, E, st);

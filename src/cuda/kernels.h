@@ -162,13 +162,24 @@ void th_cu_moe_route(const float *logits, int n, const th_cu_router *r, int32_t 
  * experts stacked by rows; b0/b1 (expert biases, stacked the same way) may be NULL.
  * With xq (rows of K = w.K) and every given matrix of a split layout, the int8
  * products on the q8 activations (as the int8 GEMV); otherwise fp32 x. */
+/* How the expert GEMVs walk the pairs (NULL: p = 0 .. n_pairs−1 in turn): order
+ * (n_pairs ids) the pairs grouped by expert, ids increasing; seg, when not NULL,
+ * the hit experts as segments of order — seg[0] their number n_hit, then n_slots
+ * expert ids, n_slots first places in order, n_slots counts (1 + 3·n_slots ints,
+ * n_slots ≥ min(n_pairs, n_expert)). th_cu_moe_order writes both from sel (seg
+ * only when given; one block, call it with n_pairs > 0). With order alone each
+ * pair still runs on its own, in that order (the blocks of an expert's pairs run
+ * together: its rows come from L2 after the first); with seg the int8 kernel runs
+ * per hit expert, one weight load for 4 of its pairs (fp32 experts take the order
+ * only). What each pair gets does not depend on the walk: y is the same bit for bit. */
+typedef struct th_cu_moe_walk {
+    int32_t *order, *seg;
+    int n_slots;
+} th_cu_moe_walk;
+void th_cu_moe_order(const int32_t *sel, int n_pairs, int n_expert, const th_cu_moe_walk *walk, cudaStream_t st);
 void th_cu_moe_gemv(const th_cu_mat *w0, const th_cu_mat *w1, const float *b0, const float *b1, int64_t rpe,
-                    const int32_t *sel, int n_pairs, const int32_t *order, int x_div, const float *x, int64_t xs,
+                    const int32_t *sel, int n_pairs, const th_cu_moe_walk *walk, int x_div, const float *x, int64_t xs,
                     const th_cu_q8 *xq, float *y, int64_t ys, cudaStream_t st);
-/* order (device, n_pairs ids, or NULL for 0 .. n_pairs−1): the pairs grouped by expert
- * as th_cu_moe_order writes them, the order the GEMVs above and below walk them in
- * (what each pair gets does not depend on it). One block: call it with n_pairs > 0. */
-void th_cu_moe_order(const int32_t *sel, int n_pairs, int n_expert, int32_t *order, cudaStream_t st);
 /* out[t][i] = Σ_{j<k} w[t·k+j] · y[r(t·k+j)][i] for t < n, i < E, in order j = 0..k−1,
  * where pair p's row r(p) = row[p] (row NULL: r(p) = p). */
 /* The same for one matrix w holding some of the experts (per-expert types,
@@ -176,8 +187,8 @@ void th_cu_moe_order(const int32_t *sel, int n_pairs, int n_expert, int32_t *ord
  * n_expert ids); pairs whose expert has slot −1 are not written. The bias b is
  * indexed by the expert id, as th_cu_moe_gemv's. */
 void th_cu_moe_gemv_part(const th_cu_mat *w, const int32_t *slot, const float *b, int64_t rpe, const int32_t *sel,
-                         int n_pairs, const int32_t *order, int x_div, const float *x, int64_t xs, const th_cu_q8 *xq,
-                         float *y, int64_t ys, cudaStream_t st);
+                         int n_pairs, const th_cu_moe_walk *walk, int x_div, const float *x, int64_t xs,
+                         const th_cu_q8 *xq, float *y, int64_t ys, cudaStream_t st);
 void th_cu_moe_sum(const float *y, int64_t ys, const float *w, int k, int n, int64_t E, const int32_t *row,
                    float *out, int64_t os, cudaStream_t st);
 /* The grouped path's pair rows (segment order: list[i] is the pair p = t·k + j of
@@ -278,7 +289,9 @@ typedef struct th_cu_tuning {
     int attn_chunk;            /* shortest attention split in graph mode, a multiple of 32 (0: one kernel step) */
     bool moe_gemv_only;        /* MoE experts as per-pair GEMVs on the GEMM path too (default false) */
     int moe_order_min;         /* GEMV-path MoE batches of at least this many tokens walk their pairs grouped by
-                                * expert (th_cu_moe_order; 0: never, the default until timed) */
+                                * expert (th_cu_moe_walk's order; 0: never, the default until timed) */
+    int moe_group_min;         /* ... and from this many the int8 experts run per hit expert (the walk's
+                                * segments; 0: never, the default until timed) */
     int mma_min;               /* GEMV-path batches of at least this many tokens take the int8 MMA kernel (mma_q8.cu) */
     int mma_max;               /* GEMM-path batches of at most this many tokens take it instead of cuBLAS (0: none) */
     int narrow_min;            /* GEMV-path batches of at least this many tokens go to the narrow form (mma_q8n.cu) where it applies */
@@ -315,8 +328,9 @@ const char *th_cu_test_attention(int n_head, int n_kv, int hd, int hdv, int len,
                                  const float *v, int n, int pos0, int window, float softcap, const float *sinks,
                                  bool kv_f16, int block, int force_split, const int32_t *tok_pos,
                                  const int32_t *tok_seq, int n_seq, bool prompt, float *out);
-/* th_cu_moe_order of host ids sel (n_pairs, each < n_expert) into host order. Returns a CUDA error text or NULL. */
-const char *th_cu_test_moe_order(const int32_t *sel, int n_pairs, int n_expert, int32_t *order);
+/* th_cu_moe_order of host ids sel (n_pairs, each < n_expert) into host order and seg (1 + 3·min(n_pairs,
+ * n_expert) ints, its layout). Returns a CUDA error text or NULL. */
+const char *th_cu_test_moe_order(const int32_t *sel, int n_pairs, int n_expert, int32_t *order, int32_t *seg);
 /* A matrix as th_cu_test_matmul builds it, every row decoded by th_cu_dequant_rows
  * (rows × K): to fp32 (the embedding lookup; out floats) or with f16 to fp16 (the
  * GEMM path's tiles; out halves) in two calls, row 0 and then rows 1.. from row0 = 1. */

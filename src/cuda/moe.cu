@@ -17,7 +17,10 @@
 //               CPU's th_fwd_add_bias).
 //   moe_order   the pairs grouped by expert (one block, counting sort), an order
 //               both GEMVs may walk their pairs in so that a shared expert's rows
-//               come from L2 after the first pair (tuning.moe_order_min);
+//               come from L2 after the first pair (tuning.moe_order_min), and the
+//               hit experts as segments of it for
+//   moe_gemv_q8_grouped  moe_gemv_q8 over the hit experts: a warp's weight loads
+//               serve 4 of the expert's pairs (tuning.moe_group_min);
 //   moe_sum     out[t] = Σ_j w[t][j] · y[t·k+j] in selection order, each product
 //               rounded before the add (as the CPU: dst = src·w, then o += dst);
 //               on the grouped path pair p's y row is row[p] (segment order).
@@ -264,6 +267,85 @@ __global__ void __launch_bounds__(MOE_WARPS * 32) moe_gemv_q8(th_cu_mat w0, th_c
     }
 }
 
+// moe_gemv_q8 for pairs grouped by expert (th_cu_moe_order's segments): grid.y
+// walks the hit experts (slot sl: expert seg.ex[sl], its pairs order[off .. off+cnt)),
+// and a warp loads its rows' weights once for TT of the expert's pairs instead of
+// once a pair. Each pair's sum takes the same products in the same order as in
+// moe_gemv_q8, so y is bit for bit the per-pair kernel's.
+template <uint32_t TYPE, int RPW, int UU, int TT>
+__global__ void __launch_bounds__(MOE_WARPS * 32) moe_gemv_q8_grouped(th_cu_mat w0, th_cu_mat w1, const float *b0,
+                                                                      const float *b1, bool two, int64_t rpe,
+                                                                      const int32_t *slot, const int32_t *order,
+                                                                      const int32_t *seg, int n_slots, int x_div,
+                                                                      th_cu_q8 xq, float *y, int64_t ys) {
+    pdl_begin();
+    const int lane = threadIdx.x & 31;
+    const int64_t out_rows = two ? 2 * rpe : rpe;
+    const int64_t o0 = ((int64_t)blockIdx.x * MOE_WARPS + (threadIdx.x >> 5)) * RPW;
+    if (o0 >= out_rows) return;
+    const bool second = o0 >= rpe;  // rpe % RPW == 0: a warp's rows are in one matrix
+    const th_cu_mat &w = second ? w1 : w0;
+    const float *bias = second ? b1 : b0;
+    const int nr = (int)min((int64_t)RPW, out_rows - o0);
+    const int64_t nb = w.K / 32, oo = second ? o0 - rpe : o0;
+    const int n_hit = seg[0];
+    for (int sl = blockIdx.y; sl < n_hit; sl += gridDim.y) {
+        const int64_t e = seg[1 + sl], we = slot ? (int64_t)slot[e] : e;
+        if (we < 0) continue;  // another part's expert (slot, as moe_gemv_q8)
+        const int off = seg[1 + n_slots + sl], cnt = seg[1 + 2 * n_slots + sl];
+        const int64_t r0 = we * rpe + oo, br0 = e * rpe + oo;
+        for (int c0 = 0; c0 < cnt; c0 += TT) {
+            int p[TT];
+            int64_t row[TT];
+#pragma unroll
+            for (int t = 0; t < TT; t++) {
+                p[t] = c0 + t < cnt ? order[off + c0 + t] : -1;
+                row[t] = p[t] >= 0 ? p[t] / x_div : 0;
+            }
+            float acc[RPW][TT];
+#pragma unroll
+            for (int i = 0; i < RPW; i++)
+#pragma unroll
+                for (int t = 0; t < TT; t++) acc[i][t] = 0.0f;
+            for (int64_t b0 = lane; b0 < nb; b0 += 32 * UU) {
+                KSub<TYPE> s[RPW][UU];
+#pragma unroll
+                for (int u = 0; u < UU; u++)
+#pragma unroll
+                    for (int i = 0; i < RPW; i++)
+                        if (b0 + 32 * u < nb && i < nr) s[i][u].load(w, r0 + i, b0 + 32 * u);
+#pragma unroll
+                for (int u = 0; u < UU; u++) {
+                    const int64_t b = b0 + 32 * u;
+                    if (b >= nb) break;
+#pragma unroll
+                    for (int t = 0; t < TT; t++) {
+                        if (p[t] < 0) break;  // the chunk's pairs come first
+                        const int4 *xa = (const int4 *)(xq.q + row[t] * w.K + b * 32);
+                        const int4 a0 = __ldg(xa), a1 = __ldg(xa + 1);
+                        const float xd = __ldg(xq.d + row[t] * nb + b);
+                        const int xs = KSub<TYPE>::uses_sum ? __ldg(xq.s + row[t] * nb + b) : 0;
+#pragma unroll
+                        for (int i = 0; i < RPW; i++)
+                            if (i < nr) acc[i][t] += s[i][u].dot(a0, a1, xd, xs);
+                    }
+                }
+            }
+#pragma unroll
+            for (int t = 0; t < TT; t++)
+#pragma unroll
+                for (int i = 0; i < RPW; i++) acc[i][t] = warp_sum(acc[i][t]);
+            if (lane == 0)
+#pragma unroll
+                for (int t = 0; t < TT; t++)
+                    if (p[t] >= 0)
+#pragma unroll
+                        for (int i = 0; i < RPW; i++)
+                            if (i < nr) y[(int64_t)p[t] * ys + o0 + i] = acc[i][t] + (bias ? bias[br0 + i] : 0.0f);
+        }
+    }
+}
+
 // The y row of pair p: row[p] on the grouped path, p on the GEMV path.
 __device__ __forceinline__ int64_t pair_row(const int32_t *row, int64_t p) { return row ? (int64_t)row[p] : p; }
 
@@ -295,33 +377,16 @@ __global__ void moe_bias(float *y, int64_t ys, const float *b, int64_t rpe, cons
     for (int i = blockIdx.y; i < rows; i += gridDim.y) y[(int64_t)i * ys + c] += b[(int64_t)sel[list[i]] * rpe + c];
 }
 
-// The pairs grouped by expert for the GEMV path: order[i] (i < n_pairs) lists the
-// pairs of expert 0, then of expert 1, ... (within an expert in no fixed order:
-// a pair's products do not depend on it). The per-pair GEMVs walk their grid's y
-// index through it, so that the blocks of the pairs sharing an expert run close
-// together and all but the first of them find its rows in L2. One block: counts
-// per expert in shared memory, an exclusive prefix sum, then each pair's place.
-constexpr int ORDER_THREADS = 1024;  // 32 warps: the warp totals' scan is one warp
-__global__ void __launch_bounds__(ORDER_THREADS) moe_order(const int32_t *sel, int n_pairs, int X, int32_t *order) {
-    pdl_begin();
-    __shared__ int at[TH_CU_MAX_EXPERTS];  // counts, then each expert's next place
-    __shared__ int warp_base[ORDER_THREADS / 32];
-    const int tid = threadIdx.x, lane = tid & 31, wid = tid >> 5;
-    for (int e = tid; e < X; e += ORDER_THREADS) at[e] = 0;
-    __syncthreads();
-    // an id outside [0, X) (never from moe_route) is counted as expert 0, so order stays a permutation
-    auto expert = [&](int p) { const int e = sel[p]; return e >= 0 && e < X ? e : 0; };
-    for (int p = tid; p < n_pairs; p += ORDER_THREADS) atomicAdd(&at[expert(p)], 1);
-    __syncthreads();
-    const int per = (X + ORDER_THREADS - 1) / ORDER_THREADS, e0 = min(X, tid * per), e1 = min(X, e0 + per);
-    int run = 0;  // this thread's experts' pairs
-    for (int e = e0; e < e1; e++) run += at[e];
-    int inc = run;  // inclusive scan over the warp
+// Exclusive prefix sum of v over the block (ORDER_THREADS threads); total: the sum of all.
+__device__ int block_scan(int v, int *warp_base, int &total) {
+    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
+    int inc = v;  // inclusive over the warp
 #pragma unroll
     for (int o = 1; o < 32; o <<= 1) {
-        const int v = __shfl_up_sync(0xffffffffu, inc, o);
-        if (lane >= o) inc += v;
+        const int u = __shfl_up_sync(0xffffffffu, inc, o);
+        if (lane >= o) inc += u;
     }
+    __syncthreads();  // warp_base is free (a previous scan has read it)
     if (lane == 31) warp_base[wid] = inc;
     __syncthreads();
     if (wid == 0) {
@@ -329,18 +394,58 @@ __global__ void __launch_bounds__(ORDER_THREADS) moe_order(const int32_t *sel, i
         int t = mine;
 #pragma unroll
         for (int o = 1; o < 32; o <<= 1) {
-            const int v = __shfl_up_sync(0xffffffffu, t, o);
-            if (lane >= o) t += v;
+            const int u = __shfl_up_sync(0xffffffffu, t, o);
+            if (lane >= o) t += u;
         }
         warp_base[lane] = t - mine;
+        if (lane == 31) warp_base[32] = t;
     }
     __syncthreads();
-    int next = warp_base[wid] + inc - run;
+    total = warp_base[32];
+    return warp_base[wid] + inc - v;
+}
+
+// The pairs grouped by expert for the GEMV path: order[i] (i < n_pairs) lists the
+// pairs of expert 0, then of expert 1, ... (within an expert in no fixed order:
+// a pair's products do not depend on it). The per-pair GEMVs walk their grid's y
+// index through it, so that the blocks of the pairs sharing an expert run close
+// together and all but the first of them find its rows in L2. With seg, also the
+// hit experts as segments of order for moe_gemv_q8_grouped: seg[0] their number,
+// then n_slots expert ids, n_slots first places, n_slots counts (ids increasing).
+// One block: counts per expert in shared memory, prefix sums, each pair's place.
+constexpr int ORDER_THREADS = 1024;  // 32 warps: the warp totals' scan is one warp
+__global__ void __launch_bounds__(ORDER_THREADS) moe_order(const int32_t *sel, int n_pairs, int X, int32_t *order,
+                                                           int32_t *seg, int n_slots) {
+    pdl_begin();
+    __shared__ int at[TH_CU_MAX_EXPERTS];  // counts, then each expert's next place
+    __shared__ int warp_base[ORDER_THREADS / 32 + 1];
+    const int tid = threadIdx.x;
+    for (int e = tid; e < X; e += ORDER_THREADS) at[e] = 0;
+    __syncthreads();
+    // an id outside [0, X) (never from moe_route) is counted as expert 0, so order stays a permutation
+    auto expert = [&](int p) { const int e = sel[p]; return e >= 0 && e < X ? e : 0; };
+    for (int p = tid; p < n_pairs; p += ORDER_THREADS) atomicAdd(&at[expert(p)], 1);
+    __syncthreads();
+    const int per = (X + ORDER_THREADS - 1) / ORDER_THREADS, e0 = min(X, tid * per), e1 = min(X, e0 + per);
+    int run = 0, hits = 0;  // this thread's experts' pairs, and how many of them are hit
+    for (int e = e0; e < e1; e++) {
+        run += at[e];
+        hits += at[e] > 0;
+    }
+    int total, n_hit;
+    int next = block_scan(run, warp_base, total), h = block_scan(hits, warp_base, n_hit);
     for (int e = e0; e < e1; e++) {
         const int c = at[e];
         at[e] = next;
+        if (seg && c) {
+            seg[1 + h] = e;
+            seg[1 + n_slots + h] = next;
+            seg[1 + 2 * n_slots + h] = c;
+            h++;
+        }
         next += c;
     }
+    if (seg && tid == 0) seg[0] = n_hit;
     __syncthreads();
     for (int p = tid; p < n_pairs; p += ORDER_THREADS) order[atomicAdd(&at[expert(p)], 1)] = p;
 }
@@ -353,9 +458,11 @@ extern "C" void th_cu_moe_route(const float *logits, int n, const th_cu_router *
     launch_k(moe_route, dim3((unsigned)n), dim3(32), st, logits, n, *r, sel, w);
 }
 
-extern "C" void th_cu_moe_order(const int32_t *sel, int n_pairs, int n_expert, int32_t *order, cudaStream_t st) {
+extern "C" void th_cu_moe_order(const int32_t *sel, int n_pairs, int n_expert, const th_cu_moe_walk *walk,
+                                cudaStream_t st) {
     if (n_pairs <= 0 || n_expert <= 0 || n_expert > TH_CU_MAX_EXPERTS) return;  // the upload refuses more experts
-    launch_k(moe_order, dim3(1), dim3(ORDER_THREADS), st, sel, n_pairs, n_expert, order);
+    launch_k(moe_order, dim3(1), dim3(ORDER_THREADS), st, sel, n_pairs, n_expert, walk->order, walk->seg,
+             walk->n_slots);
 }
 
 // A grid's y size for `rows` rows (pairs) of a kernel that strides over gridDim.y.
@@ -363,31 +470,40 @@ static unsigned grid_rows(int rows) { return (unsigned)(rows < 65535 ? rows : 65
 
 // moe_gemv_q8 of w0's type over w0 (and w1, of the same type, when not NULL):
 // 4 rows a warp (1 when rpe is not a multiple of 4), lane-steps for the row length.
+// With walk->seg, the grouped kernel (grid.y over the hit experts, 4 of a expert's pairs a weight load).
+constexpr int GROUP_TT = 4;
 template <int RPW, int UU>
 static void launch_moe_q8_as(const th_cu_mat *w0, const th_cu_mat *w1, const float *b0, const float *b1, int64_t rpe,
-                             const int32_t *slot, const int32_t *sel, int n_pairs, const int32_t *order, int x_div,
-                             const th_cu_q8 *xq, float *y, int64_t ys, cudaStream_t st) {
-    const bool two = w1 != nullptr;
+                             const int32_t *slot, const int32_t *sel, int n_pairs, const th_cu_moe_walk *walk,
+                             int x_div, const th_cu_q8 *xq, float *y, int64_t ys, cudaStream_t st) {
+    const bool two = w1 != nullptr, grouped = walk && walk->seg;
     const int64_t per_block = MOE_WARPS * RPW;
-    dim3 grid((unsigned)(((two ? 2 : 1) * rpe + per_block - 1) / per_block), grid_rows(n_pairs));
+    dim3 grid((unsigned)(((two ? 2 : 1) * rpe + per_block - 1) / per_block),
+              grid_rows(grouped ? walk->n_slots : n_pairs));
     with_split_type(w0->type, [&](auto t) {  // every split type (th_cu_gemv_wants_q8)
-        launch_k(moe_gemv_q8<decltype(t)::value, RPW, UU>, grid, dim3(MOE_WARPS * 32), st, *w0, two ? *w1 : *w0, b0,
-                 two ? b1 : nullptr, two, rpe, slot, sel, n_pairs, order, x_div, *xq, y, ys);
+        if (grouped)
+            launch_k(moe_gemv_q8_grouped<decltype(t)::value, RPW, UU, GROUP_TT>, grid, dim3(MOE_WARPS * 32), st, *w0,
+                     two ? *w1 : *w0, b0, two ? b1 : nullptr, two, rpe, slot, walk->order, walk->seg, walk->n_slots,
+                     x_div, *xq, y, ys);
+        else
+            launch_k(moe_gemv_q8<decltype(t)::value, RPW, UU>, grid, dim3(MOE_WARPS * 32), st, *w0, two ? *w1 : *w0,
+                     b0, two ? b1 : nullptr, two, rpe, slot, sel, n_pairs, walk ? walk->order : nullptr, x_div, *xq,
+                     y, ys);
     });
 }
 
 static void launch_moe_q8(const th_cu_mat *w0, const th_cu_mat *w1, const float *b0, const float *b1, int64_t rpe,
-                          const int32_t *slot, const int32_t *sel, int n_pairs, const int32_t *order, int x_div,
-                          const th_cu_q8 *xq, float *y, int64_t ys, cudaStream_t st) {
+                          const int32_t *slot, const int32_t *sel, int n_pairs, const th_cu_moe_walk *walk,
+                          int x_div, const th_cu_q8 *xq, float *y, int64_t ys, cudaStream_t st) {
     const int64_t steps = (w0->K / 32 + 31) / 32;  // lane-steps a row
-    if (rpe % 4) launch_moe_q8_as<1, 4>(w0, w1, b0, b1, rpe, slot, sel, n_pairs, order, x_div, xq, y, ys, st);
-    else if (steps <= 1) launch_moe_q8_as<4, 1>(w0, w1, b0, b1, rpe, slot, sel, n_pairs, order, x_div, xq, y, ys, st);
-    else if (steps <= 2) launch_moe_q8_as<4, 2>(w0, w1, b0, b1, rpe, slot, sel, n_pairs, order, x_div, xq, y, ys, st);
-    else launch_moe_q8_as<4, 4>(w0, w1, b0, b1, rpe, slot, sel, n_pairs, order, x_div, xq, y, ys, st);
+    if (rpe % 4) launch_moe_q8_as<1, 4>(w0, w1, b0, b1, rpe, slot, sel, n_pairs, walk, x_div, xq, y, ys, st);
+    else if (steps <= 1) launch_moe_q8_as<4, 1>(w0, w1, b0, b1, rpe, slot, sel, n_pairs, walk, x_div, xq, y, ys, st);
+    else if (steps <= 2) launch_moe_q8_as<4, 2>(w0, w1, b0, b1, rpe, slot, sel, n_pairs, walk, x_div, xq, y, ys, st);
+    else launch_moe_q8_as<4, 4>(w0, w1, b0, b1, rpe, slot, sel, n_pairs, walk, x_div, xq, y, ys, st);
 }
 
 static void moe_gemv_any(const th_cu_mat *w0, const th_cu_mat *w1, const float *b0, const float *b1, int64_t rpe,
-                         const int32_t *slot, const int32_t *sel, int n_pairs, const int32_t *order, int x_div,
+                         const int32_t *slot, const int32_t *sel, int n_pairs, const th_cu_moe_walk *walk, int x_div,
                          const float *x, int64_t xs, const th_cu_q8 *xq, float *y, int64_t ys, cudaStream_t st) {
     if (n_pairs <= 0 || rpe <= 0) return;
     bool two = w1 != nullptr;
@@ -397,25 +513,26 @@ static void moe_gemv_any(const th_cu_mat *w0, const th_cu_mat *w1, const float *
     if (!xq || w0->layout != TH_CU_SPLIT || (two && w1->layout != TH_CU_SPLIT)) {
         dim3 grid((unsigned)((out_rows + MOE_WARPS - 1) / MOE_WARPS), grid_rows(n_pairs));
         launch_k(moe_gemv, grid, block, st, *w0, two ? *w1 : *w0, b0, two ? b1 : nullptr, two, rpe, slot, sel, n_pairs,
-                 order, x_div, x, xs, y, ys);
+                 walk ? walk->order : nullptr, x_div, x, xs, y, ys);  // fp32: the order, never grouped
         return;
     }
     // int8 products: one launch for both matrices when they share a type, else one each
     bool both = two && w1->type == w0->type;
-    launch_moe_q8(w0, both ? w1 : nullptr, b0, both ? b1 : nullptr, rpe, slot, sel, n_pairs, order, x_div, xq, y, ys, st);
-    if (two && !both) launch_moe_q8(w1, nullptr, b1, nullptr, rpe, slot, sel, n_pairs, order, x_div, xq, y + rpe, ys, st);
+    launch_moe_q8(w0, both ? w1 : nullptr, b0, both ? b1 : nullptr, rpe, slot, sel, n_pairs, walk, x_div, xq, y, ys, st);
+    if (two && !both) launch_moe_q8(w1, nullptr, b1, nullptr, rpe, slot, sel, n_pairs, walk, x_div, xq, y + rpe, ys, st);
 }
 
 extern "C" void th_cu_moe_gemv(const th_cu_mat *w0, const th_cu_mat *w1, const float *b0, const float *b1,
-                               int64_t rpe, const int32_t *sel, int n_pairs, const int32_t *order, int x_div,
+                               int64_t rpe, const int32_t *sel, int n_pairs, const th_cu_moe_walk *walk, int x_div,
                                const float *x, int64_t xs, const th_cu_q8 *xq, float *y, int64_t ys, cudaStream_t st) {
-    moe_gemv_any(w0, w1, b0, b1, rpe, nullptr, sel, n_pairs, order, x_div, x, xs, xq, y, ys, st);
+    moe_gemv_any(w0, w1, b0, b1, rpe, nullptr, sel, n_pairs, walk, x_div, x, xs, xq, y, ys, st);
 }
 
 extern "C" void th_cu_moe_gemv_part(const th_cu_mat *w, const int32_t *slot, const float *b, int64_t rpe,
-                                    const int32_t *sel, int n_pairs, const int32_t *order, int x_div, const float *x,
-                                    int64_t xs, const th_cu_q8 *xq, float *y, int64_t ys, cudaStream_t st) {
-    moe_gemv_any(w, nullptr, b, nullptr, rpe, slot, sel, n_pairs, order, x_div, x, xs, xq, y, ys, st);
+                                    const int32_t *sel, int n_pairs, const th_cu_moe_walk *walk, int x_div,
+                                    const float *x, int64_t xs, const th_cu_q8 *xq, float *y, int64_t ys,
+                                    cudaStream_t st) {
+    moe_gemv_any(w, nullptr, b, nullptr, rpe, slot, sel, n_pairs, walk, x_div, x, xs, xq, y, ys, st);
 }
 
 extern "C" void th_cu_moe_sum(const float *y, int64_t ys, const float *w, int k, int n, int64_t E, const int32_t *row,

@@ -411,19 +411,25 @@ done:
 }
 
 /* th_cu_moe_order on host expert ids (n_pairs of them, each in [0, n_expert)): the
- * pairs grouped by expert into order (n_pairs ints). */
-const char *th_cu_test_moe_order(const int32_t *sel, int n_pairs, int n_expert, int32_t *order) {
+ * pairs grouped by expert into order (n_pairs ints) and the segments into seg. */
+const char *th_cu_test_moe_order(const int32_t *sel, int n_pairs, int n_expert, int32_t *order, int32_t *seg) {
     const char *err = NULL;
-    int32_t *ds = NULL, *dord = NULL;
+    int n_slots = n_pairs < n_expert ? n_pairs : n_expert;
+    size_t seg_n = 1 + 3 * (size_t)n_slots;
+    int32_t *ds = NULL, *dord = NULL, *dseg = NULL;
     TRY(cudaMalloc((void **)&ds, (size_t)n_pairs * 4));
     TRY(cudaMalloc((void **)&dord, (size_t)n_pairs * 4));
+    TRY(cudaMalloc((void **)&dseg, seg_n * 4));
     TRY(cudaMemcpy(ds, sel, (size_t)n_pairs * 4, cudaMemcpyHostToDevice));
     TRY(cudaMemset(dord, 0xff, (size_t)n_pairs * 4));  /* -1 poison: every place must be written */
-    th_cu_moe_order(ds, n_pairs, n_expert, dord, 0);
+    TRY(cudaMemset(dseg, 0xff, seg_n * 4));
+    th_cu_moe_walk w = { .order = dord, .seg = dseg, .n_slots = n_slots };
+    th_cu_moe_order(ds, n_pairs, n_expert, &w, 0);
     TRY(cudaGetLastError());
     TRY(cudaDeviceSynchronize());
     TRY(cudaMemcpy(order, dord, (size_t)n_pairs * 4, cudaMemcpyDeviceToHost));
+    TRY(cudaMemcpy(seg, dseg, seg_n * 4, cudaMemcpyDeviceToHost));
 done:
-    cudaFree(ds); cudaFree(dord);
+    cudaFree(ds); cudaFree(dord); cudaFree(dseg);
     return err;
 }
