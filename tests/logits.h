@@ -111,21 +111,54 @@ static inline bool write_pair_tied_model(const char *src, const char *dst) {
     return ok;
 }
 
-/* The ragged-batch checks' schedule: three sequences' tokens interleaved round-robin,
- * step 0 taking positions [0, split[q]) and step 1 [split[q], len[q]); fills tok, seq,
- * idx (each token's position in its sequence) and want; returns the batch size. */
-static inline int interleave3(int step, const int32_t toks[3][20], const int len[3], const int split[3],
-                              int32_t *tok, int32_t *seq, int32_t *idx, int8_t *want) {
-    int n = 0, at[3];
-    for (int q = 0; q < 3; q++) at[q] = step ? split[q] : 0;
-    for (bool more = true; more;) {
-        more = false;
-        for (int q = 0; q < 3; q++) {
-            int end = step ? len[q] : split[q];
-            if (at[q] < end) { tok[n] = toks[q][at[q]]; seq[n] = q; idx[n] = at[q]; want[n] = 1; n++; at[q]++; more = true; }
+/* The ragged-batch checks (test_arch's MoE batches on the CPU, test_cuda_moe's on the
+ * GPU): three sequences of 12, 6 and 18 tokens interleaved round-robin in one batch,
+ * positions [0, split) in a first step and the rest in a second. ragged3_seq: sequence
+ * q's tokens (its length in *len), for decoding it alone. */
+static inline const int32_t *ragged3_seq(int q, int *len) {
+    static const int32_t toks[3][20] = {
+        { 1, 450, 439, 860, 3347, 113, 1701, 123, 432, 398, 567, 975 },
+        { 1, 903, 2501, 263, 931, 727 },
+        { 1, 278, 425, 1537, 437, 106, 49, 1551, 346, 2501, 263, 931, 47, 727, 471, 450, 439, 860 } };
+    static const int n[3] = { 12, 6, 18 };
+    *len = n[q];
+    return toks[q];
+}
+
+/* The two ragged steps decoded in c (n_seq_max >= 3, n_batch >= 36), every token's
+ * logits against alone[q] (sequence q alone, its length × nv): *worst the largest
+ * rel-L2, *top1_bad the tokens whose top-1 differs (*bad_seq / *bad_pos: the first
+ * of them). False when a decode fails (th_last_error says why). */
+static inline bool ragged3_compare(th_context *c, float *const alone[3], int nv, double *worst, int *top1_bad,
+                                   int *bad_seq, int *bad_pos) {
+    static const int split[3] = { 7, 4, 11 };
+    const int32_t *toks[3];
+    int len[3];
+    for (int q = 0; q < 3; q++) toks[q] = ragged3_seq(q, &len[q]);
+    *worst = 0;
+    *top1_bad = 0;
+    for (int step = 0; step < 2; step++) {
+        int32_t tok[64], seq[64], idx[64];
+        int8_t want[64];
+        int n = 0, at[3];
+        for (int q = 0; q < 3; q++) at[q] = step ? split[q] : 0;
+        for (bool more = true; more;) {   /* round-robin over the sequences */
+            more = false;
+            for (int q = 0; q < 3; q++) {
+                int end = step ? len[q] : split[q];
+                if (at[q] < end) { tok[n] = toks[q][at[q]]; seq[n] = q; idx[n] = at[q]; want[n] = 1; n++; at[q]++; more = true; }
+            }
+        }
+        th_batch b = { .n_tokens = n, .token = tok, .seq_id = seq, .logits = want };
+        if (th_decode(c, &b)) return false;
+        for (int i = 0; i < n; i++) {
+            const float *l = th_get_logits(c, i), *r = alone[seq[i]] + (size_t)idx[i] * nv;
+            double e = rel_l2(l, r, nv);
+            if (e > *worst) *worst = e;
+            if (argmax(l, nv) != argmax(r, nv) && (*top1_bad)++ == 0) { *bad_seq = seq[i]; *bad_pos = idx[i]; }
         }
     }
-    return n;
+    return true;
 }
 
 #endif

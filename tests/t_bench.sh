@@ -163,22 +163,27 @@ if ! $T bench -m "$TINY" --bw-mib 0 --parallel 0 >"$tmp/o" 2>"$tmp/e" && grep -q
     ok bench_parallel_bad
 else bad bench_parallel_bad "$(cat "$tmp/e")"; fi
 
-# bench/compare-peers.sh against a stand-in peer (a script that prints llama-bench's CSV
-# header and one row per call, with a quoted field holding commas as ik_llama.cpp's "ser"
-# does, and a fixed 50 t/s; it logs its arguments): the table must show the peer's 50.00
-# and ours / 50 as the ratio, the peer's extra arguments must reach it, and every
-# repetition must run (2 reps x 2 tests = 4 calls).
-CP=${COMPARE_PEERS:-bench/compare-peers.sh}
-if [ -f "$TINY" ] && [ -x "$CP" ]; then
-    cat >"$tmp/peer" <<'PEER'
+# A stand-in llama-bench for the two comparison scripts: it logs its arguments and, as the
+# real one, prints llama-bench's CSV header and a row for -p (n_gen 0) and one for -n
+# (n_prompt 0), each at a fixed 50 t/s, with a quoted field holding commas as
+# ik_llama.cpp's "ser" does.
+cat >"$tmp/peer" <<'PEER'
 #!/bin/sh
 echo "$*" >>"$(dirname "$0")/peer.args"
 p=0; n=0
 while [ $# -gt 0 ]; do case $1 in -p) p=$2; shift ;; -n) n=$2; shift ;; esac; shift; done
 echo 'build_commit,ser,n_prompt,n_gen,avg_ts,stddev_ts,test'
-echo "\"x\",\"-1,0\",\"$p\",\"$n\",\"50.000000\",\"0.0\",\"t\""
+[ "$p" -gt 0 ] && echo "\"x\",\"-1,0\",\"$p\",\"0\",\"50.000000\",\"0.0\",\"t\""
+[ "$n" -gt 0 ] && echo "\"x\",\"-1,0\",\"0\",\"$n\",\"50.000000\",\"0.0\",\"t\""
+exit 0
 PEER
-    chmod +x "$tmp/peer"
+chmod +x "$tmp/peer"
+
+# bench/compare-peers.sh against the stand-in: the table must show the peer's 50.00 and
+# ours / 50 as the ratio, the peer's extra arguments must reach it, and every repetition
+# must run (2 reps x 2 tests = 4 calls).
+CP=${COMPARE_PEERS:-bench/compare-peers.sh}
+if [ -f "$TINY" ] && [ -x "$CP" ]; then
     "$CP" -b "$T" -m "$TINY" -P "fake=$tmp/peer -rtr 1" -t 1 -p 8 -n 2 -r 2 >"$tmp/cp" 2>"$tmp/cpe"
     row=$(grep '| tiny-Q8_0 | 1 | pp8 |' "$tmp/cp")
     calls=$(wc -l <"$tmp/peer.args" 2>/dev/null || echo 0)
@@ -190,23 +195,13 @@ PEER
     else bad compare_peers "calls $calls" "$(cat "$tmp/cp" "$tmp/cpe")"; fi
 else echo "SKIP compare_peers (no tiny fixture or $CP)"; fi
 
-# bench/gpu/compare-gpu.sh with a stand-in llama-bench that, as the real one, prints a
-# row for -p (n_gen 0) and one for -n (n_prompt 0), 50 t/s each, and a stand-in
+# bench/gpu/compare-gpu.sh with the same stand-in llama-bench and a stand-in
 # llama-batched-bench (its table, S_TG 40 t/s for every stream count it is given),
 # ours on the CPU (--ours-args): pp / tg / bb rows with the peer's 50.0 / 40.0 and
 # ours / peer; two rounds, so each tool runs twice.
 CG=${COMPARE_GPU:-bench/gpu/compare-gpu.sh}
 if [ -f "$TINY" ] && [ -x "$CG" ]; then
-    cat >"$tmp/peer2" <<'PEER'
-#!/bin/sh
-echo "$*" >>"$(dirname "$0")/peer2.args"
-p=0; n=0
-while [ $# -gt 0 ]; do case $1 in -p) p=$2; shift ;; -n) n=$2; shift ;; esac; shift; done
-echo 'build_commit,ser,n_prompt,n_gen,avg_ts,stddev_ts,test'
-[ "$p" -gt 0 ] && echo "\"x\",\"-1,0\",\"$p\",\"0\",\"50.000000\",\"0.0\",\"t\""
-[ "$n" -gt 0 ] && echo "\"x\",\"-1,0\",\"0\",\"$n\",\"50.000000\",\"0.0\",\"t\""
-exit 0
-PEER
+    : >"$tmp/peer.args"
     cat >"$tmp/batched" <<'PEER'
 #!/bin/sh
 echo "$*" >>"$(dirname "$0")/batched.args"
@@ -219,8 +214,7 @@ for b in $(echo "$npl" | tr ',' ' '); do
 done
 PEER
     chmod +x "$tmp/batched"
-    chmod +x "$tmp/peer2"
-    "$CG" -b "$T" --ours-args "-t 1 --bw-mib 0" -P "$tmp/peer2" -Q "$tmp/batched" -p 8 -n 2 -B 2,3 --npp 4 --ntg 2 \
+    "$CG" -b "$T" --ours-args "-t 1 --bw-mib 0" -P "$tmp/peer" -Q "$tmp/batched" -p 8 -n 2 -B 2,3 --npp 4 --ntg 2 \
         -r 1 -R 2 -m "$TINY" >"$tmp/cg" 2>"$tmp/cge"
     rows_ok=1
     for t in pp8:50.0 tg2:50.0 bb2:40.0 bb3:40.0; do
@@ -228,9 +222,9 @@ PEER
         echo "$row" | awk -F'|' -v want="${t#*:}" '{ o = $4 + 0; v = $5 + 0; r = $6 + 0;
             exit !(o > 0 && v == want && (r - o / v) < 0.006 && (o / v - r) < 0.006) }' || rows_ok=0
     done
-    calls=$(wc -l <"$tmp/peer2.args" 2>/dev/null || echo 0); bcalls=$(wc -l <"$tmp/batched.args" 2>/dev/null || echo 0)
+    calls=$(wc -l <"$tmp/peer.args" 2>/dev/null || echo 0); bcalls=$(wc -l <"$tmp/batched.args" 2>/dev/null || echo 0)
     if [ $rows_ok = 1 ] && [ "$calls" = 2 ] && [ "$bcalls" = 2 ] && grep -q -- '-npl 2,3' "$tmp/batched.args" &&
-       grep -q -- '-ngl 99 -fa 1' "$tmp/peer2.args"; then
+       grep -q -- '-ngl 99 -fa 1' "$tmp/peer.args"; then
         ok compare_gpu
     else bad compare_gpu "calls $calls / $bcalls" "$(cat "$tmp/cg" "$tmp/cge")"; fi
 else echo "SKIP compare_gpu (no tiny fixture or $CG)"; fi

@@ -138,30 +138,22 @@ static void check_moe_batch(const char *name) {
     th_status s = th_model_load(fixture(mp), NULL, &m);
     CHECK(s == TH_OK, "load %s: %s", mp, th_last_error());
     if (s) return;
-    static const int32_t toks[3][20] = {
-        { 1, 450, 439, 860, 3347, 113, 1701, 123, 432, 398, 567, 975 },
-        { 1, 903, 2501, 263, 931, 727 },
-        { 1, 278, 425, 1537, 437, 106, 49, 1551, 346, 2501, 263, 931, 47, 727, 471, 450, 439, 860 } };
-    const int len[3] = { 12, 6, 18 }, split[3] = { 7, 4, 11 };  /* first step takes [0, split) */
     int nv = th_model_n_vocab(m);
     float *alone[3];
-    for (int q = 0; q < 3; q++) alone[q] = run_logits(m, toks[q], len[q]);
+    for (int q = 0; q < 3; q++) {
+        int len;
+        const int32_t *t = ragged3_seq(q, &len);
+        alone[q] = run_logits(m, t, len);
+    }
     th_context *c = new_ctx(m, 64, 3);
     double worst = 0;
+    int bad = 0, bad_seq = -1, bad_pos = -1;
     bool ok = c && alone[0] && alone[1] && alone[2];
-    for (int step = 0; ok && step < 2; step++) {
-        int32_t tok[64], seq[64], idx[64];
-        int8_t want[64];
-        int n = interleave3(step, toks, len, split, tok, seq, idx, want);
-        th_batch b = { .n_tokens = n, .token = tok, .seq_id = seq, .logits = want };
-        if (th_decode(c, &b)) { CHECK(0, "decode: %s", th_last_error()); ok = false; break; }
-        for (int i = 0; i < n; i++) {
-            const float *l = th_get_logits(c, i), *r = alone[seq[i]] + (size_t)idx[i] * nv;
-            double e = rel_l2(l, r, nv);
-            if (e > worst) worst = e;
-            CHECK(argmax(l, nv) == argmax(r, nv), "%s: seq %d pos %d: top-1 differs", name, seq[i], idx[i]);
-        }
+    if (ok && !ragged3_compare(c, alone, nv, &worst, &bad, &bad_seq, &bad_pos)) {
+        CHECK(0, "decode: %s", th_last_error());
+        ok = false;
     }
+    CHECK(bad == 0, "%s: %d tokens' top-1 differs (first: seq %d pos %d)", name, bad, bad_seq, bad_pos);
     CHECK(ok);
     printf("  %-10s ragged batch of 3 vs alone: worst rel-L2 %.2e\n", name, worst);
     CHECK(worst <= 1e-5, "%s: ragged batch differs from sequences alone by %.3e", name, worst);

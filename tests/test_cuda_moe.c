@@ -175,34 +175,26 @@ static void check_gpu_moe_batch(const char *name, const char *model, const char 
     th_status s = th_model_load(fixture(mp), NULL, &m);
     CHECK(s == TH_OK, "load %s: %s", mp, th_last_error());
     if (s) { tune_reset(); return; }
-    static const int32_t toks[3][20] = {
-        { 1, 450, 439, 860, 3347, 113, 1701, 123, 432, 398, 567, 975 },
-        { 1, 903, 2501, 263, 931, 727 },
-        { 1, 278, 425, 1537, 437, 106, 49, 1551, 346, 2501, 263, 931, 47, 727, 471, 450, 439, 860 } };
-    const int len[3] = { 12, 6, 18 }, split[3] = { 7, 4, 11 };
     int nv = th_model_n_vocab(m);
     float *alone[3];
-    for (int q = 0; q < 3; q++) alone[q] = run_logits(m, toks[q], len[q], len[q], true, TH_KV_F32);
+    for (int q = 0; q < 3; q++) {
+        int len;
+        const int32_t *t = ragged3_seq(q, &len);
+        alone[q] = run_logits(m, t, len, len, true, TH_KV_F32);
+    }
     th_context_params cp = th_context_default_params();
     cp.n_ctx = 64; cp.n_batch = 64; cp.n_seq_max = 3; cp.kv_block = 16; cp.kv_type = TH_KV_F32; cp.n_threads = 2; cp.gpu = true;
     th_context *c = NULL;
     CHECK(th_context_new(m, &cp, &c) == TH_OK, "%s", th_last_error());
     double worst = 0;
+    int bad = 0, bad_seq = -1, bad_pos = -1;
     bool ok = c && alone[0] && alone[1] && alone[2];
-    for (int step = 0; ok && step < 2; step++) {
-        int32_t tok[64], seq[64], idx[64];
-        int8_t want[64];
-        int n = interleave3(step, toks, len, split, tok, seq, idx, want);
-        th_batch b = { .n_tokens = n, .token = tok, .seq_id = seq, .logits = want };
-        if (th_decode(c, &b)) { CHECK(0, "decode: %s", th_last_error()); ok = false; break; }
-        for (int i = 0; i < n; i++) {
-            const float *l = th_get_logits(c, i), *r = alone[seq[i]] + (size_t)idx[i] * nv;
-            double e = rel_l2(l, r, nv);
-            if (e > worst) worst = e;
-            CHECK(argmax(l, nv) == argmax(r, nv), "%s (gemm_min %s): seq %d pos %d: top-1 differs", mp, gemm_min,
-                  seq[i], idx[i]);
-        }
+    if (ok && !ragged3_compare(c, alone, nv, &worst, &bad, &bad_seq, &bad_pos)) {
+        CHECK(0, "decode: %s", th_last_error());
+        ok = false;
     }
+    CHECK(bad == 0, "%s (gemm_min %s): %d tokens' top-1 differs (first: seq %d pos %d)", mp, gemm_min, bad, bad_seq,
+          bad_pos);
     CHECK(ok, "%s (gemm_min %s): runs failed", mp, gemm_min);
     printf("  %-26s gemm_min %-2s%s GPU ragged batch of 3 vs alone: worst rel-L2 %.2e (limit %.0e)\n", mp,
            gemm_min, order_min > 1 ? " grouped" : order_min ? " ordered" : "", worst, limit);

@@ -156,12 +156,6 @@ typedef struct th_cu_router {
 #define TH_CU_MAX_EXPERTS 4096
 void th_cu_moe_route(const float *logits, int n, const th_cu_router *r, int32_t *sel, float *w,
                      cudaStream_t st);
-/* For each pair p < n_pairs with expert e = sel[p] and input row x[p / x_div]:
- * y[p][o] = w0 row (e·rpe + o) · x (+ b0[e·rpe + o])  for o < rpe, and with w1
- * (optional) y[p][rpe + o] = w1 row (e·rpe + o) · x (+ b1[e·rpe + o]). w0/w1 are
- * experts stacked by rows; b0/b1 (expert biases, stacked the same way) may be NULL.
- * With xq (rows of K = w.K) and every given matrix of a split layout, the int8
- * products on the q8 activations (as the int8 GEMV); otherwise fp32 x. */
 /* How the expert GEMVs walk the pairs (NULL: p = 0 .. n_pairs−1 in turn): order
  * (n_pairs ids) the pairs grouped by expert, ids increasing; seg, when not NULL,
  * the hit experts as segments of order — seg[0] their number n_hit, then n_slots
@@ -177,11 +171,15 @@ typedef struct th_cu_moe_walk {
     int n_slots;
 } th_cu_moe_walk;
 void th_cu_moe_order(const int32_t *sel, int n_pairs, int n_expert, const th_cu_moe_walk *walk, cudaStream_t st);
+/* For each pair p < n_pairs with expert e = sel[p] and input row x[p / x_div]:
+ * y[p][o] = w0 row (e·rpe + o) · x (+ b0[e·rpe + o])  for o < rpe, and with w1
+ * (optional) y[p][rpe + o] = w1 row (e·rpe + o) · x (+ b1[e·rpe + o]). w0/w1 are
+ * experts stacked by rows; b0/b1 (expert biases, stacked the same way) may be NULL.
+ * With xq (rows of K = w.K) and every given matrix of a split layout, the int8
+ * products on the q8 activations (as the int8 GEMV); otherwise fp32 x. */
 void th_cu_moe_gemv(const th_cu_mat *w0, const th_cu_mat *w1, const float *b0, const float *b1, int64_t rpe,
                     const int32_t *sel, int n_pairs, const th_cu_moe_walk *walk, int x_div, const float *x, int64_t xs,
                     const th_cu_q8 *xq, float *y, int64_t ys, cudaStream_t st);
-/* out[t][i] = Σ_{j<k} w[t·k+j] · y[r(t·k+j)][i] for t < n, i < E, in order j = 0..k−1,
- * where pair p's row r(p) = row[p] (row NULL: r(p) = p). */
 /* The same for one matrix w holding some of the experts (per-expert types,
  * docs/precision.md): expert e's rpe rows are block slot[e] of w (slot: device,
  * n_expert ids); pairs whose expert has slot −1 are not written. The bias b is
@@ -189,6 +187,8 @@ void th_cu_moe_gemv(const th_cu_mat *w0, const th_cu_mat *w1, const float *b0, c
 void th_cu_moe_gemv_part(const th_cu_mat *w, const int32_t *slot, const float *b, int64_t rpe, const int32_t *sel,
                          int n_pairs, const th_cu_moe_walk *walk, int x_div, const float *x, int64_t xs,
                          const th_cu_q8 *xq, float *y, int64_t ys, cudaStream_t st);
+/* out[t][i] = Σ_{j<k} w[t·k+j] · y[r(t·k+j)][i] for t < n, i < E, in order j = 0..k−1,
+ * where pair p's row r(p) = row[p] (row NULL: r(p) = p). */
 void th_cu_moe_sum(const float *y, int64_t ys, const float *w, int k, int n, int64_t E, const int32_t *row,
                    float *out, int64_t os, cudaStream_t st);
 /* The grouped path's pair rows (segment order: list[i] is the pair p = t·k + j of
